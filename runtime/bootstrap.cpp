@@ -1,0 +1,92 @@
+#include "runtime/bootstrap.hpp"
+
+#include <atomic>
+#include <csignal>
+#include <memory>
+#include <pthread.h>
+#include <thread>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+
+#include "actors/supervisor/supervisor.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+// SIGUSR1 is ours: the main thread sends it to end the signal thread.
+sigset_t handled_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  return set;
+}
+
+// Waits for signals on its own thread; every other thread blocks them.
+void watch_signals(caf::actor root) {
+  const auto set = handled_signals();
+  auto log = component_logger("runtime");
+  bool stopping = false;
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0 || sig == SIGUSR1)
+      return;
+    if (stopping) {
+      log->warn("second {}: exiting without waiting", strsignal(sig));
+      std::_Exit(130);
+    }
+    stopping = true;
+    log->info("{}: orderly shutdown", strsignal(sig));
+    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+  }
+}
+
+bool is_clean_exit(const caf::error& reason) {
+  return !reason || reason == caf::exit_reason::user_shutdown;
+}
+
+} // namespace
+
+int run_process(const vigil_config& config, const component_starter& start) {
+  // Block before any thread exists so CAF's workers inherit the mask.
+  const auto set = handled_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto log = component_logger("runtime");
+
+  caf::actor_system_config cfg;
+  const auto threads = config.runtime.scheduler_threads != 0
+                         ? size_t{config.runtime.scheduler_threads}
+                         : size_t{std::max(1u, std::thread::hardware_concurrency())};
+  cfg.set("scheduler.max-threads", threads);
+  auto exit_reason = std::make_shared<caf::error>();
+  int code = 0;
+  {
+    caf::actor_system sys{cfg};
+    const auto grace = std::chrono::milliseconds{config.runtime.shutdown_grace_ms};
+    auto root = sys.spawn(supervisor, caf::timespan{grace});
+    root->attach_functor(
+      [exit_reason](const caf::error& reason) { *exit_reason = reason; });
+    std::thread signals{watch_signals, root};
+    process_context ctx{sys, config, root};
+    if (auto started = start(ctx); !started) {
+      log->error("startup failed: {}", started.error().to_string());
+      code = 1;
+      caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+    }
+    root = nullptr;
+    sys.await_all_actors_done();
+    pthread_kill(signals.native_handle(), SIGUSR1);
+    signals.join();
+  }
+  if (code == 0 && !is_clean_exit(*exit_reason)) {
+    log->error("stopped after a failure: {}", caf::to_string(*exit_reason));
+    code = 1;
+  }
+  return code;
+}
+
+} // namespace vigil

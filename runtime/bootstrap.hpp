@@ -1,0 +1,29 @@
+// One actor-system bootstrap for every subcommand: build the system, start
+// the root supervisor and the subcommand's components, wait for SIGTERM or
+// for the components to finish, stop everything in order.
+#pragma once
+
+#include <functional>
+
+#include <caf/fwd.hpp>
+
+#include "messages/expected.hpp"
+#include "runtime/config.hpp"
+
+namespace vigil {
+
+struct process_context {
+  caf::actor_system& system;
+  const vigil_config& config;
+  const caf::actor& root; ///< hand components to it with (adopt_atom, name, actor)
+};
+
+using component_starter = std::function<status(process_context&)>;
+
+/// Runs until the root supervisor exits. The first SIGINT/SIGTERM starts an
+/// orderly shutdown (runtime.shutdown_grace_ms); a second one exits at once.
+/// Returns the process exit code: 0 after a clean stop, 1 when a component
+/// failed to start or died.
+int run_process(const vigil_config& config, const component_starter& start);
+
+} // namespace vigil

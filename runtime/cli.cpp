@@ -1,0 +1,118 @@
+#include "runtime/cli.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include "runtime/commands.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/version.hpp"
+
+namespace vigil {
+
+namespace {
+
+const std::vector<option_spec>& global_options() {
+  static const std::vector<option_spec> options{
+    {"config", "FILE",
+     "YAML configuration (see config/vigil.yaml); defaults when absent"},
+    {"log-format", "json|text", "log lines as JSON (default) or text for people"},
+    {"log-level", "LEVEL", "trace, debug, info, warn, error, critical, off"},
+    {"help", "", "print this help"},
+  };
+  return options;
+}
+
+void print_overview(std::ostream& out) {
+  out << "vigil " << version_string()
+      << " - GPU and NIC fault detection and self-healing for Kubernetes\n\n"
+         "Usage: vigil <command> [options]\n\nCommands:\n";
+  for (const auto& cmd : subcommands()) {
+    std::string name = "  " + cmd.name;
+    name.resize(12, ' ');
+    out << name << cmd.summary << "\n";
+  }
+  out << "\nRun 'vigil <command> --help' for a command's options.\n";
+}
+
+void print_help(const subcommand& cmd, std::ostream& out) {
+  out << "Usage: vigil " << cmd.name << " " << cmd.usage << "\n\n"
+      << cmd.summary << "\n\n";
+  auto all = cmd.options;
+  all.insert(all.end(), global_options().begin(), global_options().end());
+  out << format_options(all);
+}
+
+// The config file first, then command-line overrides.
+expected<vigil_config> effective_config(const command_line& args) {
+  vigil_config config;
+  if (auto path = args.value("config")) {
+    auto loaded = load_config_file(*path);
+    if (!loaded)
+      return loaded.error();
+    config = *loaded;
+  }
+  if (auto format = args.value("log-format")) {
+    if (*format != "json" && *format != "text")
+      return failure{"--log-format", "'" + *format + "' is not json or text"};
+    config.log.format = *format == "text" ? log_format::text : log_format::json;
+  }
+  if (auto level = args.value("log-level")) {
+    static const char* levels[] = {"trace", "debug",    "info", "warn",
+                                   "error", "critical", "off"};
+    if (std::find(std::begin(levels), std::end(levels), *level) == std::end(levels))
+      return failure{"--log-level", "'" + *level + "' is not a log level"};
+    config.log.level = *level;
+  }
+  return config;
+}
+
+} // namespace
+
+const std::vector<subcommand>& subcommands() {
+  static const std::vector<subcommand> table = command_table();
+  return table;
+}
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    print_overview(err);
+    return 2;
+  }
+  const auto& first = args.front();
+  if (first == "--help" || first == "-h" || first == "help") {
+    print_overview(out);
+    return 0;
+  }
+  if (first == "--version") {
+    out << "vigil " << version_string() << "\n";
+    return 0;
+  }
+  auto cmd = std::find_if(subcommands().begin(), subcommands().end(),
+                          [&](const subcommand& c) { return c.name == first; });
+  if (cmd == subcommands().end()) {
+    err << "vigil: unknown command '" << first << "' (see 'vigil --help')\n";
+    return 2;
+  }
+  auto specs = cmd->options;
+  specs.insert(specs.end(), global_options().begin(), global_options().end());
+  auto parsed = parse_command_line(specs, {args.begin() + 1, args.end()});
+  if (!parsed) {
+    err << "vigil " << cmd->name << ": " << parsed.error().to_string() << " (see 'vigil "
+        << cmd->name << " --help')\n";
+    return 2;
+  }
+  if (parsed->has("help")) {
+    print_help(*cmd, out);
+    return 0;
+  }
+  auto config = effective_config(*parsed);
+  if (!config) {
+    err << "vigil " << cmd->name << ": " << config.error().to_string() << "\n";
+    return 2;
+  }
+  setup_logging(config->log);
+  command_context ctx{*parsed, *config, out, err};
+  return cmd->run(ctx);
+}
+
+} // namespace vigil

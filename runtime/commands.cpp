@@ -1,0 +1,125 @@
+#include "runtime/commands.hpp"
+
+#include <ostream>
+
+#include "runtime/version.hpp"
+
+namespace vigil {
+
+namespace {
+
+// Exit code of a subcommand whose issue has not landed yet.
+constexpr int exit_not_implemented = 3;
+
+std::function<int(command_context&)> not_implemented(const char* what, int issue) {
+  return [what, issue](command_context& ctx) {
+    ctx.err << "vigil " << what << ": not implemented yet (issue #" << issue << ")\n";
+    return exit_not_implemented;
+  };
+}
+
+// Sub-verbs such as `parse kmsg`: exactly one, from the allowed list.
+bool check_verb(command_context& ctx, const char* command,
+                std::initializer_list<const char*> verbs) {
+  const auto& pos = ctx.args.positional;
+  std::string list;
+  for (const char* v : verbs)
+    list += list.empty() ? v : std::string("|") + v;
+  if (pos.empty()) {
+    ctx.err << "vigil " << command << ": missing what to run (" << list << ")\n";
+    return false;
+  }
+  for (const char* v : verbs)
+    if (pos.front() == v)
+      return true;
+  ctx.err << "vigil " << command << ": unknown '" << pos.front() << "' (expected " << list
+          << ")\n";
+  return false;
+}
+
+int run_version(command_context& ctx) {
+  ctx.out << "vigil " << version_string() << "\n";
+  return 0;
+}
+
+int run_demo(command_context& ctx) {
+  ctx.out << "vigil demo: the simulated cluster arrives with issue #9.\n"
+             "What exists now: the `vigil` command and its subcommands, the\n"
+             "HealthEvent contract (NVSentinel-compatible JSON), validated YAML\n"
+             "configuration, JSON logging, the actor runtime and its supervisor.\n"
+             "Try: vigil --help\n";
+  return 0;
+}
+
+int run_parse(command_context& ctx) {
+  if (!check_verb(ctx, "parse", {"kmsg", "topo"}))
+    return 2;
+  return not_implemented("parse", 5)(ctx);
+}
+
+int run_nic(command_context& ctx) {
+  if (!check_verb(ctx, "nic", {"scan"}))
+    return 2;
+  return not_implemented("nic scan", 6)(ctx);
+}
+
+} // namespace
+
+std::vector<subcommand> command_table() {
+  return {
+    {"agent",
+     "node agent: XID/SXid and NIC monitors, topology, forwarder (DaemonSet)",
+     "[options]",
+     {{"node-name", "NAME", "this node's Kubernetes name (default: $NODE_NAME)"}},
+     not_implemented("agent", 5)},
+    {"control",
+     "control plane: ingest, journal, quarantine, drain, remediation",
+     "[options]",
+     {},
+     not_implemented("control", 7)},
+    {"janitor",
+     "GPUReset and RebootNode controllers on their own",
+     "[options]",
+     {},
+     not_implemented("janitor", 8)},
+    {"demo",
+     "a simulated GPU cluster healed end to end",
+     "[options]",
+     {{"json", "", "print the summary as JSON"},
+      {"scenario", "FILE", "run the scenario in FILE instead of the built-in one"},
+      {"journal", "URL", "sqlite:PATH (default) or postgresql://…"},
+      {"serve", "", "keep the simulated cluster running until interrupted"}},
+     run_demo},
+    {"replay",
+     "print a journal's timeline; rebuild state at a moment",
+     "[options]",
+     {{"journal", "URL", "sqlite:PATH or postgresql://…"},
+      {"since", "TIME", "RFC 3339; rows before it are skipped"},
+      {"until", "TIME", "RFC 3339; rows after it are skipped"},
+      {"node", "NAME", "only rows about this node"},
+      {"json", "", "one JSON object per row"}},
+     not_implemented("replay", 3)},
+    {"parse",
+     "run the kernel-log or topology parser on a file, print its events",
+     "kmsg|topo [options] [< input]",
+     {{"metadata", "FILE", "gpu_metadata.json for PCI -> GPU UUID (kmsg)"},
+      {"node", "NAME", "nodeName of the events (kmsg)"},
+      {"topo", "FILE", "output of `nvidia-smi topo -m` (topo)"},
+      {"gpus", "FILE", "output of `nvidia-smi --query-gpu=...` (topo)"}},
+     run_parse},
+    {"nic",
+     "run the NIC link-state monitor over a sysfs tree, print its events",
+     "scan [options]",
+     {{"sysfs-root", "DIR", "directory that plays the role of /sys"},
+      {"metadata", "FILE", "gpu_metadata.json with nic_topology"},
+      {"state-file", "FILE", "persisted port state"},
+      {"boot-id-path", "FILE", "file holding the boot ID"},
+      {"proc-net-route", "FILE", "routing table (default /proc/net/route)"},
+      {"node-name", "NAME", "nodeName of the events"},
+      {"once", "", "one poll cycle, then exit"}},
+     run_nic},
+    {"version", "print the version", "", {}, run_version},
+  };
+}
+
+} // namespace vigil

@@ -1,0 +1,7 @@
+// The CAF test engine: exactly one translation unit per test binary has it.
+#define CAF_TEST_NO_MAIN
+#include <caf/test/unit_test_impl.hpp>
+
+int main(int argc, char** argv) {
+  return caf::test::main(argc, argv);
+}

@@ -1,0 +1,111 @@
+#include "runtime/config.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace vigil {
+namespace {
+
+std::string source_dir() {
+  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+void expect_failure(const std::string& yaml, const std::string& where,
+                    const std::string& what) {
+  auto parsed = parse_config(yaml);
+  ASSERT_FALSE(parsed.has_value()) << yaml;
+  EXPECT_EQ(parsed.error().where, where) << parsed.error().to_string();
+  EXPECT_NE(parsed.error().what.find(what), std::string::npos)
+    << parsed.error().to_string();
+}
+
+TEST(config, empty_document_gives_defaults) {
+  auto parsed = parse_config("");
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().to_string();
+  EXPECT_EQ(parsed->journal.batch_max_events, 512u);
+  EXPECT_EQ(parsed->log.format, log_format::json);
+}
+
+// config/vigil.yaml documents every field with its default: loading it must
+// give exactly the compiled-in defaults, so the two never drift apart.
+TEST(config, documented_file_matches_defaults) {
+  auto loaded = load_config_file(source_dir() + "/config/vigil.yaml");
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().to_string();
+  const vigil_config defaults;
+  EXPECT_EQ(loaded->log.format, defaults.log.format);
+  EXPECT_EQ(loaded->log.level, defaults.log.level);
+  EXPECT_EQ(loaded->runtime.scheduler_threads, defaults.runtime.scheduler_threads);
+  EXPECT_EQ(loaded->runtime.shutdown_grace_ms, defaults.runtime.shutdown_grace_ms);
+  EXPECT_EQ(loaded->journal.url, defaults.journal.url);
+  EXPECT_EQ(loaded->journal.batch_max_events, defaults.journal.batch_max_events);
+  EXPECT_EQ(loaded->journal.batch_max_delay_ms, defaults.journal.batch_max_delay_ms);
+  EXPECT_EQ(loaded->journal.queue_capacity, defaults.journal.queue_capacity);
+  EXPECT_EQ(loaded->journal.reconnect_initial_ms, defaults.journal.reconnect_initial_ms);
+  EXPECT_EQ(loaded->journal.reconnect_max_ms, defaults.journal.reconnect_max_ms);
+  EXPECT_EQ(loaded->ingest.max_body_bytes, defaults.ingest.max_body_bytes);
+  const auto& l = loaded->ingest.limits;
+  const auto& d = defaults.ingest.limits;
+  EXPECT_EQ(l.max_event_bytes, d.max_event_bytes);
+  EXPECT_EQ(l.max_message_bytes, d.max_message_bytes);
+  EXPECT_EQ(l.max_string_bytes, d.max_string_bytes);
+  EXPECT_EQ(l.max_entities, d.max_entities);
+  EXPECT_EQ(l.max_error_codes, d.max_error_codes);
+  EXPECT_EQ(l.max_metadata_entries, d.max_metadata_entries);
+}
+
+TEST(config, values_are_read) {
+  auto parsed = parse_config(R"(
+log: {format: text, level: debug}
+journal:
+  url: postgresql://vigil@db:5432/vigil?sslmode=require
+  batch_max_events: 1000
+ingest: {max_entities: 8}
+)");
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().to_string();
+  EXPECT_EQ(parsed->log.format, log_format::text);
+  EXPECT_EQ(parsed->log.level, "debug");
+  EXPECT_EQ(parsed->journal.url, "postgresql://vigil@db:5432/vigil?sslmode=require");
+  EXPECT_EQ(parsed->journal.batch_max_events, 1000u);
+  EXPECT_EQ(parsed->ingest.limits.max_entities, 8u);
+}
+
+TEST(config, unknown_keys_name_their_path) {
+  expect_failure("journal:\n  bach_max_events: 5\n", "journal.bach_max_events",
+                 "unknown key");
+  expect_failure("jounral: {}\n", "jounral", "unknown key");
+}
+
+TEST(config, out_of_range_values_name_their_path) {
+  expect_failure("journal: {batch_max_events: 0}", "journal.batch_max_events",
+                 "0 is out of range [1, 1000000]");
+  expect_failure("runtime: {shutdown_grace_ms: -5}", "runtime.shutdown_grace_ms",
+                 "out of range");
+  expect_failure("journal: {batch_max_events: many}", "journal.batch_max_events",
+                 "expected an integer");
+  expect_failure("log: {format: xml}", "log.format", "'xml' is not one of: json, text");
+  expect_failure("journal: {url: mysql://x}", "journal.url", "neither sqlite");
+  expect_failure("journal: {reconnect_initial_ms: 500, reconnect_max_ms: 100}",
+                 "journal.reconnect_max_ms", "below");
+  expect_failure("journal: [1, 2]", "journal", "expected a mapping");
+}
+
+TEST(config, every_problem_is_reported_at_once) {
+  auto parsed = parse_config("journal: {batch_max_events: 0}\nlog: {level: loud}\n");
+  ASSERT_FALSE(parsed.has_value());
+  const auto text = parsed.error().to_string();
+  EXPECT_NE(text.find("journal.batch_max_events"), std::string::npos) << text;
+  EXPECT_NE(text.find("log.level"), std::string::npos) << text;
+}
+
+TEST(config, broken_yaml_and_missing_file) {
+  expect_failure("journal: {url: [", "", "invalid YAML at line");
+  auto missing = load_config_file("/nonexistent/vigil.yaml");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().where, "/nonexistent/vigil.yaml");
+}
+
+} // namespace
+} // namespace vigil
