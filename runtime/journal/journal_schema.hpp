@@ -1,0 +1,40 @@
+// The journal schema, one list of migrations for both stores. The dialects
+// differ only in the sequence column and the body type (jsonb vs TEXT).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace vigil {
+
+enum class sql_dialect { postgresql, sqlite };
+
+/// Statements that bring the schema from version - 1 to `version` (1-based).
+inline std::vector<std::string> journal_migration(sql_dialect d, int version) {
+  const bool pg = d == sql_dialect::postgresql;
+  switch (version) {
+    case 1:
+      return {
+        std::string("CREATE TABLE journal (")
+          + (pg ? "seq bigserial PRIMARY KEY" : "seq INTEGER PRIMARY KEY AUTOINCREMENT")
+          + ", recorded_at_ns bigint NOT NULL, node text NOT NULL, kind text NOT NULL,"
+            " idempotency_key text NOT NULL UNIQUE, body "
+          + (pg ? "jsonb" : "text") + " NOT NULL)",
+        "CREATE INDEX journal_node_seq ON journal (node, seq)",
+        "CREATE INDEX journal_recorded_at ON journal (recorded_at_ns)",
+        std::string("CREATE TABLE journal_snapshots (seq bigint PRIMARY KEY,"
+                    " taken_at_ns bigint NOT NULL, body ")
+          + (pg ? "jsonb" : "text") + " NOT NULL)",
+      };
+    default: return {};
+  }
+}
+
+/// The message when the database is ahead of this binary.
+inline std::string newer_schema_message(int found, int known) {
+  return "the journal schema is version " + std::to_string(found)
+         + ", newer than this binary knows (" + std::to_string(known)
+         + "); run a vigil release that knows it";
+}
+
+} // namespace vigil

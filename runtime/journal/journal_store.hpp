@@ -1,0 +1,87 @@
+// The journal: an append-only log of every event vigil learns and every
+// decision it takes (ARCHITECTURE.md §2, §5). One interface, two stores that
+// share one schema: PostgreSQL in production, SQLite embedded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/expected.hpp"
+#include "messages/wall_time.hpp"
+
+namespace vigil {
+
+/// Schema versions this binary knows; migrations bring a store up to the last.
+constexpr int journal_schema_version = 1;
+
+/// One journal row. `body` is JSON text: a HealthEvent for kind "event",
+/// a decision or side effect for the other kinds.
+struct journal_record {
+  std::int64_t seq = 0; ///< assigned by the store; 0 before it is stored
+  wall_time recorded_at{};
+  std::string node;            ///< empty for fleet-wide rows
+  std::string kind;            ///< "event", "quarantined", "breaker_tripped", …
+  std::string idempotency_key; ///< unique: a re-sent fact is stored once
+  std::string body;
+};
+
+/// What happened to one appended record.
+struct append_outcome {
+  std::int64_t seq = 0;   ///< the row's sequence number (the first copy's, if duplicate)
+  bool duplicate = false; ///< the key was stored before; nothing was written
+};
+
+struct journal_query {
+  std::int64_t after_seq = 0; ///< rows with seq > after_seq
+  std::optional<wall_time> since;
+  std::optional<wall_time> until;
+  std::string node; ///< empty: every node
+  std::size_t limit = 10000;
+};
+
+struct journal_snapshot {
+  std::int64_t seq = 0; ///< the state includes every row up to and including seq
+  wall_time taken_at{};
+  std::string body;
+};
+
+class journal_store {
+public:
+  virtual ~journal_store() = default;
+
+  /// Connects (again) if needed and applies migrations up to
+  /// journal_schema_version; refuses a schema newer than this binary knows.
+  virtual status open() = 0;
+
+  /// Appends a batch in one transaction: all rows are stored or none.
+  /// Outcomes come back in the order of `batch`.
+  virtual expected<std::vector<append_outcome>>
+  append(const std::vector<journal_record>& batch) = 0;
+
+  /// Rows in seq order matching `query`.
+  virtual expected<std::vector<journal_record>> read(const journal_query& query) = 0;
+
+  virtual status put_snapshot(const journal_snapshot& snapshot) = 0;
+  virtual expected<std::optional<journal_snapshot>> latest_snapshot() = 0;
+
+  /// Highest seq stored, 0 when empty.
+  virtual expected<std::int64_t> last_seq() = 0;
+
+  /// Drops the connection; the next open() reconnects. Used after a failure.
+  virtual void close() = 0;
+
+  /// "postgresql://host:port/db" or "sqlite:PATH", without credentials.
+  virtual std::string describe() const = 0;
+};
+
+/// "sqlite:PATH" or "postgresql://…" (also "postgres://…"); a malformed URL
+/// fails here, naming what is wrong. Nothing is connected until open().
+expected<std::unique_ptr<journal_store>> make_journal_store(const std::string& url);
+
+std::unique_ptr<journal_store> make_sqlite_journal_store(std::string path);
+expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url);
+
+} // namespace vigil

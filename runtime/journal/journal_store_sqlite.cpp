@@ -1,0 +1,255 @@
+// The embedded journal: one SQLite file in WAL mode with synchronous=FULL, so
+// a committed batch survives a power cut. For `vigil demo` and single machines.
+#include <sqlite3.h>
+
+#include "runtime/journal/journal_schema.hpp"
+#include "runtime/journal/journal_store.hpp"
+
+namespace vigil {
+
+namespace {
+
+// A prepared statement that finalises itself.
+class statement {
+public:
+  statement(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~statement() { sqlite3_finalize(stmt_); }
+  statement(const statement&) = delete;
+  statement& operator=(const statement&) = delete;
+
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+  void bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  }
+  int step() { return sqlite3_step(stmt_); }
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  std::int64_t integer(int col) { return sqlite3_column_int64(stmt_, col); }
+  std::string text(int col) {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+
+private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+std::int64_t to_ns(wall_time t) {
+  return t.time_since_epoch().count();
+}
+
+wall_time from_ns(std::int64_t ns) {
+  return wall_time{std::chrono::nanoseconds{ns}};
+}
+
+class sqlite_journal_store final : public journal_store {
+public:
+  explicit sqlite_journal_store(std::string path) : path_(std::move(path)) {}
+  ~sqlite_journal_store() override { close(); }
+
+  status open() override {
+    if (db_ != nullptr)
+      return ok();
+    if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                        nullptr)
+        != SQLITE_OK) {
+      auto err = error("cannot open");
+      close();
+      return err;
+    }
+    sqlite3_busy_timeout(db_, 5000);
+    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"})
+      if (auto st = exec(pragma); !st) {
+        close();
+        return st;
+      }
+    if (auto st = migrate(); !st) {
+      close();
+      return st;
+    }
+    return ok();
+  }
+
+  expected<std::vector<append_outcome>>
+  append(const std::vector<journal_record>& batch) override {
+    if (auto st = open(); !st)
+      return st.error();
+    if (auto st = exec("BEGIN IMMEDIATE"); !st)
+      return st.error();
+    std::vector<append_outcome> out;
+    out.reserve(batch.size());
+    statement insert(db_, "INSERT INTO journal (recorded_at_ns, node, kind, "
+                          "idempotency_key, body) VALUES (?, ?, ?, ?, ?) "
+                          "ON CONFLICT (idempotency_key) DO NOTHING RETURNING seq");
+    statement existing(db_, "SELECT seq FROM journal WHERE idempotency_key = ?");
+    if (!insert.ok() || !existing.ok())
+      return rollback("cannot prepare the append");
+    for (const auto& r : batch) {
+      insert.bind(1, to_ns(r.recorded_at));
+      insert.bind(2, r.node);
+      insert.bind(3, r.kind);
+      insert.bind(4, r.idempotency_key);
+      insert.bind(5, r.body);
+      int rc = insert.step();
+      if (rc == SQLITE_ROW) {
+        out.push_back({insert.integer(0), false});
+        rc = insert.step();
+      } else if (rc == SQLITE_DONE) {
+        existing.bind(1, r.idempotency_key);
+        if (existing.step() != SQLITE_ROW)
+          return rollback("duplicate key vanished");
+        out.push_back({existing.integer(0), true});
+        existing.reset();
+      }
+      if (rc != SQLITE_DONE)
+        return rollback("append failed");
+      insert.reset();
+    }
+    if (auto st = exec("COMMIT"); !st)
+      return rollback("commit failed");
+    return out;
+  }
+
+  expected<std::vector<journal_record>> read(const journal_query& q) override {
+    if (auto st = open(); !st)
+      return st.error();
+    statement select(db_, "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body "
+                          "FROM journal WHERE seq > ? AND recorded_at_ns >= ? AND "
+                          "recorded_at_ns <= ? AND (? = '' OR node = ?) "
+                          "ORDER BY seq LIMIT ?");
+    if (!select.ok())
+      return error("cannot prepare the read").error();
+    select.bind(1, q.after_seq);
+    select.bind(2, q.since ? to_ns(*q.since) : INT64_MIN);
+    select.bind(3, q.until ? to_ns(*q.until) : INT64_MAX);
+    select.bind(4, q.node);
+    select.bind(5, q.node);
+    select.bind(6, static_cast<std::int64_t>(q.limit));
+    std::vector<journal_record> rows;
+    int rc;
+    while ((rc = select.step()) == SQLITE_ROW)
+      rows.push_back({select.integer(0), from_ns(select.integer(1)), select.text(2),
+                      select.text(3), select.text(4), select.text(5)});
+    if (rc != SQLITE_DONE)
+      return error("read failed").error();
+    return rows;
+  }
+
+  status put_snapshot(const journal_snapshot& s) override {
+    if (auto st = open(); !st)
+      return st;
+    statement insert(db_, "INSERT OR REPLACE INTO journal_snapshots (seq, taken_at_ns, "
+                          "body) VALUES (?, ?, ?)");
+    insert.bind(1, s.seq);
+    insert.bind(2, to_ns(s.taken_at));
+    insert.bind(3, s.body);
+    if (!insert.ok() || insert.step() != SQLITE_DONE)
+      return error("cannot store the snapshot");
+    return ok();
+  }
+
+  expected<std::optional<journal_snapshot>> latest_snapshot() override {
+    if (auto st = open(); !st)
+      return st.error();
+    statement select(db_, "SELECT seq, taken_at_ns, body FROM journal_snapshots "
+                          "ORDER BY seq DESC LIMIT 1");
+    if (!select.ok())
+      return error("cannot read snapshots").error();
+    const int rc = select.step();
+    if (rc == SQLITE_DONE)
+      return std::optional<journal_snapshot>{};
+    if (rc != SQLITE_ROW)
+      return error("cannot read snapshots").error();
+    return std::optional<journal_snapshot>{
+      journal_snapshot{select.integer(0), from_ns(select.integer(1)), select.text(2)}};
+  }
+
+  expected<std::int64_t> last_seq() override {
+    if (auto st = open(); !st)
+      return st.error();
+    statement select(db_, "SELECT COALESCE(MAX(seq), 0) FROM journal");
+    if (!select.ok() || select.step() != SQLITE_ROW)
+      return error("cannot read the last seq").error();
+    return select.integer(0);
+  }
+
+  void close() override {
+    if (db_ != nullptr)
+      sqlite3_close_v2(db_);
+    db_ = nullptr;
+  }
+
+  std::string describe() const override { return "sqlite:" + path_; }
+
+private:
+  status exec(const char* sql) {
+    char* msg = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &msg) == SQLITE_OK)
+      return ok();
+    failure f{describe(), std::string(sql) + ": " + (msg ? msg : "failed")};
+    sqlite3_free(msg);
+    return f;
+  }
+
+  status error(const std::string& what) const {
+    return failure{describe(),
+                   what + ": " + (db_ ? sqlite3_errmsg(db_) : "no database handle")};
+  }
+
+  failure rollback(const std::string& what) {
+    auto err = error(what).error();
+    exec("ROLLBACK");
+    return err;
+  }
+
+  status migrate() {
+    if (auto st =
+          exec("CREATE TABLE IF NOT EXISTS vigil_schema (version integer NOT NULL)");
+        !st)
+      return st;
+    statement current(db_, "SELECT COALESCE(MAX(version), 0) FROM vigil_schema");
+    if (!current.ok() || current.step() != SQLITE_ROW)
+      return error("cannot read the schema version");
+    const auto found = static_cast<int>(current.integer(0));
+    if (found > journal_schema_version)
+      return failure{describe(), newer_schema_message(found, journal_schema_version)};
+    for (int v = found + 1; v <= journal_schema_version; ++v) {
+      if (auto st = exec("BEGIN IMMEDIATE"); !st)
+        return st;
+      for (const auto& sql : journal_migration(sql_dialect::sqlite, v))
+        if (auto st = exec(sql.c_str()); !st) {
+          exec("ROLLBACK");
+          return st;
+        }
+      const auto record =
+        "INSERT INTO vigil_schema (version) VALUES (" + std::to_string(v) + ")";
+      if (auto st = exec(record.c_str()); !st) {
+        exec("ROLLBACK");
+        return st;
+      }
+      if (auto st = exec("COMMIT"); !st)
+        return st;
+    }
+    return ok();
+  }
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<journal_store> make_sqlite_journal_store(std::string path) {
+  return std::make_unique<sqlite_journal_store>(std::move(path));
+}
+
+} // namespace vigil
