@@ -32,6 +32,10 @@ struct journal_record {
 struct append_outcome {
   std::int64_t seq = 0;   ///< the row's sequence number (the first copy's, if duplicate)
   bool duplicate = false; ///< the key was stored before; nothing was written
+
+  friend bool operator==(const append_outcome& a, const append_outcome& b) {
+    return a.seq == b.seq && a.duplicate == b.duplicate;
+  }
 };
 
 struct journal_query {

@@ -1,0 +1,146 @@
+#include "actors/journal/journal_actor.hpp"
+
+#include <algorithm>
+
+#include <caf/all.hpp>
+
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+// A batch that has not answered within this is treated as failed and retried;
+// idempotency keys make the retry safe if the first attempt did commit.
+constexpr auto write_timeout = std::chrono::seconds{60};
+
+caf::timespan ms(std::uint32_t n) {
+  return std::chrono::milliseconds{n};
+}
+
+void start_batch(journal_actor* self);
+
+void arm_flush_timer(journal_actor* self) {
+  auto& st = self->state;
+  if (st.flush_armed || st.queue.empty())
+    return;
+  st.flush_armed = true;
+  self->delayed_send(self, ms(st.config.batch_max_delay_ms), flush_atom::value,
+                     ++st.flush_generation);
+}
+
+// After a commit or an enqueue: write now if a batch is full, else wait for the timer.
+void schedule_flush(journal_actor* self) {
+  auto& st = self->state;
+  if (!st.in_flight.empty() || st.queue.empty())
+    return;
+  if (st.queue.size() >= st.config.batch_max_events || st.config.batch_max_delay_ms == 0)
+    start_batch(self);
+  else
+    arm_flush_timer(self);
+}
+
+void write_in_flight(journal_actor* self) {
+  std::vector<journal_record> records;
+  records.reserve(self->state.in_flight.size());
+  for (const auto& p : self->state.in_flight)
+    records.push_back(p.record);
+  self->request(self->state.writer, write_timeout, write_atom::value, std::move(records))
+    .then(
+      [=](std::vector<append_outcome>& outcomes) {
+        auto& st = self->state;
+        for (size_t i = 0; i < st.in_flight.size() && i < outcomes.size(); ++i) {
+          st.stats.duplicates += outcomes[i].duplicate ? 1 : 0;
+          st.in_flight[i].promise.deliver(outcomes[i]);
+        }
+        st.stats.committed += st.in_flight.size();
+        st.in_flight.clear();
+        if (!st.stats.available)
+          component_logger("journal")->info("journal available again");
+        st.stats.available = true;
+        st.backoff = ms(st.config.reconnect_initial_ms);
+        schedule_flush(self);
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        ++st.stats.write_failures;
+        st.stats.available = false;
+        component_logger("journal")->warn(
+          "batch of {} not stored ({}); retrying in {} ms", st.in_flight.size(),
+          self->system().render(err),
+          std::chrono::duration_cast<std::chrono::milliseconds>(st.backoff).count());
+        self->delayed_send(self, st.backoff, retry_atom::value);
+        st.backoff =
+          std::min(st.backoff * 2, caf::timespan{ms(st.config.reconnect_max_ms)});
+      });
+}
+
+void start_batch(journal_actor* self) {
+  auto& st = self->state;
+  const auto n = std::min<size_t>(st.queue.size(), st.config.batch_max_events);
+  for (size_t i = 0; i < n; ++i) {
+    st.in_flight.push_back(std::move(st.queue.front()));
+    st.queue.pop_front();
+  }
+  write_in_flight(self);
+}
+
+journal_stats current_stats(journal_actor* self) {
+  auto& st = self->state;
+  auto stats = st.stats;
+  stats.queue_depth = st.queue.size();
+  stats.in_flight = st.in_flight.size();
+  const pending_append* oldest = !st.in_flight.empty() ? &st.in_flight.front()
+                                 : !st.queue.empty()   ? &st.queue.front()
+                                                       : nullptr;
+  stats.lag_ns = oldest ? (self->clock().now() - oldest->enqueued).count() : 0;
+  return stats;
+}
+
+} // namespace
+
+caf::behavior journal(journal_actor* self, journal_config config, caf::actor writer) {
+  self->state.config = config;
+  self->state.writer = std::move(writer);
+  self->state.backoff = ms(config.reconnect_initial_ms);
+  return {
+    [=](append_atom, journal_record& record) -> caf::result<append_outcome> {
+      auto& st = self->state;
+      if (st.queue.size() + st.in_flight.size() >= st.config.queue_capacity) {
+        ++st.stats.refused;
+        return make_error(journal_errc::overloaded, "journal queue full");
+      }
+      auto promise = self->make_response_promise();
+      st.queue.push_back({std::move(record), promise, self->clock().now()});
+      schedule_flush(self);
+      return promise;
+    },
+    [=](flush_atom, std::uint64_t generation) {
+      auto& st = self->state;
+      if (generation != st.flush_generation)
+        return;
+      st.flush_armed = false;
+      if (st.in_flight.empty() && !st.queue.empty())
+        start_batch(self);
+    },
+    [=](retry_atom) { write_in_flight(self); },
+    [=](stats_atom) { return current_stats(self); },
+  };
+}
+
+caf::behavior journal_writer(caf::event_based_actor*,
+                             std::shared_ptr<journal_store> store) {
+  return {
+    [=](write_atom, const std::vector<journal_record>& batch)
+      -> caf::result<std::vector<append_outcome>> {
+      auto outcomes = store->append(batch);
+      if (!outcomes) {
+        store->close(); // reconnect on the next attempt
+        return make_error(journal_errc::unavailable, outcomes.error().to_string());
+      }
+      return std::move(*outcomes);
+    },
+  };
+}
+
+} // namespace vigil

@@ -1,0 +1,49 @@
+// The journal actor: batches appends (flush at N events or after T), answers
+// each caller only after its batch committed, refuses appends beyond a bounded
+// queue with journal_errc::overloaded, and retries a failed batch with
+// exponential backoff until the database is back. Nothing acknowledged is
+// lost; nothing unacknowledged is claimed stored. Blocking I/O happens in the
+// writer actor (detached in production).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/journal/journal_messages.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/config.hpp"
+
+namespace vigil {
+
+struct pending_append {
+  journal_record record;
+  caf::response_promise promise;
+  steady_time enqueued; ///< on the actor clock
+};
+
+struct journal_state {
+  journal_config config;
+  caf::actor writer;
+  std::deque<pending_append> queue;      ///< not yet in a batch
+  std::vector<pending_append> in_flight; ///< the batch the writer has
+  std::uint64_t flush_generation = 0;    ///< stale flush timers are ignored
+  bool flush_armed = false;
+  caf::timespan backoff{};
+  journal_stats stats;
+  static inline const char* name = "journal";
+};
+
+using journal_actor = caf::stateful_actor<journal_state>;
+
+caf::behavior journal(journal_actor* self, journal_config config, caf::actor writer);
+
+/// Wraps a store; one batch at a time. Spawn it detached outside tests.
+caf::behavior journal_writer(caf::event_based_actor* self,
+                             std::shared_ptr<journal_store> store);
+
+} // namespace vigil

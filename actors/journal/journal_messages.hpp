@@ -1,0 +1,75 @@
+// Messages of the journal actor: appends, batches to the writer, statistics,
+// and the journal's error codes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "runtime/journal/journal_store.hpp"
+
+namespace vigil {
+
+/// (append_atom, journal_record) → append_outcome, after the batch committed.
+using append_atom = caf::atom_constant<caf::atom("append")>;
+/// (write_atom, vector<journal_record>) → vector<append_outcome>: one batch.
+using write_atom = caf::atom_constant<caf::atom("write")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+/// (stats_atom) → journal_stats.
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+
+enum class journal_errc : std::uint8_t {
+  overloaded = 1, ///< the bounded queue is full: retry later, nothing was stored
+  unavailable,    ///< the database failed this batch; the journal retries it
+};
+
+/// The category of journal errors in caf::error.
+inline caf::atom_value journal_error_category() {
+  return caf::atom("journal");
+}
+
+inline caf::error make_error(journal_errc code, std::string context = {}) {
+  return caf::error{static_cast<std::uint8_t>(code), journal_error_category(),
+                    caf::make_message(std::move(context))};
+}
+
+inline bool is_journal_error(const caf::error& err, journal_errc code) {
+  return err.category() == journal_error_category()
+         && err.code() == static_cast<std::uint8_t>(code);
+}
+
+/// What metrics and readiness checks read from the journal actor.
+struct journal_stats {
+  std::uint64_t queue_depth = 0; ///< appends waiting for a batch
+  std::uint64_t in_flight = 0;   ///< appends in the batch being written
+  std::int64_t lag_ns = 0;       ///< age of the oldest unacknowledged append
+  std::uint64_t committed = 0;   ///< appends acknowledged as stored
+  std::uint64_t duplicates = 0;  ///< of those, already stored before
+  std::uint64_t refused = 0;     ///< appends refused as overloaded
+  std::uint64_t write_failures = 0;
+  bool available = true; ///< false while the database is failing
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, journal_record& x) {
+  return f(caf::meta::type_name("journal_record"), x.seq, x.recorded_at, x.node, x.kind,
+           x.idempotency_key, x.body);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, append_outcome& x) {
+  return f(caf::meta::type_name("append_outcome"), x.seq, x.duplicate);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
+  return f(caf::meta::type_name("journal_stats"), x.queue_depth, x.in_flight, x.lag_ns,
+           x.committed, x.duplicates, x.refused, x.write_failures, x.available);
+}
+
+} // namespace vigil
