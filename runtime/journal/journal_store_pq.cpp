@@ -72,6 +72,8 @@ public:
       close();
       return err;
     }
+    // Server notices ("relation already exists, skipping") are not errors.
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     if (auto st = migrate(); !st) {
       close();
       return st;
