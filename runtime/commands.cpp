@@ -2,6 +2,7 @@
 
 #include <ostream>
 
+#include "runtime/replay_command.hpp"
 #include "runtime/version.hpp"
 
 namespace vigil {
@@ -98,7 +99,7 @@ std::vector<subcommand> command_table() {
       {"until", "TIME", "RFC 3339; rows after it are skipped"},
       {"node", "NAME", "only rows about this node"},
       {"json", "", "one JSON object per row"}},
-     not_implemented("replay", 3)},
+     run_replay},
     {"parse",
      "run the kernel-log or topology parser on a file, print its events",
      "kmsg|topo [options] [< input]",
