@@ -22,12 +22,13 @@ WITH input AS (
   ON CONFLICT (idempotency_key) DO NOTHING
   RETURNING seq, idempotency_key
 )
-SELECT COALESCE(ins.seq, j.seq), (ins.seq IS NULL OR i.rn > 1)
+SELECT COALESCE(ins.seq, (SELECT j.seq FROM journal j
+                          WHERE j.idempotency_key = i.idempotency_key)),
+       (ins.seq IS NULL OR i.rn > 1)
 FROM (SELECT ord, idempotency_key,
              row_number() OVER (PARTITION BY idempotency_key ORDER BY ord) AS rn
       FROM input) i
 LEFT JOIN inserted ins ON ins.idempotency_key = i.idempotency_key
-LEFT JOIN journal j ON j.idempotency_key = i.idempotency_key
 ORDER BY i.ord)";
 
 constexpr const char* read_sql =
