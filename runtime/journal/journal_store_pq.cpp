@@ -74,7 +74,8 @@ public:
       return err;
     }
     // Server notices ("relation already exists, skipping") are not errors.
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+      conn_, [](void*, const char*) {}, nullptr);
     if (auto st = migrate(); !st) {
       close();
       return st;
