@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include <libpq-fe.h>
@@ -22,19 +23,24 @@ inline std::string unique_name(const std::string& prefix) {
   return prefix + std::to_string(getpid()) + "_" + std::to_string(rd() % 1000000000);
 }
 
-/// Creates an empty database and returns its URL; "" without a server.
+/// Creates an empty database and returns its URL; "" without a server. From
+/// template0, which takes no connections, so parallel tests cannot collide on
+/// "template1 is being accessed by other users". Throws when the server is
+/// there but refuses: a test must fail then, never skip.
 inline std::string fresh_postgres_database() {
   const auto server = postgres_server_url();
   if (server.empty())
     return "";
   const auto name = unique_name("vigil_test_");
   PGconn* conn = PQconnectdb(server.c_str());
-  PGresult* res = PQexec(conn, ("CREATE DATABASE " + name).c_str());
+  PGresult* res =
+    PQexec(conn, ("CREATE DATABASE " + name + " TEMPLATE template0").c_str());
   const bool created = PQresultStatus(res) == PGRES_COMMAND_OK;
+  const std::string problem = PQerrorMessage(conn);
   PQclear(res);
   PQfinish(conn);
   if (!created)
-    return "";
+    throw std::runtime_error("cannot create a test database: " + problem);
   return server.substr(0, server.rfind('/') + 1) + name;
 }
 
