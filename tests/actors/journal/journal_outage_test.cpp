@@ -2,6 +2,8 @@
 // server that is stopped and started again in the middle of a stream. Every
 // acknowledged append must be in the database afterwards. No sleeps: the test
 // waits for replies (with a generous bound), never for time.
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
@@ -38,33 +40,27 @@ TEST(journal_outage, server_restart_mid_stream_loses_nothing_acknowledged) {
   auto jrnl = sys.spawn(journal, config, writer);
 
   std::set<std::int64_t> acknowledged;
-  auto append_all = [&](int from, int to) {
+  // Sends [from, to), runs `meanwhile`, then waits for every reply.
+  auto append_all = [&](int from, int to, const std::function<void()>& meanwhile) {
     caf::scoped_actor self{sys};
     for (int i = from; i < to; ++i)
       self->send(jrnl, append_atom::value, record(i));
+    meanwhile();
     for (int i = from; i < to; ++i)
       self->receive([&](const append_outcome& o) { acknowledged.insert(o.seq); },
                     [&](const caf::error& err) { ADD_FAILURE() << sys.render(err); },
                     caf::after(std::chrono::seconds{120}) >>
                       [&] { ADD_FAILURE() << "no reply"; });
   };
+  const auto nothing = [] {};
 
-  append_all(0, 100);
+  append_all(0, 100, nothing);
   ASSERT_EQ(acknowledged.size(), 100u);
   ASSERT_TRUE(test::run_postgres_control("VIGIL_TEST_PG_STOP"));
-  {
-    // Appends during the outage are queued, not acknowledged.
-    caf::scoped_actor self{sys};
-    for (int i = 100; i < 200; ++i)
-      self->send(jrnl, append_atom::value, record(i));
-    ASSERT_TRUE(test::run_postgres_control("VIGIL_TEST_PG_START"));
-    for (int i = 100; i < 200; ++i)
-      self->receive([&](const append_outcome& o) { acknowledged.insert(o.seq); },
-                    [&](const caf::error& err) { ADD_FAILURE() << sys.render(err); },
-                    caf::after(std::chrono::seconds{120}) >>
-                      [&] { ADD_FAILURE() << "no reply"; });
-  }
-  append_all(200, 250);
+  // Appends during the outage are queued, not acknowledged, until the server is back.
+  append_all(100, 200,
+             [] { ASSERT_TRUE(test::run_postgres_control("VIGIL_TEST_PG_START")); });
+  append_all(200, 250, nothing);
   EXPECT_EQ(acknowledged.size(), 250u);
 
   journal_query all;
