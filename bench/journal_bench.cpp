@@ -61,16 +61,19 @@ struct driver_state {
 
 // Keeps up to `window` appends outstanding until every row is acknowledged,
 // then tells `reporter`. Event-based, so the driver costs little beside the journal.
+// No request timeout: CAF 0.17 cancels a request's timeout with a linear scan
+// over the actor's pending timeouts, which is quadratic with 50,000 in flight.
 caf::behavior append_driver(caf::stateful_actor<driver_state>* self, caf::actor jrnl,
                             std::vector<journal_record> rows, caf::actor reporter) {
-  constexpr size_t window = 50000;
+  // CAF 0.17 keeps an actor's pending responses in a flat map with linear
+  // lookup and erase: more than a few thousand in flight turn quadratic.
+  constexpr size_t window = 4096;
   self->state.rows = std::move(rows);
   auto send_more = [=] {
     auto& st = self->state;
     while (st.sent < st.rows.size() && st.sent - st.acked < window) {
       self
-        ->request(jrnl, std::chrono::seconds{300}, append_atom::value,
-                  std::move(st.rows[st.sent++]))
+        ->request(jrnl, caf::infinite, append_atom::value, std::move(st.rows[st.sent++]))
         .then([=](const append_outcome&) {
           auto& s = self->state;
           if (++s.acked == s.rows.size()) {
@@ -179,13 +182,14 @@ double percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: bench_journal URL [EVENTS] [RATE] [SECONDS]\n";
+    std::cerr << "usage: bench_journal URL [EVENTS] [RATE] [SECONDS] [BATCH_DELAY_MS]\n";
     return 2;
   }
   const std::string url = argv[1];
   const std::int64_t events = argc > 2 ? std::stoll(argv[2]) : 1000000;
   const int rate = argc > 3 ? std::stoi(argv[3]) : 10000;
   const int seconds = argc > 4 ? std::stoi(argv[4]) : 10;
+  const int delay_ms = argc > 5 ? std::stoi(argv[5]) : 5;
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
 
   auto made = make_journal_store(url);
@@ -205,6 +209,7 @@ int main(int argc, char** argv) {
   caf::actor_system sys{cfg};
   journal_config config;
   config.batch_max_events = 1000;
+  config.batch_max_delay_ms = static_cast<std::uint32_t>(delay_ms);
   config.queue_capacity = 100000;
   auto writer = sys.spawn<caf::detached>(journal_writer, store);
   auto jrnl = sys.spawn(journal, config, writer);

@@ -29,7 +29,9 @@ struct journal_config {
   /// "sqlite:PATH" or "postgresql://user:pass@host:port/db?sslmode=…".
   std::string url = "sqlite:vigil-journal.db";
   std::uint32_t batch_max_events = 512; ///< flush when this many appends wait
-  std::uint32_t batch_max_delay_ms = 5; ///< … or when the oldest waited this long
+  /// … or when the oldest waited this long; 0 = group commit (write as soon
+  /// as the writer is idle; appends arriving meanwhile form the next batch).
+  std::uint32_t batch_max_delay_ms = 0;
   std::uint32_t queue_capacity = 65536; ///< appends waiting beyond this are refused
   std::uint32_t reconnect_initial_ms = 100;
   std::uint32_t reconnect_max_ms = 10000;

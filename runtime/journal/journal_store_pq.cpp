@@ -1,9 +1,12 @@
 // The production journal on PostgreSQL through libpq. A batch is one
-// statement (unnest of parameter arrays), so it commits whole or not at all,
-// and ON CONFLICT on the idempotency key turns a re-sent fact into a duplicate.
+// transaction (COPY into a temporary table, then INSERT … SELECT), so it
+// commits whole or not at all.
 #include <libpq-fe.h>
 
 #include <memory>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
 
 #include "runtime/journal/journal_schema.hpp"
 #include "runtime/journal/journal_store.hpp"
@@ -12,24 +15,42 @@ namespace vigil {
 
 namespace {
 
+// Two ways in. The fast path reserves the batch's seqs and COPYs the rows
+// straight into the journal: as fast as PostgreSQL takes rows. A re-sent fact
+// makes that COPY fail on the unique idempotency key; the batch is then rolled
+// back and goes the checked way: COPY into a per-connection temporary table,
+// then one INSERT … SELECT … ON CONFLICT DO NOTHING in arrival order, which
+// answers a duplicate with the seq it was first stored under.
+constexpr const char* reserve_sql =
+  "SELECT nextval('journal_seq_seq') FROM generate_series(1, $1::integer)";
+
+constexpr const char* copy_journal_sql =
+  "COPY journal (seq, recorded_at_ns, node, kind, idempotency_key, body) FROM STDIN";
+
+constexpr const char* incoming_table_sql =
+  "CREATE TEMP TABLE IF NOT EXISTS journal_incoming (ord integer, recorded_at_ns bigint, "
+  "node text, kind text, idempotency_key text, body text) ON COMMIT DELETE ROWS";
+
+constexpr const char* copy_incoming_sql =
+  "COPY journal_incoming (ord, recorded_at_ns, node, kind, idempotency_key, body) "
+  "FROM STDIN";
+
 constexpr const char* append_sql = R"(
-WITH input AS (
-  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[])
-    WITH ORDINALITY AS t(recorded_at_ns, node, kind, idempotency_key, body, ord)
-), inserted AS (
+WITH inserted AS (
   INSERT INTO journal (recorded_at_ns, node, kind, idempotency_key, body)
-  SELECT recorded_at_ns, node, kind, idempotency_key, body::jsonb FROM input ORDER BY ord
+  SELECT recorded_at_ns, node, kind, idempotency_key, body::jsonb
+  FROM journal_incoming ORDER BY ord
   ON CONFLICT (idempotency_key) DO NOTHING
   RETURNING seq, idempotency_key
 )
 SELECT COALESCE(ins.seq, (SELECT j.seq FROM journal j
                           WHERE j.idempotency_key = i.idempotency_key)),
-       (ins.seq IS NULL OR i.rn > 1)
-FROM (SELECT ord, idempotency_key,
-             row_number() OVER (PARTITION BY idempotency_key ORDER BY ord) AS rn
-      FROM input) i
-LEFT JOIN inserted ins ON ins.idempotency_key = i.idempotency_key
+       ins.seq IS NULL
+FROM journal_incoming i LEFT JOIN inserted ins USING (idempotency_key)
 ORDER BY i.ord)";
+
+// What a COPY refused for an idempotency key already stored says.
+constexpr const char* duplicate_marker = "duplicate idempotency key";
 
 constexpr const char* read_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
@@ -38,15 +59,62 @@ constexpr const char* read_sql =
 
 using result_ptr = std::unique_ptr<PGresult, decltype(&PQclear)>;
 
-// PostgreSQL array literal of text values: {"a","b\"c"}.
-void append_array_item(std::string& out, const std::string& value) {
-  out += out.size() == 1 ? "\"" : ",\"";
+// One field of COPY's text format: backslash, tab, newline and carriage
+// return escaped.
+void append_copy_field(std::string& out, std::string_view value, char terminator) {
   for (char c : value) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
   }
-  out += '"';
+  out += terminator;
+}
+
+// The first occurrence of each idempotency key, in order; `first_of[i]` is
+// the index in `unique` that batch[i] maps to, so a key repeated inside one
+// batch is stored once and its later copies are answered as duplicates.
+struct deduplicated_batch {
+  std::vector<const journal_record*> unique;
+  std::vector<size_t> first_of;
+};
+
+deduplicated_batch deduplicate(const std::vector<journal_record>& batch) {
+  deduplicated_batch out;
+  std::unordered_map<std::string_view, size_t> index;
+  index.reserve(batch.size());
+  for (const auto& r : batch) {
+    auto [it, inserted] = index.emplace(r.idempotency_key, out.unique.size());
+    if (inserted)
+      out.unique.push_back(&r);
+    out.first_of.push_back(it->second);
+  }
+  return out;
+}
+
+// COPY text rows: `first[i]` (the seq or the arrival index), then the record.
+std::string copy_rows(const std::vector<const journal_record*>& rows,
+                      const std::vector<std::int64_t>& first) {
+  std::string data;
+  size_t bytes = 0;
+  for (const auto* r : rows)
+    bytes += r->body.size() + r->node.size() + r->kind.size() + r->idempotency_key.size();
+  data.reserve(bytes + rows.size() * 48);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = *rows[i];
+    data += std::to_string(first[i]);
+    data += '\t';
+    data += std::to_string(r.recorded_at.time_since_epoch().count());
+    data += '\t';
+    append_copy_field(data, r.node, '\t');
+    append_copy_field(data, r.kind, '\t');
+    append_copy_field(data, r.idempotency_key, '\t');
+    append_copy_field(data, r.body, '\n');
+  }
+  return data;
 }
 
 bool valid_sslmode(const std::string& mode) {
@@ -80,11 +148,19 @@ public:
       close();
       return st;
     }
-    result_ptr prepared{PQprepare(conn_, "append", append_sql, 5, nullptr), &PQclear};
-    if (PQresultStatus(prepared.get()) != PGRES_COMMAND_OK) {
-      auto err = failure{description_, "cannot prepare the append: " + last_error()};
+    if (auto st = exec(incoming_table_sql); !st) {
       close();
-      return err;
+      return st;
+    }
+    for (auto [name, sql, params] :
+         {std::tuple{"append", append_sql, 0}, std::tuple{"reserve", reserve_sql, 1}}) {
+      result_ptr prepared{PQprepare(conn_, name, sql, params, nullptr), &PQclear};
+      if (PQresultStatus(prepared.get()) != PGRES_COMMAND_OK) {
+        auto err = failure{description_,
+                           std::string("cannot prepare ") + name + ": " + last_error()};
+        close();
+        return err;
+      }
     }
     return ok();
   }
@@ -93,28 +169,21 @@ public:
   append(const std::vector<journal_record>& batch) override {
     if (auto st = open(); !st)
       return st.error();
-    std::string times = "{", nodes = "{", kinds = "{", keys = "{", bodies = "{";
-    for (const auto& r : batch) {
-      times += (times.size() == 1 ? "" : ",")
-               + std::to_string(r.recorded_at.time_since_epoch().count());
-      append_array_item(nodes, r.node);
-      append_array_item(kinds, r.kind);
-      append_array_item(keys, r.idempotency_key);
-      append_array_item(bodies, r.body);
-    }
-    for (auto* array : {&times, &nodes, &kinds, &keys, &bodies})
-      *array += '}';
-    const char* params[] = {times.c_str(), nodes.c_str(), kinds.c_str(), keys.c_str(),
-                            bodies.c_str()};
-    result_ptr res{PQexecPrepared(conn_, "append", 5, params, nullptr, nullptr, 0),
-                   &PQclear};
-    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
-      return fail("append failed");
+    if (batch.empty())
+      return std::vector<append_outcome>{};
+    const auto dedup = deduplicate(batch);
+    auto stored = in_transaction([&] { return append_fast(dedup.unique); });
+    if (!stored && stored.error().what.find(duplicate_marker) != std::string::npos)
+      stored = in_transaction([&] { return append_checked(dedup.unique); });
+    if (!stored)
+      return stored.error();
     std::vector<append_outcome> out;
     out.reserve(batch.size());
-    for (int row = 0; row < PQntuples(res.get()); ++row)
-      out.push_back({std::stoll(PQgetvalue(res.get(), row, 0)),
-                     PQgetvalue(res.get(), row, 1)[0] == 't'});
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t u = dedup.first_of[i];
+      const bool repeat_in_batch = dedup.unique[u] != &batch[i];
+      out.push_back({(*stored)[u].seq, (*stored)[u].duplicate || repeat_in_batch});
+    }
     return out;
   }
 
@@ -210,6 +279,89 @@ private:
     if (PQstatus(conn_) != CONNECTION_OK)
       close();
     return f;
+  }
+
+  // Runs `body` between BEGIN and COMMIT; rolls back when it fails.
+  template <class Body>
+  expected<std::vector<append_outcome>> in_transaction(Body body) {
+    if (auto st = exec("BEGIN"); !st)
+      return fail("cannot begin");
+    auto result = body();
+    if (!result) {
+      exec("ROLLBACK");
+      return result;
+    }
+    if (auto st = exec("COMMIT"); !st)
+      return fail("commit failed");
+    return result;
+  }
+
+  // Sends `data` to a COPY already started by `sql`.
+  status copy_in(const char* sql, const std::string& data) {
+    result_ptr started{PQexec(conn_, sql), &PQclear};
+    if (PQresultStatus(started.get()) != PGRES_COPY_IN)
+      return fail("cannot start COPY");
+    if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1
+        || PQputCopyEnd(conn_, nullptr) != 1)
+      return fail("COPY failed");
+    status outcome = ok();
+    for (PGresult* r; (r = PQgetResult(conn_)) != nullptr;) {
+      result_ptr copied{r, &PQclear};
+      if (PQresultStatus(r) != PGRES_COMMAND_OK && outcome) {
+        const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        const bool duplicate = state != nullptr && std::string_view{state} == "23505";
+        outcome = fail(duplicate ? duplicate_marker : "COPY failed");
+      }
+    }
+    return outcome;
+  }
+
+  // Reserve one seq per row and COPY the rows straight into the journal.
+  expected<std::vector<append_outcome>>
+  append_fast(const std::vector<const journal_record*>& rows) {
+    const auto n = std::to_string(rows.size());
+    const char* params[] = {n.c_str()};
+    result_ptr res{PQexecPrepared(conn_, "reserve", 1, params, nullptr, nullptr, 0),
+                   &PQclear};
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK
+        || static_cast<size_t>(PQntuples(res.get())) != rows.size())
+      return fail("cannot reserve seqs");
+    std::vector<std::int64_t> seqs;
+    seqs.reserve(rows.size());
+    for (int row = 0; row < PQntuples(res.get()); ++row)
+      seqs.push_back(std::stoll(PQgetvalue(res.get(), row, 0)));
+    if (auto st = copy_in(copy_journal_sql, copy_rows(rows, seqs)); !st)
+      return st.error();
+    std::vector<append_outcome> out;
+    out.reserve(rows.size());
+    for (auto seq : seqs)
+      out.push_back({seq, false});
+    return out;
+  }
+
+  // COPY into journal_incoming, then move the rows into the journal, skipping
+  // idempotency keys it already holds; one outcome per row, in order.
+  expected<std::vector<append_outcome>>
+  append_checked(const std::vector<const journal_record*>& rows) {
+    std::vector<std::int64_t> order(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i)
+      order[i] = static_cast<std::int64_t>(i);
+    if (auto st = copy_in(copy_incoming_sql, copy_rows(rows, order)); !st)
+      return st.error();
+    result_ptr res{PQexecPrepared(conn_, "append", 0, nullptr, nullptr, nullptr, 0),
+                   &PQclear};
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return fail("append failed");
+    if (static_cast<size_t>(PQntuples(res.get())) != rows.size())
+      return failure{description_, "append returned "
+                                     + std::to_string(PQntuples(res.get())) + " rows for "
+                                     + std::to_string(rows.size())};
+    std::vector<append_outcome> out;
+    out.reserve(rows.size());
+    for (int row = 0; row < PQntuples(res.get()); ++row)
+      out.push_back({std::stoll(PQgetvalue(res.get(), row, 0)),
+                     PQgetvalue(res.get(), row, 1)[0] == 't'});
+    return out;
   }
 
   status exec(const std::string& sql) {

@@ -3,6 +3,7 @@
 #include "runtime/journal/journal_store.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "runtime/journal/journal_schema.hpp"
 #include "tests/support/test_databases.hpp"
@@ -90,6 +91,21 @@ TEST_P(journal_store_test, resent_keys_are_stored_once) {
   EXPECT_TRUE(second[2].duplicate); // the same key twice in one batch
   EXPECT_EQ(second[2].seq, second[1].seq);
   EXPECT_EQ(read().size(), 3u);
+}
+
+// COPY's text format gives backslash, tab and newline a meaning: values
+// holding them must come back byte for byte.
+TEST_P(journal_store_test, values_with_copy_control_characters_round_trip) {
+  journal_record r = make_record("key\\with\ttab", "node\t1\\x");
+  r.kind = "kind\nline";
+  r.body = R"({"message":"path C:\\dir \"quoted\" \t tab"})";
+  append({r});
+  auto rows = read();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].idempotency_key, r.idempotency_key);
+  EXPECT_EQ(rows[0].node, r.node);
+  EXPECT_EQ(rows[0].kind, r.kind);
+  EXPECT_EQ(nlohmann::json::parse(rows[0].body), nlohmann::json::parse(r.body));
 }
 
 TEST_P(journal_store_test, reads_filter_by_seq_node_and_time) {
