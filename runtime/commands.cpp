@@ -1,7 +1,8 @@
 #include "runtime/commands.hpp"
 
-#include <ostream>
+#include <iostream>
 
+#include "runtime/agent_commands.hpp"
 #include "runtime/replay_command.hpp"
 #include "runtime/version.hpp"
 
@@ -55,13 +56,15 @@ int run_demo(command_context& ctx) {
 int run_parse(command_context& ctx) {
   if (!check_verb(ctx, "parse", {"kmsg", "topo"}))
     return 2;
-  return not_implemented("parse", 5)(ctx);
+  if (ctx.args.positional.front() == "topo")
+    return run_parse_topo(ctx);
+  return run_parse_kmsg(ctx, std::cin);
 }
 
 int run_nic(command_context& ctx) {
   if (!check_verb(ctx, "nic", {"scan"}))
     return 2;
-  return not_implemented("nic scan", 6)(ctx);
+  return run_nic_scan(ctx);
 }
 
 } // namespace
@@ -104,7 +107,10 @@ std::vector<subcommand> command_table() {
      "run the kernel-log or topology parser on a file, print its events",
      "kmsg|topo [options] [< input]",
      {{"metadata", "FILE", "gpu_metadata.json for PCI -> GPU UUID (kmsg)"},
-      {"node", "NAME", "nodeName of the events (kmsg)"},
+      {"node", "NAME", "nodeName of the events and metadata"},
+      {"boot-id", "ID", "boot ID mixed into event ids (kmsg)"},
+      {"boot-time", "TIME",
+       "RFC 3339 boot time for dmesg offsets (default: this host's)"},
       {"topo", "FILE", "output of `nvidia-smi topo -m` (topo)"},
       {"gpus", "FILE", "output of `nvidia-smi --query-gpu=...` (topo)"}},
      run_parse},

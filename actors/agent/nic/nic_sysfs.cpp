@@ -1,0 +1,367 @@
+#include "actors/agent/nic/nic_sysfs.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "actors/agent/topology/gpu_metadata.hpp"
+
+namespace vigil::agent {
+
+namespace {
+
+// sysfs attribute files are one short line; anything longer is not one.
+constexpr size_t max_file_bytes = 65536;
+
+struct file_text {
+  std::string text;
+  int error = 0; // errno of the failed open/read, 0 on success
+};
+
+file_text read_file(const std::string& path) {
+  file_text out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out.error = errno;
+    return out;
+  }
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      out.error = errno;
+      break;
+    }
+    if (n == 0)
+      break;
+    out.text.append(buf, static_cast<size_t>(n));
+    if (out.text.size() > max_file_bytes) {
+      out.error = EFBIG;
+      break;
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  const char* ws = " \t\r\n";
+  auto b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos)
+    return "";
+  auto e = s.find_last_not_of(ws);
+  return std::string(s.substr(b, e - b + 1));
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool link_exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::optional<std::vector<std::string>> list_dir(const std::string& path, int& error) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) {
+    error = errno;
+    return std::nullopt;
+  }
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..")
+      names.push_back(std::move(name));
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string link_basename(const std::string& path) {
+  char buf[4096];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  if (n <= 0)
+    return "";
+  std::string target(buf, static_cast<size_t>(n));
+  while (!target.empty() && target.back() == '/')
+    target.pop_back();
+  auto slash = target.find_last_of('/');
+  return slash == std::string::npos ? target : target.substr(slash + 1);
+}
+
+std::string errno_text(int error) {
+  return std::strerror(error);
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty()
+         && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Reads one device's files, noting whether the device vanished underneath.
+class device_reader {
+public:
+  device_reader(const std::string& sysfs_root, const std::string& name,
+                std::vector<nic_diagnostic>& diagnostics)
+    : sysfs_root_(sysfs_root), dir_(sysfs_root + "/class/infiniband/" + name),
+      diagnostics_(diagnostics) {
+    device_.name = name;
+  }
+
+  nic_device read() {
+    read_identity();
+    if (!vanished_ && !device_.is_vf) {
+      read_net_dev();
+      read_ports();
+    }
+    device_.status = vanished_ ? device_read::vanished : device_read::complete;
+    return std::move(device_);
+  }
+
+private:
+  // A missing file when the device directory is gone means the device
+  // vanished mid-poll (seed 002 §7): a disappearance candidate, not an error.
+  std::optional<std::string> attribute(const std::string& path, bool required) {
+    if (vanished_)
+      return std::nullopt;
+    auto file = read_file(path);
+    if (file.error == 0)
+      return trim(file.text);
+    if (file.error == ENOENT && !exists(dir_)) {
+      vanished_ = true;
+      return std::nullopt;
+    }
+    if (required || file.error != ENOENT)
+      diagnostics_.push_back({path, "unreadable: " + errno_text(file.error)});
+    return std::nullopt;
+  }
+
+  void read_identity() {
+    if (!exists(dir_)) {
+      vanished_ = true;
+      return;
+    }
+    device_.hca_type = attribute(dir_ + "/hca_type", true).value_or("");
+    device_.fw_ver = attribute(dir_ + "/fw_ver", false).value_or("");
+    device_.board_id = attribute(dir_ + "/board_id", false).value_or("");
+    const std::string dev = dir_ + "/device";
+    device_.driver = link_basename(dev + "/driver");
+    device_.is_vf = link_exists(dev + "/physfn");
+    device_.is_pf = link_exists(dev + "/sriov_totalvfs");
+    device_.vendor = is_mellanox() ? "mellanox" : "";
+    read_pci_address(dev);
+    read_numa(dev + "/numa_node");
+  }
+
+  // seed 002 §5.3: the name mlx5_<n>, or the mlx5_core driver link.
+  bool is_mellanox() const {
+    const std::string& n = device_.name;
+    return (n.rfind("mlx5_", 0) == 0 && all_digits(std::string_view(n).substr(5)))
+           || device_.driver == "mlx5_core";
+  }
+
+  void read_pci_address(const std::string& dev) {
+    device_.pci_address = normalise_pci_address(link_basename(dev));
+    if (!device_.pci_address.empty())
+      return;
+    if (auto uevent = attribute(dev + "/uevent", false)) {
+      auto pos = uevent->find("PCI_SLOT_NAME=");
+      if (pos != std::string::npos) {
+        auto value = uevent->substr(pos + 14);
+        device_.pci_address = normalise_pci_address(value.substr(0, value.find('\n')));
+      }
+    }
+    if (device_.pci_address.empty() && !vanished_)
+      diagnostics_.push_back({dev, "no PCI address (neither the link nor uevent)"});
+  }
+
+  void read_numa(const std::string& path) {
+    auto text = attribute(path, true);
+    if (!text)
+      return;
+    const std::string_view digits =
+      !text->empty() && (*text)[0] == '-' ? std::string_view(*text).substr(1) : *text;
+    if (!all_digits(digits) || digits.size() > 6) {
+      diagnostics_.push_back({path, "unexpected value \"" + *text + "\""});
+      return;
+    }
+    device_.numa_node = std::stoi(*text);
+  }
+
+  // seed 002 §9: the netdev of a RoCE device is under device/net/.
+  void read_net_dev() {
+    int error = 0;
+    auto names = list_dir(dir_ + "/device/net", error);
+    if (!names || names->empty())
+      return;
+    device_.net_dev = names->front();
+    auto file = read_file(sysfs_root_ + "/class/net/" + device_.net_dev + "/operstate");
+    if (file.error != 0)
+      file = read_file(dir_ + "/device/net/" + device_.net_dev + "/operstate");
+    if (file.error == 0)
+      device_.operstate = trim(file.text);
+  }
+
+  void read_ports() {
+    int error = 0;
+    const std::string ports_dir = dir_ + "/ports";
+    auto names = list_dir(ports_dir, error);
+    if (!names) {
+      if (error == ENOENT && !exists(dir_))
+        vanished_ = true;
+      else
+        diagnostics_.push_back({ports_dir, "unreadable: " + errno_text(error)});
+      return;
+    }
+    for (const auto& name : *names) {
+      if (!all_digits(name) || name.size() > 4) {
+        diagnostics_.push_back({ports_dir + "/" + name, "not a port number"});
+        continue;
+      }
+      auto port =
+        read_port(ports_dir + "/" + name, static_cast<unsigned>(std::stoul(name)));
+      if (vanished_)
+        return;
+      device_.ports.push_back(std::move(port));
+    }
+  }
+
+  ib_port read_port(const std::string& dir, unsigned number) {
+    ib_port port;
+    port.number = number;
+    auto state = attribute(dir + "/state", true);
+    auto phys = attribute(dir + "/phys_state", true);
+    auto layer = attribute(dir + "/link_layer", true);
+    port.readable = state && phys && layer;
+    port.state = state.value_or("");
+    port.physical_state = phys.value_or("");
+    port.link_layer = layer.value_or("");
+    if (port.readable && port.link_layer != "InfiniBand"
+        && port.link_layer != "Ethernet") {
+      diagnostics_.push_back(
+        {dir + "/link_layer", "unexpected value \"" + port.link_layer + "\""});
+      port.readable = false;
+    }
+    for (const auto& counter : nic_counter_names())
+      read_counter(dir, counter, port);
+    return port;
+  }
+
+  // Appendix A counters live in counters/ or, for rnr_nak_retry_err, hw_counters/.
+  void read_counter(const std::string& port_dir, const std::string& counter,
+                    ib_port& port) {
+    for (const char* sub : {"/counters/", "/hw_counters/"}) {
+      auto path = port_dir + sub + counter;
+      auto text = attribute(path, false);
+      if (!text)
+        continue;
+      if (!all_digits(*text) || text->size() > 19) {
+        diagnostics_.push_back({path, "unexpected value \"" + *text + "\""});
+        return;
+      }
+      port.counters[counter] = std::stoull(*text);
+      return;
+    }
+  }
+
+  std::string sysfs_root_;
+  std::string dir_;
+  std::vector<nic_diagnostic>& diagnostics_;
+  nic_device device_;
+  bool vanished_ = false;
+};
+
+} // namespace
+
+const std::vector<std::string>& nic_counter_names() {
+  static const std::vector<std::string> names = {
+    "link_downed", "excessive_buffer_overrun_errors", "local_link_integrity_errors",
+    "rnr_nak_retry_err"};
+  return names;
+}
+
+std::string nic_device::link_layer() const {
+  for (const auto& port : ports)
+    if (port.readable)
+      return port.link_layer;
+  return "";
+}
+
+const nic_device* nic_snapshot::find(std::string_view name) const {
+  for (const auto& device : devices)
+    if (device.name == name)
+      return &device;
+  return nullptr;
+}
+
+std::optional<std::vector<std::string>>
+list_ib_devices(const std::string& sysfs_root, std::vector<nic_diagnostic>& diagnostics) {
+  int error = 0;
+  const std::string dir = sysfs_root + "/class/infiniband";
+  auto names = list_dir(dir, error);
+  if (!names)
+    diagnostics.push_back({dir, "unreadable: " + errno_text(error)});
+  return names;
+}
+
+nic_device read_nic_device(const std::string& sysfs_root, const std::string& name,
+                           std::vector<nic_diagnostic>& diagnostics) {
+  return device_reader{sysfs_root, name, diagnostics}.read();
+}
+
+nic_snapshot read_nic_snapshot(const std::string& sysfs_root) {
+  nic_snapshot snapshot;
+  auto names = list_ib_devices(sysfs_root, snapshot.diagnostics);
+  if (!names)
+    return snapshot;
+  snapshot.listed = true;
+  for (const auto& name : *names)
+    snapshot.devices.push_back(read_nic_device(sysfs_root, name, snapshot.diagnostics));
+  return snapshot;
+}
+
+std::string find_ib_device_for_interface(const std::string& sysfs_root,
+                                         const std::string& iface) {
+  if (iface.empty() || iface.find('/') != std::string::npos)
+    return "";
+  int error = 0;
+  auto names = list_dir(sysfs_root + "/class/net/" + iface + "/device/infiniband", error);
+  if (names && !names->empty())
+    return names->front();
+  // The other direction: an InfiniBand device whose device/net/ holds iface.
+  const std::string ib_dir = sysfs_root + "/class/infiniband/";
+  auto devices = list_dir(ib_dir, error);
+  for (const auto& device : devices.value_or(std::vector<std::string>{}))
+    if (exists(ib_dir + device + "/device/net/" + iface))
+      return device;
+  return "";
+}
+
+expected<std::string> read_small_file(const std::string& path) {
+  auto file = read_file(path);
+  if (file.error != 0)
+    return failure{path, "unreadable: " + errno_text(file.error)};
+  return std::move(file.text);
+}
+
+expected<std::string> read_boot_id(const std::string& path) {
+  auto text = read_small_file(path);
+  if (!text)
+    return text.error();
+  auto id = trim(*text);
+  if (id.empty())
+    return failure{path, "empty boot ID"};
+  return id;
+}
+
+} // namespace vigil::agent

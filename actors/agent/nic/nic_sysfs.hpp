@@ -1,0 +1,94 @@
+// Reads one snapshot of the node's InfiniBand/RoCE devices from a sysfs tree
+// (seed 002 §5, §8, §9, §11.1). Never throws; read problems become diagnostics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "messages/expected.hpp"
+
+namespace vigil::agent {
+
+/// A diagnostic: `where` is the sysfs path, `what` the problem.
+using nic_diagnostic = failure;
+
+/// The Appendix A counters the monitor reads, by sysfs file name.
+const std::vector<std::string>& nic_counter_names();
+
+/// One port as read in one poll (seed 002 §11.1 IBPort).
+struct ib_port {
+  unsigned number = 0;
+  std::string state;          ///< raw sysfs value, "4: ACTIVE"
+  std::string physical_state; ///< raw sysfs value, "5: LinkUp"
+  std::string link_layer;     ///< "InfiniBand" or "Ethernet"
+  /// False when state, phys_state or link_layer could not be read.
+  bool readable = true;
+  /// Appendix A counters that exist for this port (counters/ and hw_counters/).
+  std::map<std::string, std::uint64_t> counters;
+};
+
+/// How far reading one device got.
+enum class device_read {
+  complete, ///< everything that exists was read (ports may still be unreadable)
+  vanished, ///< the device directory disappeared while it was being read
+};
+
+/// One device under /sys/class/infiniband (seed 002 §11.1 Device).
+struct nic_device {
+  std::string name;        ///< "mlx5_0", "ibp3s0"
+  std::string vendor;      ///< "mellanox" (seed 002 §5.3), or "" when unsupported
+  std::string hca_type;    ///< "MT4129"; "MT41692" is a BlueField-3
+  std::string fw_ver;      ///< "28.39.1002"
+  std::string board_id;    ///< "MT_0000000838"
+  std::string driver;      ///< basename of device/driver, "mlx5_core"
+  std::string pci_address; ///< normalised "0000:0c:00.0"; "" when unknown
+  int numa_node = -1;      ///< device/numa_node; -1 when unknown or unreadable
+  bool is_vf = false;      ///< device/physfn exists (seed 002 §8.7 method 1)
+  bool is_pf = false;      ///< device/sriov_totalvfs exists (seed 002 §8.7 method 2)
+  std::string net_dev;     ///< first entry of device/net/ (seed 002 §9), or ""
+  std::string operstate;   ///< that interface's operstate, "" when unknown
+  std::vector<ib_port> ports;
+  device_read status = device_read::complete;
+
+  /// The link layer of the first readable port, "" when none could be read.
+  std::string link_layer() const;
+};
+
+/// Everything one poll saw. `listed` is false when /sys/class/infiniband
+/// itself could not be read: then nothing can be concluded about devices.
+struct nic_snapshot {
+  bool listed = false;
+  std::vector<nic_device> devices; ///< sorted by name, VFs included (is_vf)
+  std::vector<nic_diagnostic> diagnostics;
+
+  const nic_device* find(std::string_view name) const;
+};
+
+/// Reads `<sysfs_root>/class/infiniband` and every device in it.
+nic_snapshot read_nic_snapshot(const std::string& sysfs_root);
+
+/// Names in `<sysfs_root>/class/infiniband`, sorted; nullopt when unreadable.
+std::optional<std::vector<std::string>>
+list_ib_devices(const std::string& sysfs_root, std::vector<nic_diagnostic>& diagnostics);
+
+/// Reads one device; problems are appended to `diagnostics`.
+nic_device read_nic_device(const std::string& sysfs_root, const std::string& name,
+                           std::vector<nic_diagnostic>& diagnostics);
+
+/// The InfiniBand device behind a network interface (seed 002 §4.2 default
+/// route step): `<sysfs_root>/class/net/<iface>/device/infiniband/<dev>`, else
+/// the device whose device/net/ holds `iface`; "" when there is none.
+std::string find_ib_device_for_interface(const std::string& sysfs_root,
+                                         const std::string& iface);
+
+/// Reads a whole small file; the failure names the file and the errno text.
+expected<std::string> read_small_file(const std::string& path);
+
+/// The kernel boot ID, trimmed; the failure names the file.
+expected<std::string> read_boot_id(const std::string& path);
+
+} // namespace vigil::agent

@@ -1,0 +1,97 @@
+// The stable output contract of `vigil nic scan`: one HealthEvent JSON per
+// line on stdout for one poll cycle, problems on stderr, exit 1 on a startup
+// failure that names the file.
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "actors/agent/topology/gpu_metadata.hpp"
+#include "runtime/cli.hpp"
+#include "tests/support/fake_sysfs.hpp"
+
+namespace vigil {
+namespace {
+
+struct cli_result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+cli_result run(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::vector<health_event> decode_lines(const std::string& text) {
+  std::vector<health_event> events;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    auto e = decode_health_event(line);
+    EXPECT_TRUE(e.has_value()) << line;
+    if (e)
+      events.push_back(*e);
+  }
+  return events;
+}
+
+class nic_scan_command : public testing::Test {
+protected:
+  void SetUp() override {
+    // Two InfiniBand compute NICs beside GPU 0 (PIX) on NUMA 0.
+    test::fake_nic nic;
+    nic.name = "mlx5_0";
+    nic.pci = "0000:0c:00.0";
+    sysfs_.add_nic(nic);
+    nic.name = "mlx5_1";
+    nic.pci = "0000:0d:00.0";
+    sysfs_.add_nic(nic);
+    agent::gpu_metadata metadata;
+    metadata.node_name = "gpu-node-1";
+    metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", ""}};
+    metadata.nic_topology = {{"mlx5_0", {"PIX"}}, {"mlx5_1", {"PIX"}}};
+    sysfs_.write("meta/gpu_metadata.json", agent::encode_gpu_metadata(metadata));
+    sysfs_.write("meta/boot_id", "boot-1");
+    sysfs_.write("meta/route", test::route_table_with_default("eth0"));
+  }
+
+  cli_result scan() {
+    return run({"nic", "scan", "--once", "--sysfs-root", sysfs_.root(), "--metadata",
+                sysfs_.path("meta/gpu_metadata.json"), "--state-file",
+                sysfs_.path("meta/state.json"), "--boot-id-path",
+                sysfs_.path("meta/boot_id"), "--proc-net-route",
+                sysfs_.path("meta/route"), "--node-name", "gpu-node-1"});
+  }
+
+  test::fake_sysfs sysfs_;
+};
+
+TEST_F(nic_scan_command, prints_one_event_per_line_and_only_on_transitions) {
+  auto first = scan();
+  ASSERT_EQ(first.code, 0) << first.err;
+  for (const auto& e : decode_lines(first.out))
+    EXPECT_TRUE(e.is_healthy) << encode_health_event(e); // baselines of a fresh boot
+
+  sysfs_.set_state("mlx5_1", 1, "1: DOWN", "3: Disabled");
+  auto second = scan();
+  ASSERT_EQ(second.code, 0) << second.err;
+  auto events = decode_lines(second.out);
+  ASSERT_EQ(events.size(), 1u) << second.out;
+  EXPECT_TRUE(events[0].is_fatal);
+  EXPECT_EQ(events[0].node_name, "gpu-node-1");
+  EXPECT_EQ(events[0].action, recommended_action::replace_vm);
+
+  EXPECT_EQ(scan().out, ""); // nothing changed: nothing to say
+}
+
+TEST_F(nic_scan_command, missing_metadata_stops_with_the_file_named) {
+  auto r = run({"nic", "scan", "--once", "--sysfs-root", sysfs_.root(), "--metadata",
+                "/nonexistent/gpu_metadata.json", "--state-file",
+                sysfs_.path("meta/state.json"), "--node-name", "n"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/gpu_metadata.json"), std::string::npos) << r.err;
+}
+
+} // namespace
+} // namespace vigil
