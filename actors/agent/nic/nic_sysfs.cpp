@@ -23,9 +23,12 @@ struct file_text {
   int error = 0; // errno of the failed open/read, 0 on success
 };
 
-file_text read_file(const std::string& path) {
+// `path` relative to `dir_fd` (or absolute, or relative to the working
+// directory with AT_FDCWD): opening relative to a device's directory saves
+// walking the whole sysfs path for every attribute.
+file_text read_file(int dir_fd, const std::string& path) {
   file_text out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::openat(dir_fd, path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     out.error = errno;
     return out;
@@ -65,15 +68,20 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-bool link_exists(const std::string& path) {
+bool link_exists(int dir_fd, const std::string& path) {
   struct stat st;
-  return ::lstat(path.c_str(), &st) == 0;
+  return ::fstatat(dir_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-std::optional<std::vector<std::string>> list_dir(const std::string& path, int& error) {
-  DIR* dir = ::opendir(path.c_str());
+// The entries of `path` (relative to `dir_fd`), sorted, without . and ..
+std::optional<std::vector<std::string>> list_dir(int dir_fd, const std::string& path,
+                                                 int& error) {
+  int fd = ::openat(dir_fd, path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
   if (dir == nullptr) {
     error = errno;
+    if (fd >= 0)
+      ::close(fd);
     return std::nullopt;
   }
   std::vector<std::string> names;
@@ -87,9 +95,9 @@ std::optional<std::vector<std::string>> list_dir(const std::string& path, int& e
   return names;
 }
 
-std::string link_basename(const std::string& path) {
+std::string link_basename(int dir_fd, const std::string& path) {
   char buf[4096];
-  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  ssize_t n = ::readlinkat(dir_fd, path.c_str(), buf, sizeof buf - 1);
   if (n <= 0)
     return "";
   std::string target(buf, static_cast<size_t>(n));
@@ -114,9 +122,16 @@ public:
   device_reader(const std::string& sysfs_root, const std::string& name,
                 std::vector<nic_diagnostic>& diagnostics)
     : sysfs_root_(sysfs_root), dir_(sysfs_root + "/class/infiniband/" + name),
+      dir_fd_(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)),
       diagnostics_(diagnostics) {
     device_.name = name;
   }
+  ~device_reader() {
+    if (dir_fd_ >= 0)
+      ::close(dir_fd_);
+  }
+  device_reader(const device_reader&) = delete;
+  device_reader& operator=(const device_reader&) = delete;
 
   nic_device read() {
     read_identity();
@@ -131,10 +146,12 @@ public:
 private:
   // A missing file when the device directory is gone means the device
   // vanished mid-poll (seed 002 §7): a disappearance candidate, not an error.
-  std::optional<std::string> attribute(const std::string& path, bool required) {
+  // `rel` is relative to the device directory.
+  std::optional<std::string> attribute(const std::string& rel, bool required) {
     if (vanished_)
       return std::nullopt;
-    auto file = read_file(path);
+    const std::string path = dir_ + "/" + rel;
+    auto file = read_file(dir_fd_, rel);
     if (file.error == 0)
       return trim(file.text);
     if (file.error == ENOENT && !exists(dir_)) {
@@ -147,20 +164,19 @@ private:
   }
 
   void read_identity() {
-    if (!exists(dir_)) {
+    if (dir_fd_ < 0) { // the class link or its target is gone
       vanished_ = true;
       return;
     }
-    device_.hca_type = attribute(dir_ + "/hca_type", true).value_or("");
-    device_.fw_ver = attribute(dir_ + "/fw_ver", false).value_or("");
-    device_.board_id = attribute(dir_ + "/board_id", false).value_or("");
-    const std::string dev = dir_ + "/device";
-    device_.driver = link_basename(dev + "/driver");
-    device_.is_vf = link_exists(dev + "/physfn");
-    device_.is_pf = link_exists(dev + "/sriov_totalvfs");
+    device_.hca_type = attribute("hca_type", true).value_or("");
+    device_.fw_ver = attribute("fw_ver", false).value_or("");
+    device_.board_id = attribute("board_id", false).value_or("");
+    device_.driver = link_basename(dir_fd_, "device/driver");
+    device_.is_vf = link_exists(dir_fd_, "device/physfn");
+    device_.is_pf = link_exists(dir_fd_, "device/sriov_totalvfs");
     device_.vendor = is_mellanox() ? "mellanox" : "";
-    read_pci_address(dev);
-    read_numa(dev + "/numa_node");
+    read_pci_address();
+    read_numa("device/numa_node");
   }
 
   // seed 002 §5.3: the name mlx5_<n>, or the mlx5_core driver link.
@@ -170,11 +186,11 @@ private:
            || device_.driver == "mlx5_core";
   }
 
-  void read_pci_address(const std::string& dev) {
-    device_.pci_address = normalise_pci_address(link_basename(dev));
+  void read_pci_address() {
+    device_.pci_address = normalise_pci_address(link_basename(dir_fd_, "device"));
     if (!device_.pci_address.empty())
       return;
-    if (auto uevent = attribute(dev + "/uevent", false)) {
+    if (auto uevent = attribute("device/uevent", false)) {
       auto pos = uevent->find("PCI_SLOT_NAME=");
       if (pos != std::string::npos) {
         auto value = uevent->substr(pos + 14);
@@ -182,13 +198,15 @@ private:
       }
     }
     if (device_.pci_address.empty() && !vanished_)
-      diagnostics_.push_back({dev, "no PCI address (neither the link nor uevent)"});
+      diagnostics_.push_back(
+        {dir_ + "/device", "no PCI address (neither the link nor uevent)"});
   }
 
-  void read_numa(const std::string& path) {
-    auto text = attribute(path, true);
+  void read_numa(const std::string& rel) {
+    auto text = attribute(rel, true);
     if (!text)
       return;
+    const std::string path = dir_ + "/" + rel;
     const std::string_view digits =
       !text->empty() && (*text)[0] == '-' ? std::string_view(*text).substr(1) : *text;
     if (!all_digits(digits) || digits.size() > 6) {
@@ -201,13 +219,15 @@ private:
   // seed 002 §9: the netdev of a RoCE device is under device/net/.
   void read_net_dev() {
     int error = 0;
-    auto names = list_dir(dir_ + "/device/net", error);
+    auto names = list_dir(dir_fd_, "device/net", error);
     if (!names || names->empty())
       return;
     device_.net_dev = names->front();
-    auto file = read_file(sysfs_root_ + "/class/net/" + device_.net_dev + "/operstate");
+    // The same attribute as class/net/<if>/operstate, one short walk away.
+    auto file = read_file(dir_fd_, "device/net/" + device_.net_dev + "/operstate");
     if (file.error != 0)
-      file = read_file(dir_ + "/device/net/" + device_.net_dev + "/operstate");
+      file =
+        read_file(AT_FDCWD, sysfs_root_ + "/class/net/" + device_.net_dev + "/operstate");
     if (file.error == 0)
       device_.operstate = trim(file.text);
   }
@@ -215,7 +235,7 @@ private:
   void read_ports() {
     int error = 0;
     const std::string ports_dir = dir_ + "/ports";
-    auto names = list_dir(ports_dir, error);
+    auto names = list_dir(dir_fd_, "ports", error);
     if (!names) {
       if (error == ENOENT && !exists(dir_))
         vanished_ = true;
@@ -228,14 +248,14 @@ private:
         diagnostics_.push_back({ports_dir + "/" + name, "not a port number"});
         continue;
       }
-      auto port =
-        read_port(ports_dir + "/" + name, static_cast<unsigned>(std::stoul(name)));
+      auto port = read_port("ports/" + name, static_cast<unsigned>(std::stoul(name)));
       if (vanished_)
         return;
       device_.ports.push_back(std::move(port));
     }
   }
 
+  // `dir` relative to the device directory: "ports/1".
   ib_port read_port(const std::string& dir, unsigned number) {
     ib_port port;
     port.number = number;
@@ -248,8 +268,8 @@ private:
     port.link_layer = layer.value_or("");
     if (port.readable && port.link_layer != "InfiniBand"
         && port.link_layer != "Ethernet") {
-      diagnostics_.push_back(
-        {dir + "/link_layer", "unexpected value \"" + port.link_layer + "\""});
+      diagnostics_.push_back({dir_ + "/" + dir + "/link_layer",
+                              "unexpected value \"" + port.link_layer + "\""});
       port.readable = false;
     }
     for (const auto& counter : nic_counter_names())
@@ -261,12 +281,12 @@ private:
   void read_counter(const std::string& port_dir, const std::string& counter,
                     ib_port& port) {
     for (const char* sub : {"/counters/", "/hw_counters/"}) {
-      auto path = port_dir + sub + counter;
-      auto text = attribute(path, false);
+      auto rel = port_dir + sub + counter;
+      auto text = attribute(rel, false);
       if (!text)
         continue;
       if (!all_digits(*text) || text->size() > 19) {
-        diagnostics_.push_back({path, "unexpected value \"" + *text + "\""});
+        diagnostics_.push_back({dir_ + "/" + rel, "unexpected value \"" + *text + "\""});
         return;
       }
       port.counters[counter] = std::stoull(*text);
@@ -276,6 +296,7 @@ private:
 
   std::string sysfs_root_;
   std::string dir_;
+  int dir_fd_; // O_PATH descriptor of dir_, -1 when it is gone
   std::vector<nic_diagnostic>& diagnostics_;
   nic_device device_;
   bool vanished_ = false;
@@ -308,7 +329,7 @@ std::optional<std::vector<std::string>>
 list_ib_devices(const std::string& sysfs_root, std::vector<nic_diagnostic>& diagnostics) {
   int error = 0;
   const std::string dir = sysfs_root + "/class/infiniband";
-  auto names = list_dir(dir, error);
+  auto names = list_dir(AT_FDCWD, dir, error);
   if (!names)
     diagnostics.push_back({dir, "unreadable: " + errno_text(error)});
   return names;
@@ -335,12 +356,13 @@ std::string find_ib_device_for_interface(const std::string& sysfs_root,
   if (iface.empty() || iface.find('/') != std::string::npos)
     return "";
   int error = 0;
-  auto names = list_dir(sysfs_root + "/class/net/" + iface + "/device/infiniband", error);
+  auto names =
+    list_dir(AT_FDCWD, sysfs_root + "/class/net/" + iface + "/device/infiniband", error);
   if (names && !names->empty())
     return names->front();
   // The other direction: an InfiniBand device whose device/net/ holds iface.
   const std::string ib_dir = sysfs_root + "/class/infiniband/";
-  auto devices = list_dir(ib_dir, error);
+  auto devices = list_dir(AT_FDCWD, ib_dir, error);
   for (const auto& device : devices.value_or(std::vector<std::string>{}))
     if (exists(ib_dir + device + "/device/net/" + iface))
       return device;
@@ -348,7 +370,7 @@ std::string find_ib_device_for_interface(const std::string& sysfs_root,
 }
 
 expected<std::string> read_small_file(const std::string& path) {
-  auto file = read_file(path);
+  auto file = read_file(AT_FDCWD, path);
   if (file.error != 0)
     return failure{path, "unreadable: " + errno_text(file.error)};
   return std::move(file.text);

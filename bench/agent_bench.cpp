@@ -1,0 +1,170 @@
+// The node agent's hot paths: the kernel-log parser on a mixed log (issue #5:
+// target >= 1,000,000 lines/s on one core) and one NIC monitor poll cycle
+// over seed 002 §8.6's 34-device tree (issue #6: target <= 2 ms CPU).
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <benchmark/benchmark.h>
+
+#include "actors/agent/nic/nic_monitor_core.hpp"
+#include "actors/agent/xid/parse_kernel_log.hpp"
+#include "actors/agent/xid/xid_parser.hpp"
+#include "tests/support/fake_sysfs.hpp"
+
+namespace {
+
+using namespace vigil;
+using namespace vigil::agent;
+
+// 96% ordinary kernel chatter, 4% NVIDIA lines of several kinds.
+std::vector<std::string> mixed_log(size_t lines) {
+  const char* chatter[] = {
+    "[ 1200.%06d] eth0: renamed from veth3a1b2c",
+    "[ 1200.%06d] IPv6: ADDRCONF(NETDEV_CHANGE): cali5d2e: link becomes ready",
+    "[ 1200.%06d] audit: type=1400 audit(1700000000.123:456): apparmor=\"STATUS\"",
+    "[ 1200.%06d] EXT4-fs (nvme0n1p1): mounted filesystem with ordered data mode",
+    "[ 1200.%06d] mlx5_core 0000:0c:00.0: mlx5_port_module_event: Module 0, status: "
+    "plugged and enabled",
+  };
+  const char* nvidia[] = {
+    "[ 1200.%06d] NVRM: Xid (PCI:0000:03:00): 13, pid=1234, name=python, Graphics "
+    "Exception on (GPC 0, TPC 1, SM 0)",
+    "[ 1200.%06d] NVRM: Xid (PCI:0000:03:00): 31, pid=1234, name=python, Ch 00000008, "
+    "intr 10000000. MMU Fault",
+    "[ 1200.%06d] NVRM: Xid (PCI:0000:b3:00): 48, pid=91237, name=nv-hostengine, Ch "
+    "00000076, errorString CTX SWITCH TIMEOUT, Info 0x3c046",
+    "[ 1200.%06d] NVRM: GPU at PCI:0000:03:00: GPU-455d8f70-2051-db6c-0430-ffc457bff834",
+  };
+  std::vector<std::string> out;
+  out.reserve(lines);
+  char buf[256];
+  for (size_t i = 0; i < lines; ++i) {
+    const bool nv = i % 25 == 7;
+    const char* fmt = nv ? nvidia[(i / 25) % 4] : chatter[i % 5];
+    std::snprintf(buf, sizeof buf, fmt, static_cast<int>(i % 1000000));
+    out.emplace_back(buf);
+  }
+  return out;
+}
+
+const std::vector<std::string>& log_lines() {
+  static const auto lines = [] {
+    auto l = mixed_log(1000000);
+    // The same file for `grep -c NVRM` (see BENCHMARKS.md).
+    std::ofstream out("/tmp/vigil-bench-kmsg.log");
+    for (const auto& line : l)
+      out << line << '\n';
+    return l;
+  }();
+  return lines;
+}
+
+// The line parser alone: classify and parse each line.
+void BM_kernel_log_parser(benchmark::State& state) {
+  const auto& lines = log_lines();
+  for (auto _ : state) {
+    kernel_log_parser parser;
+    size_t nvidia = 0;
+    for (const auto& line : lines)
+      nvidia += parser.parse(line).is_nvidia() ? 1 : 0;
+    benchmark::DoNotOptimize(nvidia);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * lines.size()));
+}
+BENCHMARK(BM_kernel_log_parser)->Unit(benchmark::kMillisecond);
+
+// What `vigil parse kmsg` does: read lines, parse, build events, group bursts.
+void BM_parse_kernel_log(benchmark::State& state) {
+  const auto& lines = log_lines();
+  std::string text;
+  for (const auto& line : lines)
+    text.append(line).push_back('\n');
+  const char* source = std::getenv("VIGIL_SOURCE_DIR");
+  auto catalog = xid_catalog::load(std::string(source ? source : ".") + "/config");
+  if (!catalog) {
+    state.SkipWithError(catalog.error().to_string().c_str());
+    return;
+  }
+  parse_options options;
+  options.catalog = *catalog;
+  options.node_name = "gpu-node-1";
+  for (auto _ : state) {
+    std::istringstream in(text);
+    auto result = parse_kernel_log(in, options);
+    benchmark::DoNotOptimize(result.events.size());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * lines.size()));
+}
+BENCHMARK(BM_parse_kernel_log)->Unit(benchmark::kMillisecond);
+
+std::string bus(int b, int fn = 0) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0000:%02x:00.%d", b, fn);
+  return buf;
+}
+
+// seed 002 §8.6: 18 PFs (mlx5_0 the management NIC) and 16 VFs, 8 GPUs.
+void build_34_devices(test::fake_sysfs& sys, gpu_metadata& metadata) {
+  for (int g = 0; g < 8; ++g)
+    metadata.gpus.push_back(
+      {g, bus(0x80 + g * 4), g / 4, "GPU-" + std::to_string(g), "", ""});
+  auto add = [&](const std::string& name, const std::string& pci, int numa,
+                 std::vector<std::string> topo, const std::string& netdev) {
+    test::fake_nic nic;
+    nic.name = name;
+    nic.pci = pci;
+    nic.numa_node = numa;
+    nic.sriov_totalvfs = 16;
+    nic.netdev = netdev;
+    nic.ports = {test::roce_port()};
+    sys.add_nic(nic);
+    metadata.nic_topology[name] = std::move(topo);
+  };
+  add("mlx5_0", bus(0x11), 0, std::vector<std::string>(8, "NODE"), "eth0");
+  for (int n = 1; n < 18; ++n) {
+    std::vector<std::string> row(8, "SYS");
+    row[static_cast<size_t>((n - 1) % 8)] = "PXB";
+    add("mlx5_" + std::to_string(n), bus(0x20 + n * 8), (n - 1) / 9, row,
+        "en" + std::to_string(n));
+  }
+  for (int v = 0; v < 16; ++v) {
+    test::fake_nic vf;
+    vf.name = "mlx5_" + std::to_string(18 + v);
+    vf.pci = bus(0x20 + (1 + v) * 8, 1 + v % 7);
+    vf.physfn = bus(0x20 + (1 + v) * 8);
+    vf.numa_node = v / 9;
+    vf.ports = {test::roce_port("1: DOWN", "3: Disabled")};
+    sys.add_nic(vf);
+  }
+  sys.write("route", test::route_table_with_default("eth0"));
+  sys.write("boot_id", "boot-1");
+}
+
+// One poll cycle as the monitor runs it every second: read sysfs, poll.
+void BM_nic_poll_cycle_34_devices(benchmark::State& state) {
+  test::fake_sysfs sys;
+  gpu_metadata metadata;
+  build_34_devices(sys, metadata);
+  nic_monitor_options options;
+  options.sysfs_root = sys.root();
+  options.node_name = "gpu-node-1";
+  auto poller = nic_poller::start(
+    options, metadata, resolve_default_route_device(sys.root(), sys.path("route")),
+    std::nullopt);
+  if (!poller) {
+    state.SkipWithError(poller.error().to_string().c_str());
+    return;
+  }
+  std::int64_t t = 1700000000;
+  for (auto _ : state) {
+    auto snapshot = read_nic_snapshot(sys.root());
+    auto result = poller->poll(snapshot, "boot-1", from_unix(++t, 0));
+    benchmark::DoNotOptimize(result.events.size());
+  }
+}
+BENCHMARK(BM_nic_poll_cycle_34_devices)->Unit(benchmark::kMicrosecond);
+
+} // namespace
+
+BENCHMARK_MAIN();
