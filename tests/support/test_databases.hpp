@@ -10,6 +10,8 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include "tests/support/fresh_directory.hpp"
+
 namespace vigil::test {
 
 /// The server's URL, or "" when the tests run without scripts/with-postgres.
@@ -42,12 +44,6 @@ inline std::string fresh_postgres_database() {
   if (!created)
     throw std::runtime_error("cannot create a test database: " + problem);
   return server.substr(0, server.rfind('/') + 1) + name;
-}
-
-/// A fresh directory under /tmp, for SQLite files and spools.
-inline std::string fresh_directory() {
-  std::string pattern = "/tmp/vigil-test.XXXXXX";
-  return mkdtemp(pattern.data()) != nullptr ? pattern : "/tmp";
 }
 
 /// Runs one of the with-postgres control scripts (VIGIL_TEST_PG_STOP/START).

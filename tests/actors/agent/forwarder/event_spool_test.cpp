@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tests/support/test_databases.hpp"
+#include "tests/support/fresh_directory.hpp"
 
 namespace vigil::agent {
 namespace {

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tests/support/test_databases.hpp"
+#include "tests/support/fresh_directory.hpp"
 
 namespace vigil::agent {
 namespace {
@@ -75,7 +75,8 @@ TEST(kmsg_source, parses_the_record_header) {
 
 TEST(kmsg_source, delivers_messages_and_skips_dictionary_lines) {
   const auto path = test::fresh_directory() + "/kmsg";
-  append_file(path, record(1, 100, "first") + " SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n"
+  append_file(path, record(1, 100, "first")
+                      + " SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n"
                       + record(2, 200, "second"));
   kmsg_source source(options_for(path));
   auto lines = poll_all(source);
@@ -158,8 +159,8 @@ TEST(kmsg_source, an_overrun_is_counted_and_reading_goes_on) {
 
 TEST(kmsg_source, after_a_reboot_only_the_lookback_window_is_read) {
   const auto path = test::fresh_directory() + "/kmsg";
-  append_file(path, record(1, hour_us / 2, "boot noise") + record(2, 2 * hour_us, "recent")
-                      + record(3, 3 * hour_us, "now"));
+  append_file(path, record(1, hour_us / 2, "boot noise")
+                      + record(2, 2 * hour_us, "recent") + record(3, 3 * hour_us, "now"));
   auto options = options_for(path);
   options.saved = saved_kmsg(77, "boot-old");
   options.since_boot = hours{3};

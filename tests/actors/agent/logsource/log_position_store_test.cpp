@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "tests/support/test_databases.hpp"
+#include "tests/support/fresh_directory.hpp"
 
 namespace vigil::agent {
 namespace {

@@ -1,0 +1,244 @@
+#include "actors/gateway/kube_gateway.hpp"
+
+#include <algorithm>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+using json = nlohmann::json;
+
+// A watch's list pages are gathered here until the last one arrives.
+struct list_progress {
+  json items = json::array();
+  std::string kind;
+};
+
+constexpr int list_page_size = 500;
+constexpr int watch_timeout_seconds = 300;
+
+std::string with_selectors(const kube_watch_spec& spec, std::string query) {
+  auto add = [&](const char* key, const std::string& value) {
+    if (value.empty())
+      return;
+    query +=
+      (query.empty() ? "" : "&") + std::string(key) + "=" + kube::query_escape(value);
+  };
+  add("labelSelector", spec.label_selector);
+  add("fieldSelector", spec.field_selector);
+  return query;
+}
+
+// How long to wait before reopening a stream after `failures` failed ones.
+caf::timespan rewatch_delay(int failures) {
+  if (failures == 0)
+    return caf::timespan{0};
+  const auto ms = std::min(30000, 100 << std::min(failures, 8));
+  return std::chrono::milliseconds{ms};
+}
+
+void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
+                std::shared_ptr<list_progress> progress);
+void start_stream(kube_gateway_actor* self, std::uint64_t id);
+
+void relist(kube_gateway_actor* self, std::uint64_t id) {
+  auto it = self->state.watches.find(id);
+  if (it == self->state.watches.end())
+    return;
+  ++self->state.stats.relists;
+  it->second.resource_version.clear();
+  start_list(self, id, "", std::make_shared<list_progress>());
+}
+
+// LIST in pages; when the last page is in, hand the subscriber the whole list
+// and open the stream from the list's resourceVersion.
+void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
+                std::shared_ptr<list_progress> progress) {
+  auto& sub = self->state.watches.at(id);
+  kube::kube_request request;
+  request.path = kube::resource_path(sub.spec.resource, sub.spec.ns);
+  std::string query = "limit=" + std::to_string(list_page_size);
+  if (!continue_token.empty())
+    query += "&continue=" + kube::query_escape(continue_token);
+  request.query = with_selectors(sub.spec, query);
+  const auto generation = ++sub.generation;
+  self->request(caf::actor_cast<caf::actor>(self), caf::infinite, std::move(request))
+    .then([=](kube::kube_result& result) {
+      auto it = self->state.watches.find(id);
+      if (it == self->state.watches.end() || it->second.generation != generation)
+        return;
+      auto& w = it->second;
+      json page =
+        result.ok() ? json::parse(result.response().body, nullptr, false) : json();
+      if (!result.ok() || !page.is_object() || !page.contains("items")) {
+        ++w.failures;
+        component_logger("gateway")->warn(
+          "list for watch {} failed ({}); retrying", w.spec.resource.plural,
+          result.ok() ? std::string("not a List") : result.error().to_string());
+        self->delayed_send(self, rewatch_delay(w.failures), rewatch_atom::value, id,
+                           w.generation);
+        return;
+      }
+      for (auto& item : page["items"])
+        progress->items.push_back(std::move(item));
+      progress->kind = page.value("kind", "List");
+      auto meta = page.value("metadata", json::object());
+      const std::string next = meta.value("continue", "");
+      if (!next.empty()) {
+        start_list(self, id, next, progress);
+        return;
+      }
+      w.resource_version = meta.value("resourceVersion", "");
+      json list = {{"kind", progress->kind},
+                   {"metadata", {{"resourceVersion", w.resource_version}}},
+                   {"items", std::move(progress->items)}};
+      self->send(w.subscriber,
+                 kube_watch_event{id, "LISTED", list.dump(), w.resource_version});
+      start_stream(self, id);
+    });
+}
+
+void start_stream(kube_gateway_actor* self, std::uint64_t id) {
+  auto& sub = self->state.watches.at(id);
+  kube::kube_request request;
+  request.path = kube::resource_path(sub.spec.resource, sub.spec.ns);
+  request.query = with_selectors(
+    sub.spec, "watch=true&allowWatchBookmarks=true&timeoutSeconds="
+                + std::to_string(watch_timeout_seconds)
+                + "&resourceVersion=" + kube::query_escape(sub.resource_version));
+  request.timeout = std::chrono::milliseconds{0};
+  const auto generation = ++sub.generation;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  sub.stream = self->state.client->watch(
+    std::move(request),
+    [me, id, generation](std::string_view line) {
+      caf::anon_send(me, wline_atom::value, id, generation, std::string(line));
+    },
+    [me, id, generation](std::optional<kube::kube_error> why) {
+      caf::anon_send(me, wend_atom::value, id, generation, std::move(why));
+    });
+}
+
+// One line of a watch stream: forward it, remember its resourceVersion, or
+// relist when the server says our version is gone.
+void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint64_t id,
+                   const std::string& line) {
+  auto event = json::parse(line, nullptr, false);
+  if (!event.is_object() || !event.contains("type") || !event["type"].is_string()
+      || !event.contains("object") || !event["object"].is_object()) {
+    ++self->state.stats.bad_watch_lines;
+    component_logger("gateway")->warn("watch {}: not a watch event ({} bytes); resuming",
+                                      sub.spec.resource.plural, line.size());
+    self->state.client->stop_watch(sub.stream);
+    ++sub.generation;
+    ++sub.failures;
+    self->delayed_send(self, rewatch_delay(sub.failures), rewatch_atom::value, id,
+                       sub.generation);
+    return;
+  }
+  const std::string type = event["type"];
+  const json& object = event["object"];
+  if (type == "ERROR") {
+    self->state.client->stop_watch(sub.stream);
+    ++sub.generation;
+    if (object.value("code", 0) == 410) {
+      relist(self, id);
+      return;
+    }
+    ++sub.failures;
+    self->delayed_send(self, rewatch_delay(sub.failures), rewatch_atom::value, id,
+                       sub.generation);
+    return;
+  }
+  sub.failures = 0;
+  auto meta = object.value("metadata", json::object());
+  if (auto rv = meta.find("resourceVersion"); rv != meta.end() && rv->is_string())
+    sub.resource_version = rv->get<std::string>();
+  ++self->state.stats.watch_events;
+  self->send(sub.subscriber,
+             kube_watch_event{id, type, object.dump(), sub.resource_version});
+}
+
+} // namespace
+
+caf::behavior kube_gateway(kube_gateway_actor* self,
+                           std::shared_ptr<kube::kube_client> client) {
+  self->state.client = std::move(client);
+  self->attach_functor([self] {
+    for (auto& [id, sub] : self->state.watches)
+      self->state.client->stop_watch(sub.stream);
+  });
+  return {
+    [=](kube::kube_request& request) -> caf::result<kube::kube_result> {
+      auto& st = self->state;
+      ++st.stats.requests;
+      const auto id = ++st.next_id;
+      st.pending.emplace(id, self->make_response_promise());
+      caf::actor me = caf::actor_cast<caf::actor>(self);
+      st.client->send(std::move(request), [me, id](kube::kube_result result) {
+        caf::anon_send(me, done_atom::value, id, std::move(result));
+      });
+      return st.pending.at(id);
+    },
+    [=](done_atom, std::uint64_t id, kube::kube_result& result) {
+      auto it = self->state.pending.find(id);
+      if (it == self->state.pending.end())
+        return;
+      if (!result.ok())
+        ++self->state.stats.failures;
+      it->second.deliver(std::move(result));
+      self->state.pending.erase(it);
+    },
+    [=](watch_atom, kube_watch_spec& spec) -> std::uint64_t {
+      const auto id = ++self->state.next_id;
+      auto subscriber = caf::actor_cast<caf::actor>(self->current_sender());
+      self->state.watches.emplace(id, watch_subscription{std::move(spec), subscriber});
+      start_list(self, id, "", std::make_shared<list_progress>());
+      return id;
+    },
+    [=](unwatch_atom, std::uint64_t id) {
+      auto it = self->state.watches.find(id);
+      if (it == self->state.watches.end())
+        return;
+      self->state.client->stop_watch(it->second.stream);
+      self->state.watches.erase(it);
+    },
+    [=](wline_atom, std::uint64_t id, std::uint64_t generation, const std::string& line) {
+      auto it = self->state.watches.find(id);
+      if (it != self->state.watches.end() && it->second.generation == generation)
+        on_watch_line(self, it->second, id, line);
+    },
+    [=](wend_atom, std::uint64_t id, std::uint64_t generation,
+        std::optional<kube::kube_error>& why) {
+      auto it = self->state.watches.find(id);
+      if (it == self->state.watches.end() || it->second.generation != generation)
+        return;
+      auto& sub = it->second;
+      if (why && why->gone()) {
+        relist(self, id);
+        return;
+      }
+      // A clean end (timeoutSeconds) resumes at once; a failure backs off.
+      sub.failures = why ? sub.failures + 1 : 0;
+      ++self->state.stats.resumes;
+      self->delayed_send(self, rewatch_delay(sub.failures), rewatch_atom::value, id,
+                         ++sub.generation);
+    },
+    [=](rewatch_atom, std::uint64_t id, std::uint64_t generation) {
+      auto it = self->state.watches.find(id);
+      if (it == self->state.watches.end() || it->second.generation != generation)
+        return;
+      if (it->second.resource_version.empty())
+        start_list(self, id, "", std::make_shared<list_progress>());
+      else
+        start_stream(self, id);
+    },
+  };
+}
+
+} // namespace vigil

@@ -1,0 +1,54 @@
+// The gateway: the one way event-based actors talk to the Kubernetes API.
+// Requests become replies and watches become streams of messages; the
+// blocking and waiting happen on the client's I/O thread, never here. A watch
+// is kept alive: list, watch from the list's resourceVersion, resume from
+// the last seen version when the stream ends, relist on 410 Gone.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include <caf/actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "runtime/kube/kube_client.hpp"
+
+namespace vigil {
+
+/// One kept-alive watch.
+struct watch_subscription {
+  kube_watch_spec spec;
+  caf::actor subscriber;
+  std::string resource_version; ///< the last one seen; "" = list first
+  std::uint64_t stream = 0;     ///< the client's id of the open stream
+  std::uint64_t generation = 0; ///< events of older streams are ignored
+  int failures = 0;             ///< consecutive failed streams (backoff)
+};
+
+struct kube_gateway_stats {
+  std::uint64_t requests = 0;
+  std::uint64_t failures = 0;
+  std::uint64_t watch_events = 0;
+  std::uint64_t relists = 0;
+  std::uint64_t resumes = 0;
+  std::uint64_t bad_watch_lines = 0;
+};
+
+struct kube_gateway_state {
+  std::shared_ptr<kube::kube_client> client;
+  std::uint64_t next_id = 0;
+  std::unordered_map<std::uint64_t, caf::response_promise> pending;
+  std::map<std::uint64_t, watch_subscription> watches;
+  kube_gateway_stats stats;
+  static inline const char* name = "kube_gateway";
+};
+
+using kube_gateway_actor = caf::stateful_actor<kube_gateway_state>;
+
+caf::behavior kube_gateway(kube_gateway_actor* self,
+                           std::shared_ptr<kube::kube_client> client);
+
+} // namespace vigil

@@ -1,0 +1,52 @@
+// Messages of the Kubernetes gateway: requests and their results, and watch
+// subscriptions whose events arrive as messages. Local only: these types
+// never cross a process boundary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include "runtime/kube/kube_api.hpp"
+
+namespace vigil {
+
+/// (kube_request) → kube_result: one API request, retried inside the client.
+/// (watch_atom, kube_watch_spec) → std::uint64_t watch id; the sender then
+/// receives kube_watch_event messages until (unwatch_atom, id).
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
+using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;
+/// Internal: the I/O thread reporting back to the gateway.
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using wline_atom = caf::atom_constant<caf::atom("wline")>;
+using wend_atom = caf::atom_constant<caf::atom("wend")>;
+using rewatch_atom = caf::atom_constant<caf::atom("rewatch")>;
+
+/// What to keep watching: a collection, optionally narrowed.
+struct kube_watch_spec {
+  kube::api_resource resource;
+  std::string ns; ///< "" = all namespaces (or cluster-scoped)
+  std::string label_selector;
+  std::string field_selector;
+};
+
+/// One watch event for a subscriber. After the initial list and after every
+/// relist (410 Gone) comes type "LISTED" with `object` holding the whole
+/// List; then "ADDED", "MODIFIED", "DELETED" and "BOOKMARK" as the server
+/// sends them, with `object` one object's JSON.
+struct kube_watch_event {
+  std::uint64_t watch_id = 0;
+  std::string type;
+  std::string object;
+  std::string resource_version;
+};
+
+} // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::kube::kube_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::kube::kube_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::kube_watch_spec)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::kube_watch_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::optional<vigil::kube::kube_error>)

@@ -1,0 +1,248 @@
+#include "actors/agent/forwarder/http_event_poster.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/support/fresh_directory.hpp"
+
+namespace vigil::agent {
+namespace {
+
+// One request as the server saw it.
+struct captured_request {
+  std::string head; ///< request line and headers
+  std::string body;
+};
+
+// A one-thread HTTP/1.1 server on 127.0.0.1, port 0: answers each connection
+// with the next canned response, then closes it. No TLS.
+class loopback_server {
+public:
+  explicit loopback_server(std::vector<std::string> responses)
+    : responses_(std::move(responses)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0
+        || ::listen(listener_, 4) != 0
+        || ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      ADD_FAILURE() << "cannot listen: " << std::strerror(errno);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+
+  ~loopback_server() {
+    join();
+    ::close(listener_);
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// Waits for the server to answer all its responses; then requests() is safe.
+  void join() {
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  const std::vector<captured_request>& requests() const { return requests_; }
+
+private:
+  void serve() {
+    for (const auto& response : responses_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (::poll(&p, 1, 10'000) != 1)
+        return; // the test fails on the missing request, never hangs
+      int conn = ::accept(listener_, nullptr, nullptr);
+      if (conn < 0)
+        return;
+      requests_.push_back(read_request(conn));
+      ::send(conn, response.data(), response.size(), MSG_NOSIGNAL);
+      ::close(conn);
+    }
+  }
+
+  static captured_request read_request(int conn) {
+    std::string data;
+    char buffer[4096];
+    std::size_t head_end = std::string::npos;
+    std::size_t wanted = 0;
+    while (head_end == std::string::npos || data.size() < head_end + 4 + wanted) {
+      auto n = ::recv(conn, buffer, sizeof buffer, 0);
+      if (n <= 0)
+        break;
+      data.append(buffer, static_cast<std::size_t>(n));
+      if (head_end == std::string::npos
+          && (head_end = data.find("\r\n\r\n")) != std::string::npos)
+        wanted = content_length(data.substr(0, head_end));
+    }
+    if (head_end == std::string::npos)
+      return {data, ""};
+    return {data.substr(0, head_end), data.substr(head_end + 4)};
+  }
+
+  static std::size_t content_length(const std::string& head) {
+    auto at = head.find("Content-Length: ");
+    return at == std::string::npos ? 0 : std::stoul(head.substr(at + 16));
+  }
+
+  std::vector<std::string> responses_;
+  std::vector<captured_request> requests_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+std::string response(int status, const std::string& reason, const std::string& body,
+                     const std::string& extra_headers = "") {
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n"
+         + "Content-Type: application/json\r\nConnection: close\r\n" + extra_headers
+         + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+http_poster_options options_for(const std::string& url) {
+  http_poster_options o;
+  o.url = url;
+  o.connect_timeout = std::chrono::milliseconds{5000};
+  o.request_timeout = std::chrono::milliseconds{10000};
+  return o;
+}
+
+const std::string body = "{\"id\":\"1\"}\n{\"id\":\"2\"}\n";
+
+TEST(http_event_poster, posts_ndjson_with_the_bearer_token) {
+  const auto token_file = test::fresh_directory() + "/token";
+  write_file(token_file, "secret-1\n");
+  const std::string reply =
+    R"({"results":[{"id":"1","status":"accepted"},)"
+    R"({"id":"2","status":"rejected","error":"nodeName: missing"}]})";
+  loopback_server server({response(200, "OK", reply)});
+  auto options = options_for(server.url() + "/");
+  options.token_file = token_file;
+  http_event_poster poster(options);
+  auto result = poster.post(body);
+  server.join();
+  EXPECT_EQ(result.outcome, post_outcome::accepted);
+  EXPECT_EQ(result.http_status, 200);
+  ASSERT_EQ(result.lines.size(), 2u);
+  EXPECT_TRUE(result.lines[0].accepted);
+  EXPECT_FALSE(result.lines[1].accepted);
+  EXPECT_EQ(result.lines[1].id, "2");
+  EXPECT_EQ(result.lines[1].error, "nodeName: missing");
+  ASSERT_EQ(server.requests().size(), 1u);
+  const auto& request = server.requests()[0];
+  EXPECT_EQ(request.head.rfind("POST /v1/events HTTP/1.1\r\n", 0), 0u) << request.head;
+  EXPECT_NE(request.head.find("Authorization: Bearer secret-1\r\n"), std::string::npos);
+  EXPECT_NE(request.head.find("Content-Type: application/x-ndjson\r\n"),
+            std::string::npos);
+  EXPECT_EQ(request.body, body);
+}
+
+TEST(http_event_poster, a_changed_token_file_is_read_again) {
+  const auto token_file = test::fresh_directory() + "/token";
+  write_file(token_file, "first");
+  loopback_server server({response(200, "OK", "{}"), response(200, "OK", "{}")});
+  auto options = options_for(server.url());
+  options.token_file = token_file;
+  http_event_poster poster(options);
+  EXPECT_EQ(poster.post(body).outcome, post_outcome::accepted);
+  write_file(token_file, "rotated-token\n");
+  EXPECT_EQ(poster.post(body).outcome, post_outcome::accepted);
+  server.join();
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_NE(server.requests()[0].head.find("Bearer first\r\n"), std::string::npos);
+  EXPECT_NE(server.requests()[1].head.find("Bearer rotated-token\r\n"),
+            std::string::npos);
+}
+
+TEST(http_event_poster, unavailable_is_retryable_with_retry_after) {
+  loopback_server server(
+    {response(503, "Service Unavailable", "journal down", "Retry-After: 7\r\n"),
+     response(429, "Too Many Requests", "")});
+  http_event_poster poster(options_for(server.url()));
+  auto result = poster.post(body);
+  EXPECT_EQ(result.outcome, post_outcome::retryable);
+  EXPECT_EQ(result.http_status, 503);
+  EXPECT_EQ(result.retry_after, std::chrono::seconds{7});
+  EXPECT_EQ(result.detail, "journal down");
+  result = poster.post(body);
+  EXPECT_EQ(result.outcome, post_outcome::retryable);
+  EXPECT_EQ(result.http_status, 429);
+  EXPECT_FALSE(result.retry_after.has_value());
+}
+
+TEST(http_event_poster, a_bad_request_is_rejected) {
+  loopback_server server({response(400, "Bad Request", "line 2: nodeName: missing")});
+  http_event_poster poster(options_for(server.url()));
+  auto result = poster.post(body);
+  EXPECT_EQ(result.outcome, post_outcome::rejected);
+  EXPECT_EQ(result.http_status, 400);
+  EXPECT_EQ(result.detail, "line 2: nodeName: missing");
+  EXPECT_TRUE(result.lines.empty());
+}
+
+TEST(http_event_poster, a_refused_connection_is_retryable) {
+  int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(probe); // nothing listens on this port now
+  http_event_poster poster(
+    options_for("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port))));
+  auto result = poster.post(body);
+  EXPECT_EQ(result.outcome, post_outcome::retryable);
+  EXPECT_EQ(result.http_status, 0);
+  EXPECT_FALSE(result.detail.empty());
+}
+
+TEST(http_event_poster, a_missing_token_file_is_retryable_and_names_the_file) {
+  const auto token_file = test::fresh_directory() + "/absent";
+  auto options = options_for("http://127.0.0.1:1");
+  options.token_file = token_file;
+  http_event_poster poster(options);
+  auto result = poster.post(body);
+  EXPECT_EQ(result.outcome, post_outcome::retryable);
+  EXPECT_NE(result.detail.find(token_file), std::string::npos);
+}
+
+TEST(http_event_poster, statuses_are_classified) {
+  EXPECT_EQ(classify_http_status(200), post_outcome::accepted);
+  EXPECT_EQ(classify_http_status(204), post_outcome::accepted);
+  EXPECT_EQ(classify_http_status(0), post_outcome::retryable);
+  EXPECT_EQ(classify_http_status(302), post_outcome::retryable);
+  for (long s : {401L, 403L, 408L, 429L, 500L, 502L, 503L})
+    EXPECT_EQ(classify_http_status(s), post_outcome::retryable) << s;
+  for (long s : {400L, 404L, 413L, 422L})
+    EXPECT_EQ(classify_http_status(s), post_outcome::rejected) << s;
+}
+
+TEST(http_event_poster, line_results_tolerate_odd_bodies) {
+  EXPECT_TRUE(parse_line_results("").empty());
+  EXPECT_TRUE(parse_line_results("not json").empty());
+  EXPECT_TRUE(parse_line_results(R"({"results":"no"})").empty());
+  auto lines = parse_line_results(R"({"results":[{"status":"duplicate"},7]})");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_TRUE(lines[0].accepted);
+  EXPECT_TRUE(lines[1].accepted);
+}
+
+} // namespace
+} // namespace vigil::agent
