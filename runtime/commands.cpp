@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "runtime/agent_command.hpp"
 #include "runtime/agent_commands.hpp"
 #include "runtime/replay_command.hpp"
 #include "runtime/version.hpp"
@@ -71,11 +72,8 @@ int run_nic(command_context& ctx) {
 
 std::vector<subcommand> command_table() {
   return {
-    {"agent",
-     "node agent: XID/SXid and NIC monitors, topology, forwarder (DaemonSet)",
-     "[options]",
-     {{"node-name", "NAME", "this node's Kubernetes name (default: $NODE_NAME)"}},
-     not_implemented("agent", 5)},
+    {"agent", "node agent: XID/SXid and NIC monitors, topology, forwarder (DaemonSet)",
+     "[options]", agent_option_specs(), run_agent},
     {"control",
      "control plane: ingest, journal, quarantine, drain, remediation",
      "[options]",

@@ -196,8 +196,10 @@ caf::behavior kube_gateway(kube_gateway_actor* self,
     },
     [=](watch_atom, kube_watch_spec& spec) -> std::uint64_t {
       const auto id = ++self->state.next_id;
-      auto subscriber = caf::actor_cast<caf::actor>(self->current_sender());
-      self->state.watches.emplace(id, watch_subscription{std::move(spec), subscriber});
+      watch_subscription sub;
+      sub.spec = std::move(spec);
+      sub.subscriber = caf::actor_cast<caf::actor>(self->current_sender());
+      self->state.watches.emplace(id, std::move(sub));
       start_list(self, id, "", std::make_shared<list_progress>());
       return id;
     },

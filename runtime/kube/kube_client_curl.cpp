@@ -89,6 +89,20 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// Failures worth another try: not TLS trust, certificates or a bad URL.
+bool transient(CURLcode code) {
+  switch (code) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_BAD_FUNCTION_ARGUMENT: return false;
+    default: return true;
+  }
+}
+
 class curl_client final : public kube_client {
 public:
   curl_client(kube_connection connection, kube_client_options options)
@@ -351,7 +365,9 @@ private:
     if (code != CURLE_OK) {
       result = kube_error{0, "Transport", curl_easy_strerror(code), {}};
       // Nothing reached the server when the connection failed: safe for POST.
-      may_retry = t->request.idempotent() || code == CURLE_COULDNT_CONNECT;
+      // A certificate or URL problem does not heal by waiting.
+      may_retry =
+        transient(code) && (t->request.idempotent() || code == CURLE_COULDNT_CONNECT);
     } else if (status >= 200 && status < 300) {
       result = kube_response{status, std::move(t->body)};
       may_retry = false;
@@ -364,6 +380,7 @@ private:
       const auto delay =
         retry_delay(options_.backoff, t->attempt, result.error().retry_after, jitter_());
       t->not_before = pacing_clock::now() + delay;
+      next_due_ = std::min(next_due_, t->not_before); // the poll must wake for it
       waiting_.push_back(std::move(t));
       return;
     }

@@ -32,7 +32,8 @@ struct version_rank {
 
 version_rank rank_of(const std::string& version) {
   version_rank rank;
-  if (version.size() < 2 || version[0] != 'v' || !std::isdigit(static_cast<unsigned char>(version[1])))
+  if (version.size() < 2 || version[0] != 'v'
+      || !std::isdigit(static_cast<unsigned char>(version[1])))
     return rank;
   std::size_t at = 1;
   while (at < version.size() && std::isdigit(static_cast<unsigned char>(version[at])))
@@ -48,8 +49,9 @@ version_rank rank_of(const std::string& version) {
     const std::string w = word;
     const auto digits = rest.size() > w.size() ? rest.substr(w.size()) : std::string{};
     if (rest.rfind(w, 0) == 0 && !digits.empty()
-        && std::all_of(digits.begin(), digits.end(),
-                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+        && std::all_of(digits.begin(), digits.end(), [](char c) {
+             return std::isdigit(static_cast<unsigned char>(c));
+           })) {
       rank.kube_like = true;
       rank.stability = stability;
       rank.minor = std::stol(digits);
@@ -106,10 +108,12 @@ std::string node_status(const json& node) {
 std::string node_roles(const json& node) {
   const std::string role_prefix = "node-role.kubernetes.io/";
   std::set<std::string> roles;
-  for (const auto& [key, value] : section(section(node, "metadata"), "labels").items()) {
+  const auto labels = section(section(node, "metadata"), "labels");
+  for (const auto& [key, value] : labels.items()) {
     if (key.rfind(role_prefix, 0) == 0 && key.size() > role_prefix.size())
       roles.insert(key.substr(role_prefix.size()));
-    else if (key == "kubernetes.io/role" && value.is_string() && !value.get<std::string>().empty())
+    else if (key == "kubernetes.io/role" && value.is_string()
+             && !value.get<std::string>().empty())
       roles.insert(value.get<std::string>());
   }
   return roles.empty() ? "<none>" : join({roles.begin(), roles.end()});
@@ -123,27 +127,26 @@ std::string node_address(const json& node, const std::string& type) {
 }
 
 json node_columns() {
-  return json::array({column("Name", name_description, 0, "name"),
-                      column("Status", "The status of the node"),
-                      column("Roles", "The roles of the node"),
-                      column("Age", age_description),
-                      column("Version", "Kubelet Version reported by the node."),
-                      column("Internal-IP", "List of addresses reachable to the node.", 1),
-                      column("External-IP", "List of addresses reachable to the node.", 1),
-                      column("OS-Image", "OS Image reported by the node.", 1),
-                      column("Kernel-Version", "Kernel Version reported by the node.", 1),
-                      column("Container-Runtime", "Container Runtime Version.", 1)});
+  return json::array(
+    {column("Name", name_description, 0, "name"),
+     column("Status", "The status of the node"), column("Roles", "The roles of the node"),
+     column("Age", age_description),
+     column("Version", "Kubelet Version reported by the node."),
+     column("Internal-IP", "List of addresses reachable to the node.", 1),
+     column("External-IP", "List of addresses reachable to the node.", 1),
+     column("OS-Image", "OS Image reported by the node.", 1),
+     column("Kernel-Version", "Kernel Version reported by the node.", 1),
+     column("Container-Runtime", "Container Runtime Version.", 1)});
 }
 
 json node_cells(const json& node, std::int64_t now) {
   const auto info = section(section(node, "status"), "nodeInfo");
-  return json::array({meta_string(node, "name"), node_status(node), node_roles(node),
-                      age_of(node, now), info.value("kubeletVersion", ""),
-                      or_none(node_address(node, "InternalIP")),
-                      or_none(node_address(node, "ExternalIP")),
-                      or_none(info.value("osImage", "")),
-                      or_none(info.value("kernelVersion", "")),
-                      or_none(info.value("containerRuntimeVersion", ""))});
+  return json::array(
+    {meta_string(node, "name"), node_status(node), node_roles(node), age_of(node, now),
+     info.value("kubeletVersion", ""), or_none(node_address(node, "InternalIP")),
+     or_none(node_address(node, "ExternalIP")), or_none(info.value("osImage", "")),
+     or_none(info.value("kernelVersion", "")),
+     or_none(info.value("containerRuntimeVersion", ""))});
 }
 
 // What kubectl shows in a pod's STATUS column, and its ready/restart counts.
@@ -172,8 +175,9 @@ pod_summary summarize_pod(const json& pod) {
       summary.reason = terminated.value("reason", "");
     } else if (!terminated.empty()) {
       const auto signal = terminated.value("signal", 0);
-      summary.reason = signal != 0 ? "Signal:" + std::to_string(signal)
-                                   : "ExitCode:" + std::to_string(terminated.value("exitCode", 0));
+      summary.reason = signal != 0
+                         ? "Signal:" + std::to_string(signal)
+                         : "ExitCode:" + std::to_string(terminated.value("exitCode", 0));
     } else if (it->value("ready", false) && state.contains("running")) {
       running = true;
       ++summary.ready;
@@ -191,9 +195,9 @@ json pod_columns() {
     {column("Name", name_description, 0, "name"),
      column("Ready", "The aggregate readiness state of this pod for accepting traffic."),
      column("Status", "The aggregate status of the containers in this pod."),
-     column("Restarts", "The number of times the containers in this pod have been restarted."),
-     column("Age", age_description),
-     column("IP", "IP address allocated to the pod.", 1),
+     column("Restarts",
+            "The number of times the containers in this pod have been restarted."),
+     column("Age", age_description), column("IP", "IP address allocated to the pod.", 1),
      column("Node", "Name of the node this pod is assigned to.", 1),
      column("Nominated Node", "Name of the node this pod is nominated to run on.", 1),
      column("Readiness Gates", "The readiness gates of this pod.", 1)});
@@ -202,12 +206,12 @@ json pod_columns() {
 json pod_cells(const json& pod, std::int64_t now) {
   const auto summary = summarize_pod(pod);
   const auto status = section(pod, "status");
-  return json::array(
-    {meta_string(pod, "name"),
-     std::to_string(summary.ready) + "/" + std::to_string(summary.total), summary.reason,
-     std::to_string(summary.restarts), age_of(pod, now), or_none(status.value("podIP", "")),
-     or_none(section(pod, "spec").value("nodeName", "")),
-     or_none(status.value("nominatedNodeName", "")), "<none>"});
+  return json::array({meta_string(pod, "name"),
+                      std::to_string(summary.ready) + "/" + std::to_string(summary.total),
+                      summary.reason, std::to_string(summary.restarts), age_of(pod, now),
+                      or_none(status.value("podIP", "")),
+                      or_none(section(pod, "spec").value("nodeName", "")),
+                      or_none(status.value("nominatedNodeName", "")), "<none>"});
 }
 
 json table_columns(const std::string& resource) {
@@ -255,11 +259,12 @@ json resource_entry(const resource_type& type) {
   std::string singular = type.kind;
   std::transform(singular.begin(), singular.end(), singular.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  json entry = {{"name", type.plural},
-                {"singularName", singular},
-                {"namespaced", type.namespaced},
-                {"kind", type.kind},
-                {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}};
+  json entry = {
+    {"name", type.plural},
+    {"singularName", singular},
+    {"namespaced", type.namespaced},
+    {"kind", type.kind},
+    {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}};
   if (!type.short_names.empty())
     entry["shortNames"] = type.short_names;
   if (type.group.empty() ? type.plural == "pods" : plural_group_of(type) == "jobs.batch")
@@ -298,7 +303,8 @@ json api_versions_document() {
 json api_group_list(const std::vector<resource_type>& types) {
   std::vector<std::string> groups;
   for (const auto& type : types)
-    if (!type.group.empty() && std::find(groups.begin(), groups.end(), type.group) == groups.end())
+    if (!type.group.empty()
+        && std::find(groups.begin(), groups.end(), type.group) == groups.end())
       groups.push_back(type.group);
   json list = {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", json::array()}};
   for (const auto& group : groups) {
@@ -370,7 +376,8 @@ std::string human_duration(std::int64_t seconds) {
     return "0s";
   auto with_rest = [](std::int64_t whole, const char* unit, std::int64_t rest,
                       const char* rest_unit) {
-    return std::to_string(whole) + unit + (rest == 0 ? "" : std::to_string(rest) + rest_unit);
+    return std::to_string(whole) + unit
+           + (rest == 0 ? "" : std::to_string(rest) + rest_unit);
   };
   const auto minutes = seconds / 60;
   const auto hours = seconds / 3600;

@@ -114,8 +114,8 @@ compute_disruption_status(const json& pdb, const std::vector<const json*>& selec
 json disruption_status_object(const json& pdb,
                               const std::optional<disruption_budget_status>& computed,
                               const std::string& why, const std::string& now_timestamp) {
-  json status = pdb.contains("status") && pdb["status"].is_object() ? pdb["status"]
-                                                                    : json::object();
+  json status =
+    pdb.contains("status") && pdb["status"].is_object() ? pdb["status"] : json::object();
   const auto generation =
     pdb.value("metadata", json::object()).value("generation", std::int64_t{1});
   const auto previous = status.value("conditions", json::array());
@@ -129,9 +129,8 @@ json disruption_status_object(const json& pdb,
   const std::string reason = !computed ? "SyncFailed"
                              : allowed ? "SufficientPods"
                                        : "InsufficientPods";
-  status["conditions"] =
-    json::array({allowed_condition(previous, allowed, reason, computed ? "" : why,
-                                   generation, now_timestamp)});
+  status["conditions"] = json::array({allowed_condition(
+    previous, allowed, reason, computed ? "" : why, generation, now_timestamp)});
   return status;
 }
 

@@ -75,7 +75,8 @@ std::string encode_continue(const continue_token& token) {
   return base64url_encode(body.dump());
 }
 
-std::optional<continue_token> decode_continue(const std::string& text, api_status& error) {
+std::optional<continue_token> decode_continue(const std::string& text,
+                                              api_status& error) {
   auto bytes = base64url_decode(text);
   const json body = bytes ? json::parse(*bytes, nullptr, false) : json();
   const auto start = body.is_object() ? body.value("start", json()) : json();
@@ -108,7 +109,8 @@ std::optional<api_status> check_body(const resource_type& type, const json& obje
     const auto group = slash == std::string::npos ? std::string{} : text.substr(0, slash);
     if (!version.is_string() || group != type.group)
       return bad_request("the apiVersion in the body (" + text
-                         + ") does not match the resource's (" + type.api_version() + ")");
+                         + ") does not match the resource's (" + type.api_version()
+                         + ")");
   }
   if (object.contains("metadata") && !object["metadata"].is_object())
     return bad_request("metadata must be a JSON object");
@@ -134,6 +136,41 @@ bool valid_dns_name(const std::string& name, bool label) {
 bool valid_path_segment(const std::string& name) {
   return !name.empty() && name != "." && name != ".."
          && name.find_first_of("/%") == std::string::npos;
+}
+
+// Sets metadata.namespace for a create at `ns` (dropping it for cluster-scoped
+// types) and reports where the object goes; a 400 when they disagree.
+std::optional<api_status> place_in_namespace(const resource_type& type,
+                                             const std::string& ns, json& object,
+                                             std::string& object_ns) {
+  auto& metadata = metadata_of(object);
+  object_ns = meta_string(object, "namespace");
+  if (!type.namespaced) {
+    object_ns.clear();
+    metadata.erase("namespace");
+    return std::nullopt;
+  }
+  if (!ns.empty() && !object_ns.empty() && ns != object_ns)
+    return bad_request("the namespace of the provided object does not match the "
+                       "namespace sent on the request");
+  if (ns.empty() && object_ns.empty())
+    return bad_request("a namespace is required to create " + type.plural);
+  object_ns = ns.empty() ? object_ns : ns;
+  metadata["namespace"] = object_ns;
+  return std::nullopt;
+}
+
+std::optional<api_status> check_name(const resource_type& type, bool builtin,
+                                     const std::string& name) {
+  const bool name_ok = !builtin
+                         ? valid_path_segment(name)
+                         : valid_dns_name(name, type.plural == namespaces_resource);
+  if (name_ok)
+    return std::nullopt;
+  return invalid(type, name, "metadata.name", "Invalid value",
+                 "\"" + name
+                   + "\": a lowercase RFC 1123 name must consist of lower case "
+                     "alphanumeric characters, '-' or '.'");
 }
 
 void copy_field(json& to, const json& from, const std::string& field) {
@@ -168,9 +205,9 @@ json merged_for_update(const resource_type& type, const json& existing, json inc
   copy_field(updated, existing, "apiVersion");
   copy_field(updated, existing, "kind");
   auto& metadata = metadata_of(updated);
-  for (const char* field : {"name", "namespace", "uid", "creationTimestamp",
-                            "deletionTimestamp", "deletionGracePeriodSeconds",
-                            "resourceVersion", "generation"})
+  for (const char* field :
+       {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+        "deletionGracePeriodSeconds", "resourceVersion", "generation"})
     copy_field(metadata, existing["metadata"], field);
   if (spec_changed(existing, updated))
     metadata["generation"] = meta_integer(existing, "generation", 1) + 1;
@@ -218,11 +255,9 @@ void prepare_status(const resource_type& type, bool builtin, json& object) {
 
 // A watch event as a filtered watch sees it: an object moving into the
 // selection is ADDED, one moving out is DELETED (as the watch cache does).
-std::optional<std::pair<std::string, json>> filtered_event(const std::string& type,
-                                                           const json& object,
-                                                           const json& previous,
-                                                           std::uint64_t version,
-                                                           const object_filter& filter) {
+std::optional<std::pair<std::string, json>>
+filtered_event(const std::string& type, const json& object, const json& previous,
+               std::uint64_t version, const object_filter& filter) {
   const bool was_in = !previous.is_null() && filter.matches(previous);
   if (type == "DELETED")
     return was_in ? std::optional{std::pair{type, object}} : std::nullopt;
@@ -239,9 +274,10 @@ std::optional<std::pair<std::string, json>> filtered_event(const std::string& ty
 } // namespace
 
 json api_status::to_json() const {
-  json status = {{"kind", "Status"},     {"apiVersion", "v1"}, {"metadata", json::object()},
-                 {"status", "Failure"},  {"message", message}, {"reason", reason},
-                 {"code", code}};
+  json status = {
+    {"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+    {"status", "Failure"}, {"message", message}, {"reason", reason},
+    {"code", code}};
   if (!details.is_null())
     status["details"] = details;
   return status;
@@ -314,19 +350,20 @@ const json* object_store::find(const object_key& key) const {
 }
 
 bool object_store::uid_exists(const std::string& uid) const {
-  return std::any_of(objects_.begin(), objects_.end(),
-                     [&](const auto& entry) { return meta_string(entry.second, "uid") == uid; });
+  return std::any_of(objects_.begin(), objects_.end(), [&](const auto& entry) {
+    return meta_string(entry.second, "uid") == uid;
+  });
 }
 
 std::string object_store::next_uid() {
   const auto high = mix_bits(++name_counter_);
   const auto low = mix_bits(++name_counter_);
   char text[48];
-  std::snprintf(text, sizeof text, "%08x-%04x-4%03x-%04x-%012llx",
-                static_cast<unsigned>(high >> 32), static_cast<unsigned>(high >> 16 & 0xFFFF),
-                static_cast<unsigned>(high & 0xFFF),
-                static_cast<unsigned>(0x8000 | (low >> 48 & 0x3FFF)),
-                static_cast<unsigned long long>(low & 0xFFFFFFFFFFFFULL));
+  std::snprintf(
+    text, sizeof text, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(high >> 32),
+    static_cast<unsigned>(high >> 16 & 0xFFFF), static_cast<unsigned>(high & 0xFFF),
+    static_cast<unsigned>(0x8000 | (low >> 48 & 0x3FFF)),
+    static_cast<unsigned long long>(low & 0xFFFFFFFFFFFFULL));
   return text;
 }
 
@@ -385,7 +422,8 @@ std::map<object_key, json> object_store::state_at(const std::string& plural_grou
        it != objects_.end() && it->first.plural_group == plural_group; ++it)
     state.insert(*it);
   for (auto change = history_.rbegin();
-       change != history_.rend() && change->resource_version > resource_version; ++change) {
+       change != history_.rend() && change->resource_version > resource_version;
+       ++change) {
     if (change->key.plural_group != plural_group)
       continue;
     if (change->previous.is_null())
@@ -457,20 +495,9 @@ store_result object_store::create_object(const resource_type& type, const std::s
                                          json object) {
   if (auto problem = check_body(type, object))
     return failure(*problem);
-  auto& metadata = metadata_of(object);
-  auto object_ns = meta_string(object, "namespace");
-  if (!type.namespaced) {
-    object_ns.clear();
-    metadata.erase("namespace");
-  } else if (!ns.empty() && !object_ns.empty() && ns != object_ns) {
-    return failure(bad_request("the namespace of the provided object does not match the "
-                               "namespace sent on the request"));
-  } else if (ns.empty() && object_ns.empty()) {
-    return failure(bad_request("a namespace is required to create " + type.plural));
-  } else {
-    object_ns = ns.empty() ? object_ns : ns;
-    metadata["namespace"] = object_ns;
-  }
+  std::string object_ns;
+  if (auto problem = place_in_namespace(type, ns, object, object_ns))
+    return failure(*problem);
   auto name = meta_string(object, "name");
   const auto prefix = meta_string(object, "generateName");
   if (name.empty() && prefix.empty())
@@ -479,15 +506,12 @@ store_result object_store::create_object(const resource_type& type, const std::s
   if (name.empty())
     name = unique_name(type, object_ns, prefix);
   const bool builtin = is_builtin(type);
-  const bool name_ok = !builtin ? valid_path_segment(name)
-                                : valid_dns_name(name, type.plural == namespaces_resource);
-  if (!name_ok)
-    return failure(invalid(type, name, "metadata.name", "Invalid value",
-                           "\"" + name + "\": a lowercase RFC 1123 name must consist of "
-                           "lower case alphanumeric characters, '-' or '.'"));
+  if (auto problem = check_name(type, builtin, name))
+    return failure(*problem);
   const auto key = key_of(type, object_ns, name);
   if (find(key) != nullptr)
     return failure(already_exists(key));
+  auto& metadata = metadata_of(object);
   metadata["name"] = name;
   metadata["uid"] = next_uid();
   metadata["creationTimestamp"] = format_timestamp(now());
@@ -507,8 +531,8 @@ store_result object_store::update(const resource_type& type, const std::string& 
                                   bool status_subresource) {
   change_notifier notify{*this};
   // Custom resources refuse unconditional updates, as the real server does.
-  return update_object(type, key_of(type, ns, name), std::move(object), status_subresource,
-                       !is_builtin(type));
+  return update_object(type, key_of(type, ns, name), std::move(object),
+                       status_subresource, !is_builtin(type));
 }
 
 store_result object_store::update_object(const resource_type& type, const object_key& key,
@@ -518,15 +542,15 @@ store_result object_store::update_object(const resource_type& type, const object
   if (existing == nullptr)
     return failure(not_found(key));
   if (status_subresource && !type.has_status)
-    return failure({404, "NotFound", "the server could not find the requested resource",
-                    nullptr});
+    return failure(
+      {404, "NotFound", "the server could not find the requested resource", nullptr});
   if (auto problem = check_body(type, incoming))
     return failure(*problem);
   if (auto problem = check_identity(type, key, *existing, incoming, require_version))
     return failure(*problem);
-  return write_update(type, key,
-                      merged_for_update(type, *existing, std::move(incoming),
-                                        status_subresource));
+  return write_update(
+    type, key,
+    merged_for_update(type, *existing, std::move(incoming), status_subresource));
 }
 
 store_result object_store::write_update(const resource_type& type, const object_key& key,
@@ -572,7 +596,8 @@ object_store::changes_since(const resource_type& type, const std::string& ns,
     return std::nullopt;
   const auto resource = plural_group_of(type);
   auto in_scope = [&](const object_key& key) {
-    return key.plural_group == resource && (!type.namespaced || ns.empty() || key.ns == ns);
+    return key.plural_group == resource
+           && (!type.namespaced || ns.empty() || key.ns == ns);
   };
   std::vector<watch_event> events;
   if (resource_version == 0) {
@@ -596,8 +621,8 @@ object_store::changes_since(const resource_type& type, const std::string& ns,
     auto event = filtered_event(change->type, change->object, change->previous,
                                 change->resource_version, *filter);
     if (event)
-      events.push_back(
-        {event->first, present(type, std::move(event->second)), change->resource_version});
+      events.push_back({event->first, present(type, std::move(event->second)),
+                        change->resource_version});
   }
   return events;
 }

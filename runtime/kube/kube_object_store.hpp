@@ -31,7 +31,9 @@ struct resource_type {
   bool namespaced = true;
   bool has_status = true; ///< a /status subresource exists
   std::vector<std::string> short_names;
-  std::string api_version() const { return group.empty() ? version : group + "/" + version; }
+  std::string api_version() const {
+    return group.empty() ? version : group + "/" + version;
+  }
 };
 
 /// The built-in types of issue #4: core/v1 nodes, pods, events, namespaces,
@@ -41,9 +43,10 @@ std::vector<resource_type> builtin_resource_types();
 
 /// A failure shaped like the API server's Status object.
 struct api_status {
-  int code = 500;     ///< HTTP status
-  std::string reason; ///< "NotFound", "Conflict", "AlreadyExists", "Invalid",
-                      ///< "TooManyRequests", "Expired", "BadRequest", "UnsupportedMediaType"
+  int code = 500; ///< HTTP status
+  /// "NotFound", "Conflict", "AlreadyExists", "Invalid", "TooManyRequests",
+  /// "Expired", "BadRequest", "UnsupportedMediaType"
+  std::string reason;
   std::string message;
   json details; ///< optional: {"name":…, "kind":…, "causes":[…]}
 
@@ -97,7 +100,8 @@ struct object_key {
   std::string ns;
   std::string name;
   friend bool operator<(const object_key& a, const object_key& b) {
-    return std::tie(a.plural_group, a.ns, a.name) < std::tie(b.plural_group, b.ns, b.name);
+    return std::tie(a.plural_group, a.ns, a.name)
+           < std::tie(b.plural_group, b.ns, b.name);
   }
 };
 
@@ -165,10 +169,11 @@ public:
   /// in order; 410 Expired when resource_version is older than the window.
   /// resource_version 0 means "start at the current state": one ADDED per
   /// existing object, as the real server does.
-  std::optional<std::vector<watch_event>>
-  changes_since(const resource_type& type, const std::string& ns,
-                std::uint64_t resource_version, const list_options& selectors,
-                api_status& error) const;
+  std::optional<std::vector<watch_event>> changes_since(const resource_type& type,
+                                                        const std::string& ns,
+                                                        std::uint64_t resource_version,
+                                                        const list_options& selectors,
+                                                        api_status& error) const;
   std::uint64_t current_resource_version() const { return resource_version_; }
   /// Drops the watch history up to `resource_version` (fault injection: makes
   /// older versions "expired").
@@ -220,7 +225,8 @@ private:
   store_result create_object(const resource_type& type, const std::string& ns,
                              json object);
   store_result update_object(const resource_type& type, const object_key& key,
-                             json incoming, bool status_subresource, bool require_version);
+                             json incoming, bool status_subresource,
+                             bool require_version);
   store_result write_update(const resource_type& type, const object_key& key,
                             json updated);
 

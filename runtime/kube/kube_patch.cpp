@@ -214,8 +214,8 @@ store_result apply_patch(const json& target, const json& patch, patch_type kind)
   } catch (const json::parse_error& e) {
     return patch_error(400, "BadRequest", std::string{"malformed patch: "} + e.what());
   } catch (const json::exception& e) {
-    return patch_error(422, "Invalid", std::string{"the patch cannot be applied: "}
-                                         + e.what());
+    return patch_error(422, "Invalid",
+                       std::string{"the patch cannot be applied: "} + e.what());
   }
 }
 

@@ -33,8 +33,9 @@ bool valid_label_name(const std::string& name) {
   if (name.empty() || name.size() > 63 || !is_alnum(name.front())
       || !is_alnum(name.back()))
     return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return is_alnum(c) || c == '-' || c == '_' || c == '.'; });
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return is_alnum(c) || c == '-' || c == '_' || c == '.';
+  });
 }
 
 // A DNS-1123 subdomain, the optional prefix of a label key.
@@ -52,7 +53,8 @@ bool valid_label_key(const std::string& key) {
   const auto slash = key.find('/');
   if (slash == std::string::npos)
     return valid_label_name(key);
-  return valid_key_prefix(key.substr(0, slash)) && valid_label_name(key.substr(slash + 1));
+  return valid_key_prefix(key.substr(0, slash))
+         && valid_label_name(key.substr(slash + 1));
 }
 
 bool valid_label_value(const std::string& value) {
@@ -127,8 +129,10 @@ std::string parse_operation(const std::string& rest, label_requirement& req) {
     const char* text;
     op operation;
   };
-  static const symbol symbols[] = {{"==", op::equals}, {"!=", op::not_equals},
-                                   {"=", op::equals},  {">", op::greater},
+  static const symbol symbols[] = {{"==", op::equals},
+                                   {"!=", op::not_equals},
+                                   {"=", op::equals},
+                                   {">", op::greater},
                                    {"<", op::less}};
   for (const auto& sym : symbols) {
     if (rest.rfind(sym.text, 0) != 0)
@@ -144,11 +148,12 @@ std::string parse_operation(const std::string& rest, label_requirement& req) {
     req.values.push_back(std::move(value));
     return {};
   }
-  for (const auto& [word, operation] : {std::pair{"notin", op::not_in},
-                                        std::pair{"in", op::in}}) {
+  for (const auto& [word, operation] :
+       {std::pair{"notin", op::not_in}, std::pair{"in", op::in}}) {
     const std::string w = word;
     if (rest.rfind(w, 0) != 0 || rest.size() == w.size()
-        || !(rest[w.size()] == '(' || std::isspace(static_cast<unsigned char>(rest[w.size()]))))
+        || !(rest[w.size()] == '('
+             || std::isspace(static_cast<unsigned char>(rest[w.size()]))))
       continue;
     req.operation = operation;
     return parse_value_set(trim(rest.substr(w.size())), req.values);
@@ -296,7 +301,8 @@ bool label_requirement::matches(const json& labels) const {
   auto compare = [&](bool greater) {
     long long have = 0;
     long long want = 0;
-    if (value == nullptr || values.empty() || !parse_integer(value->get<std::string>(), have)
+    if (value == nullptr || values.empty()
+        || !parse_integer(value->get<std::string>(), have)
         || !parse_integer(values.front(), want))
       return false;
     return greater ? have > want : have < want;
@@ -341,8 +347,8 @@ std::optional<label_selector> label_selector::from_object(const json& selector,
   std::string why;
   if (!selector.is_object())
     why = "a label selector must be an object";
-  const auto labels = selector.is_object() ? selector.value("matchLabels", json::object())
-                                           : json::object();
+  const auto labels =
+    selector.is_object() ? selector.value("matchLabels", json::object()) : json::object();
   for (const auto& [key, value] : labels.items()) {
     if (!value.is_string() || !valid_label_key(key)) {
       why = "invalid matchLabels entry \"" + key + "\"";

@@ -56,6 +56,17 @@ std::int64_t pod_grace_seconds(const json& pod, const delete_options& options) {
   return grace;
 }
 
+// Reads preconditions.<field> into `into`; false and a 400 when it is no string.
+bool read_precondition(const json& preconditions, const char* field,
+                       std::optional<std::string>& into, api_status& error) {
+  const auto value = preconditions.value(field, json());
+  if (value.is_string())
+    into = value.get<std::string>();
+  else if (!value.is_null())
+    error = bad_request(std::string{"preconditions."} + field + " must be a string");
+  return value.is_string() || value.is_null();
+}
+
 bool read_preconditions(const json& preconditions, delete_options& options,
                         api_status& error) {
   if (preconditions.is_null())
@@ -64,19 +75,9 @@ bool read_preconditions(const json& preconditions, delete_options& options,
     error = bad_request("preconditions must be an object");
     return false;
   }
-  for (const char* field : {"resourceVersion", "uid"}) {
-    const auto value = preconditions.value(field, json());
-    if (value.is_null())
-      continue;
-    if (!value.is_string()) {
-      error = bad_request(std::string{"preconditions."} + field + " must be a string");
-      return false;
-    }
-    (field == std::string{"uid"} ? options.precondition_uid
-                                 : options.precondition_resource_version) =
-      value.get<std::string>();
-  }
-  return true;
+  return read_precondition(preconditions, "resourceVersion",
+                           options.precondition_resource_version, error)
+         && read_precondition(preconditions, "uid", options.precondition_uid, error);
 }
 
 bool read_propagation(const json& body, delete_options& options, api_status& error) {
@@ -141,7 +142,8 @@ std::optional<delete_options> delete_options_from_json(const json& body,
 }
 
 store_result object_store::remove(const resource_type& type, const std::string& ns,
-                                  const std::string& name, const delete_options& options) {
+                                  const std::string& name,
+                                  const delete_options& options) {
   change_notifier notify{*this};
   return delete_object(type, key_of(type, ns, name), options);
 }
@@ -327,7 +329,8 @@ std::vector<const json*> object_store::pods_selected_by(const json& budget,
     return pods;
   }
   for (auto it = objects_.lower_bound({pods_resource, ns, ""});
-       it != objects_.end() && it->first.plural_group == pods_resource && it->first.ns == ns;
+       it != objects_.end() && it->first.plural_group == pods_resource
+       && it->first.ns == ns;
        ++it)
     if (selector->matches(it->second))
       pods.push_back(&it->second);
@@ -348,7 +351,8 @@ void object_store::refresh_disruption_budgets(const std::string& ns) {
     std::optional<disruption_budget_status> computed;
     if (why.empty())
       computed = compute_disruption_status(budget, pods, why);
-    auto status = disruption_status_object(budget, computed, why, format_timestamp(now()));
+    auto status =
+      disruption_status_object(budget, computed, why, format_timestamp(now()));
     if (budget.contains("status") && budget["status"] == status)
       continue;
     json updated = budget;
@@ -357,7 +361,8 @@ void object_store::refresh_disruption_budgets(const std::string& ns) {
   }
 }
 
-std::optional<api_status> object_store::check_disruption_budgets(const object_key& pod_key) {
+std::optional<api_status>
+object_store::check_disruption_budgets(const object_key& pod_key) {
   refresh_disruption_budgets(pod_key.ns);
   const json& pod = objects_.at(pod_key);
   std::vector<const json*> budgets;
@@ -373,27 +378,31 @@ std::optional<api_status> object_store::check_disruption_budgets(const object_ke
   if (budgets.empty())
     return std::nullopt;
   if (budgets.size() > 1)
-    return api_status{500, "InternalError",
-                      "This pod has more than one PodDisruptionBudget, which the eviction "
-                      "subresource does not support.",
-                      nullptr};
+    return api_status{
+      500, "InternalError",
+      "This pod has more than one PodDisruptionBudget, which the eviction "
+      "subresource does not support.",
+      nullptr};
   const json& budget = *budgets.front();
   const auto status = budget.value("status", json::object());
   const auto healthy = status.value("currentHealthy", std::int64_t{0});
   const auto desired = status.value("desiredHealthy", std::int64_t{0});
-  const auto policy = budget.value("spec", json::object()).value("unhealthyPodEvictionPolicy", "");
+  const auto policy =
+    budget.value("spec", json::object()).value("unhealthyPodEvictionPolicy", "");
   // An unready pod may go when the application is not disrupted already.
-  if (!pod_is_ready(pod) && (policy == "AlwaysAllow" || (healthy >= desired && desired > 0)))
+  if (!pod_is_ready(pod)
+      && (policy == "AlwaysAllow" || (healthy >= desired && desired > 0)))
     return std::nullopt;
   if (status.value("disruptionsAllowed", std::int64_t{0}) > 0)
     return std::nullopt;
   const auto cause = "The disruption budget " + meta_string(budget, "name") + " needs "
                      + std::to_string(desired) + " healthy pods and has "
                      + std::to_string(healthy) + " currently";
-  return api_status{429, "TooManyRequests",
-                    "Cannot evict pod as it would violate the pod's disruption budget.",
-                    {{"causes", json::array({{{"reason", "DisruptionBudget"},
-                                              {"message", cause}}})}}};
+  return api_status{
+    429,
+    "TooManyRequests",
+    "Cannot evict pod as it would violate the pod's disruption budget.",
+    {{"causes", json::array({{{"reason", "DisruptionBudget"}, {"message", cause}}})}}};
 }
 
 store_result object_store::evict(const std::string& ns, const std::string& pod_name,

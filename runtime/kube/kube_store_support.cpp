@@ -25,7 +25,8 @@ std::int64_t days_from_civil(std::int64_t year, std::int64_t month, std::int64_t
   year -= month <= 2 ? 1 : 0;
   const std::int64_t era = (year >= 0 ? year : year - 399) / 400;
   const std::int64_t year_of_era = year - era * 400;
-  const std::int64_t day_of_year = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
+  const std::int64_t day_of_year =
+    (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
   const std::int64_t day_of_era =
     year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
   return era * 146097 + day_of_era - 719468;
@@ -60,7 +61,8 @@ api_status already_exists(const object_key& key) {
 }
 
 api_status conflict(const object_key& key, const std::string& why) {
-  return {409, "Conflict", "Operation cannot be fulfilled on " + describe(key) + ": " + why,
+  return {409, "Conflict",
+          "Operation cannot be fulfilled on " + describe(key) + ": " + why,
           details_of(key)};
 }
 
@@ -74,11 +76,11 @@ api_status invalid(const resource_type& type, const std::string& name,
   const std::string cause_reason =
     what == "Required value" ? "FieldValueRequired" : "FieldValueInvalid";
   const std::string message = what + ": " + detail;
-  json details = {{"name", name},
-                  {"kind", type.kind},
-                  {"causes", json::array({{{"reason", cause_reason},
-                                           {"message", message},
-                                           {"field", field}}})}};
+  json details = {
+    {"name", name},
+    {"kind", type.kind},
+    {"causes",
+     json::array({{{"reason", cause_reason}, {"message", message}, {"field", field}}})}};
   if (!type.group.empty())
     details["group"] = type.group;
   return {422, "Invalid",
@@ -191,13 +193,14 @@ std::optional<std::int64_t> parse_timestamp(const std::string& text) {
       || second > 60)
     return std::nullopt;
   std::size_t rest = static_cast<std::size_t>(used);
-  while (rest < text.size() && (text[rest] == '.' || std::isdigit(
-                                  static_cast<unsigned char>(text[rest]))))
+  while (rest < text.size()
+         && (text[rest] == '.' || std::isdigit(static_cast<unsigned char>(text[rest]))))
     ++rest;
   std::int64_t offset = 0;
   if (rest < text.size() && (text[rest] == '+' || text[rest] == '-')) {
     int offset_hours = 0, offset_minutes = 0;
-    if (std::sscanf(text.c_str() + rest + 1, "%2d:%2d", &offset_hours, &offset_minutes) != 2)
+    if (std::sscanf(text.c_str() + rest + 1, "%2d:%2d", &offset_hours, &offset_minutes)
+        != 2)
       return std::nullopt;
     offset = (text[rest] == '+' ? 1 : -1) * (offset_hours * 3600 + offset_minutes * 60);
   } else if (rest >= text.size() || (text[rest] != 'Z' && text[rest] != 'z')) {

@@ -244,10 +244,10 @@ TEST(kube_discovery, pod_table_matches_kubectl_get_pods) {
 
 TEST(kube_discovery, other_types_show_name_and_age) {
   json lease = {
-    {"metadata", {{"name", "gpu-1"}, {"creationTimestamp", "2024-04-30T22:00:00Z"}}}};
+    {"metadata", {{"name", "gpu-1"}, {"creationTimestamp", "2024-04-30T20:00:00Z"}}}};
   auto table = to_table(builtin("leases"), lease, may_first_2024);
   EXPECT_EQ(column_names(table), (strings{"Name", "Age"}));
-  EXPECT_EQ(table["rows"][0]["cells"], (json{"gpu-1", "2h"}));
+  EXPECT_EQ(table["rows"][0]["cells"], (json{"gpu-1", "4h"}));
   json ns = {{"metadata", {{"name", "gpu"}}}, {"status", {{"phase", "Active"}}}};
   auto namespaces = to_table(builtin("namespaces"), ns, may_first_2024);
   EXPECT_EQ(namespaces["rows"][0]["cells"], (json{"gpu", "Active", "<unknown>"}));

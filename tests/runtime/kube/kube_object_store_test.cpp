@@ -122,7 +122,7 @@ protected:
   object_store store;
 };
 
-// --- types and create ---------------------------------------------------------
+// --- types and create
 
 TEST_F(kube_store, serves_the_builtin_types_and_registered_ones) {
   for (const auto& t : builtin_resource_types())
@@ -218,7 +218,7 @@ TEST_F(kube_store, system_namespaces_are_opt_in) {
   EXPECT_EQ(store.current_resource_version(), 4u);
 }
 
-// --- resourceVersion, updates, conflicts --------------------------------------
+// --- resourceVersion, updates, conflicts
 
 TEST_F(kube_store, resource_version_increases_per_change_and_lists_report_it) {
   create(nodes(), "", node_object("node-a"));
@@ -293,7 +293,7 @@ TEST_F(kube_store, generation_follows_spec_changes_only) {
   EXPECT_EQ(status["metadata"]["generation"], 2);
 }
 
-// --- status subresource --------------------------------------------------------
+// --- status subresource
 
 TEST_F(kube_store, status_subresource_is_isolated) {
   auto node = create(nodes(), "", node_object("node-a"));
@@ -332,7 +332,7 @@ TEST_F(kube_store, custom_resources_start_without_status_and_write_it_through_st
   EXPECT_EQ(status["kind"], "GPUReset");
 }
 
-// --- selectors -------------------------------------------------------------------
+// --- selectors
 
 TEST_F(kube_store, label_selectors_support_every_operator) {
   create(pods(), "gpu",
@@ -440,7 +440,7 @@ TEST(kube_selectors, label_selector_objects_match_like_pdb_selectors) {
   EXPECT_EQ(error.code, 400);
 }
 
-// --- pagination --------------------------------------------------------------------
+// --- pagination
 
 TEST_F(kube_store, pages_are_a_consistent_snapshot_across_changes) {
   for (const char* name : {"p1", "p2", "p3", "p4", "p5"})
@@ -495,7 +495,7 @@ TEST_F(kube_store, pagination_honours_selectors_and_rejects_bad_tokens) {
   EXPECT_EQ(expired.error.reason, "Expired");
 }
 
-// --- watch --------------------------------------------------------------------------
+// --- watch
 
 TEST_F(kube_store, watch_replays_changes_after_a_resource_version) {
   create(nodes(), "", node_object("node-a"));
@@ -597,7 +597,7 @@ TEST_F(kube_store, on_change_fires_once_per_changing_operation) {
   EXPECT_EQ(calls, 1);
 }
 
-// --- patches ---------------------------------------------------------------------------
+// --- patches
 
 TEST_F(kube_store, every_patch_type_cordons_and_uncordons) {
   create(nodes(), "", node_object("node-a"));
@@ -764,7 +764,6 @@ TEST(kube_patch, strategic_directives_and_merge_keys) {
 }
 
 // --- deletion
-// ---------------------------------------------------------------------------
 
 TEST_F(kube_store, pods_are_deleted_gracefully_until_the_kubelet_finishes) {
   create(pods(), "gpu", pod_object("worker", "node-a"));
@@ -957,7 +956,7 @@ TEST(kube_delete_options, read_from_json) {
   EXPECT_FALSE(delete_options_from_json({{"gracePeriodSeconds", "soon"}}, error));
 }
 
-// --- eviction and disruption budgets ---------------------------------------------------
+// --- eviction and disruption budgets
 
 TEST_F(kube_store, eviction_is_refused_when_a_budget_allows_no_disruption) {
   create(pods(), "train", pod_object("w0", "node-a", {{"app", "train"}}));
@@ -1067,10 +1066,9 @@ TEST_F(kube_store, a_pod_under_two_budgets_cannot_be_evicted) {
 }
 
 // --- objects as the API reference documents them
-// -------------------------------------------
 
 TEST_F(kube_store, decodes_objects_shaped_like_the_api_reference) {
-  const auto node = json::parse(R"({
+  const auto node = json::parse(R"json({
     "apiVersion": "v1",
     "kind": "Node",
     "metadata": {
@@ -1102,11 +1100,10 @@ TEST_F(kube_store, decodes_objects_shaped_like_the_api_reference) {
       "nodeInfo": {"machineID": "abc", "systemUUID": "def", "bootID": "ghi",
                    "kernelVersion": "6.1.0-18-amd64", "osImage": "Debian GNU/Linux 12 (bookworm)",
                    "containerRuntimeVersion": "containerd://1.7.13", "kubeletVersion": "v1.30.0",
-                   "kubeProxyVersion": "v1.30.0", "operatingSystem": "linux", "architecture": "amd64"
-}
-}
-})");
-  const auto pod = json::parse(R"({
+                   "kubeProxyVersion": "v1.30.0", "operatingSystem": "linux", "architecture": "amd64"}
+    }
+  })json");
+  const auto pod = json::parse(R"json({
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {"name": "trainer-0", "namespace": "ml", "labels": {"app": "trainer"},
@@ -1130,29 +1127,30 @@ TEST_F(kube_store, decodes_objects_shaped_like_the_api_reference) {
                              "state": {"running": {"startedAt": "2024-05-01T00:00:00Z"}},
                              "image": "nvcr.io/nvidia/pytorch:24.04-py3", "imageID": "", "started": true}]
     }
-  })");
-create(nodes(), "", node);
-create(pods(), "ml", pod);
-auto stored = get(nodes(), "", "gpu-node-17");
-EXPECT_EQ(stored["status"]["nodeInfo"], node["status"]["nodeInfo"]);
-EXPECT_EQ(stored["spec"]["taints"], node["spec"]["taints"]);
-list_options on_node;
-on_node.field_selector = "spec.nodeName=gpu-node-17,status.phase=Running";
-EXPECT_EQ(names_of(*store.list(pods(), "", on_node).value), strings{"trainer-0"});
-list_options workers;
-workers.label_selector = "node-role.kubernetes.io/worker,nvidia.com/gpu.product";
-EXPECT_EQ(names_of(*store.list(nodes(), "", workers).value), strings{"gpu-node-17"});
-auto deleted = store.remove(pods(), "ml", "trainer-0", {});
-EXPECT_EQ((*deleted.value)["metadata"]["deletionGracePeriodSeconds"], 45);
-auto conditioned = patch(
-  nodes(), "", "gpu-node-17",
-  {{"status",
-    {{"conditions", {{{"type", "Ready"}, {"status", "False"}, {"reason", "GpuLost"}}}}}}},
-  patch_type::strategic_merge, true);
-EXPECT_EQ(conditioned["status"]["conditions"].size(), 2u);
-EXPECT_EQ(conditioned["status"]["conditions"][1]["reason"], "GpuLost");
-EXPECT_EQ(conditioned["status"]["conditions"][1]["lastHeartbeatTime"],
-          "2024-05-01T00:00:00Z");
+  })json");
+  create(nodes(), "", node);
+  create(pods(), "ml", pod);
+  auto stored = get(nodes(), "", "gpu-node-17");
+  EXPECT_EQ(stored["status"]["nodeInfo"], node["status"]["nodeInfo"]);
+  EXPECT_EQ(stored["spec"]["taints"], node["spec"]["taints"]);
+  list_options on_node;
+  on_node.field_selector = "spec.nodeName=gpu-node-17,status.phase=Running";
+  EXPECT_EQ(names_of(*store.list(pods(), "", on_node).value), strings{"trainer-0"});
+  list_options workers;
+  workers.label_selector = "node-role.kubernetes.io/worker,nvidia.com/gpu.product";
+  EXPECT_EQ(names_of(*store.list(nodes(), "", workers).value), strings{"gpu-node-17"});
+  auto deleted = store.remove(pods(), "ml", "trainer-0", {});
+  EXPECT_EQ((*deleted.value)["metadata"]["deletionGracePeriodSeconds"], 45);
+  auto conditioned =
+    patch(nodes(), "", "gpu-node-17",
+          {{"status",
+            {{"conditions",
+              {{{"type", "Ready"}, {"status", "False"}, {"reason", "GpuLost"}}}}}}},
+          patch_type::strategic_merge, true);
+  EXPECT_EQ(conditioned["status"]["conditions"].size(), 2u);
+  EXPECT_EQ(conditioned["status"]["conditions"][1]["reason"], "GpuLost");
+  EXPECT_EQ(conditioned["status"]["conditions"][1]["lastHeartbeatTime"],
+            "2024-05-01T00:00:00Z");
 }
 
 } // namespace

@@ -1,0 +1,100 @@
+#include "actors/agent/forwarder/forwarder.hpp"
+
+#include <caf/all.hpp>
+
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+void pump(forwarder_actor* self);
+
+void log_report(const agent::batch_report& report) {
+  auto log = component_logger("forwarder");
+  for (const auto& line : report.rejected)
+    log->warn("control plane rejected event {}: {}", line.id, line.error);
+  for (const auto& problem : report.spool_errors)
+    log->error("spool: {}", problem.to_string());
+}
+
+// Arms the timer for the next batch or retry, if there is one.
+void arm(forwarder_actor* self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  if (auto when = st.logic->next_wakeup(now)) {
+    auto delay = std::max(caf::timespan{0}, caf::timespan{*when - now});
+    self->delayed_send(self, delay, wake_atom::value, ++st.wake_generation);
+  }
+}
+
+// Sends the next batch when one is due and none is in flight.
+void pump(forwarder_actor* self) {
+  auto& st = self->state;
+  if (st.logic->in_flight())
+    return;
+  auto batch = st.logic->next_batch(self->clock().now());
+  if (!batch) {
+    arm(self);
+    return;
+  }
+  self->request(st.poster, caf::infinite, post_atom::value, std::move(batch->body))
+    .then(
+      [=](agent::post_result& result) {
+        log_report(self->state.logic->complete(result, self->clock().now()));
+        pump(self);
+      },
+      [=](caf::error& err) {
+        agent::post_result failed;
+        failed.detail = self->system().render(err);
+        log_report(self->state.logic->complete(failed, self->clock().now()));
+        pump(self);
+      });
+}
+
+} // namespace
+
+forwarder_state::~forwarder_state() {
+  if (!logic)
+    return;
+  if (auto st = logic->spool_memory(); !st)
+    component_logger("forwarder")
+      ->error("cannot spool on shutdown: {}", st.error().to_string());
+}
+
+caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spool> spool,
+                        agent::forwarder_options options, caf::actor poster) {
+  auto& st = self->state;
+  st.spool = std::move(spool);
+  st.logic = std::make_unique<agent::forwarder_logic>(options, *st.spool, nullptr);
+  st.poster = std::move(poster);
+  self->send(self, wake_atom::value, std::uint64_t{0}); // a leftover spool drains first
+  return {
+    [=](forward_atom, health_event& event) -> caf::result<bool> {
+      auto result = self->state.logic->submit(std::move(event), self->clock().now());
+      if (result.dropped > 0)
+        component_logger("forwarder")
+          ->warn("spool full: dropped the {} oldest non-fatal events", result.dropped);
+      if (result.status == agent::submit_status::refused) {
+        const auto why = result.error ? result.error->to_string() : "refused";
+        component_logger("forwarder")->error("event {} not stored: {}", result.id, why);
+        return caf::make_error(caf::sec::runtime_error, "event not stored: " + why);
+      }
+      pump(self);
+      return true;
+    },
+    [=](wake_atom, std::uint64_t generation) {
+      if (generation == 0 || generation == self->state.wake_generation)
+        pump(self);
+    },
+  };
+}
+
+caf::behavior event_poster(caf::event_based_actor*,
+                           std::shared_ptr<agent::http_event_poster> poster) {
+  return {
+    [=](post_atom, const std::string& body) { return poster->post(body); },
+  };
+}
+
+} // namespace vigil
