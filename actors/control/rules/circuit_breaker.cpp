@@ -1,0 +1,101 @@
+#include "actors/control/rules/circuit_breaker.hpp"
+
+#include <algorithm>
+
+namespace vigil::control {
+
+std::string_view to_string(breaker_refusal refusal) {
+  switch (refusal) {
+    case breaker_refusal::none: return "none";
+    case breaker_refusal::tripped: return "tripped";
+    case breaker_refusal::trips_now: return "trips_now";
+    case breaker_refusal::pool_budget: return "pool_budget";
+  }
+  return "none";
+}
+
+circuit_breaker::circuit_breaker(breaker_config config) : config_(std::move(config)) {}
+
+void circuit_breaker::prune(wall_time now) {
+  while (!cordons_.empty() && cordons_.front().first <= now - config_.window)
+    cordons_.pop_front();
+}
+
+std::optional<std::string> circuit_breaker::over_limit(std::size_t count,
+                                                       std::size_t gpu_nodes) const {
+  if (config_.max_cordoned_nodes && count > *config_.max_cordoned_nodes)
+    return std::to_string(count) + " nodes cordoned within the window, limit "
+           + std::to_string(*config_.max_cordoned_nodes);
+  // count / gpu_nodes > P %, kept exact in integers-as-doubles.
+  if (gpu_nodes > 0
+      && static_cast<double>(count) * 100.0
+           > config_.max_cordoned_percent * static_cast<double>(gpu_nodes))
+    return std::to_string(count) + " of " + std::to_string(gpu_nodes)
+           + " GPU nodes cordoned within the window, limit "
+           + std::to_string(config_.max_cordoned_percent) + "%";
+  return std::nullopt;
+}
+
+breaker_refusal circuit_breaker::admit_cordon(const std::string& node,
+                                              std::size_t gpu_nodes, wall_time now) {
+  if (tripped())
+    return breaker_refusal::tripped;
+  prune(now);
+  auto counted = std::any_of(cordons_.begin(), cordons_.end(),
+                             [&](const auto& c) { return c.second == node; });
+  if (counted)
+    return breaker_refusal::none;
+  if (auto reason = over_limit(cordons_.size() + 1, gpu_nodes)) {
+    tripped_at_ = now;
+    trip_reason_ = *reason;
+    return breaker_refusal::trips_now;
+  }
+  cordons_.emplace_back(now, node);
+  return breaker_refusal::none;
+}
+
+breaker_refusal circuit_breaker::admit_drain() const {
+  return tripped() ? breaker_refusal::tripped : breaker_refusal::none;
+}
+
+breaker_refusal circuit_breaker::admit_remediation(const std::string& node,
+                                                   const std::string& pool) {
+  if (tripped())
+    return breaker_refusal::tripped;
+  if (in_flight_.count(node) != 0)
+    return breaker_refusal::none;
+  if (config_.max_concurrent_per_pool > 0
+      && in_flight(pool) >= config_.max_concurrent_per_pool)
+    return breaker_refusal::pool_budget;
+  in_flight_[node] = pool;
+  return breaker_refusal::none;
+}
+
+void circuit_breaker::finish_remediation(const std::string& node) {
+  in_flight_.erase(node);
+}
+
+void circuit_breaker::reset() {
+  tripped_at_.reset();
+  trip_reason_.clear();
+  cordons_.clear();
+}
+
+std::size_t circuit_breaker::cordons_in_window(wall_time now) {
+  prune(now);
+  return cordons_.size();
+}
+
+std::size_t circuit_breaker::in_flight(const std::string& pool) const {
+  return static_cast<std::size_t>(
+    std::count_if(in_flight_.begin(), in_flight_.end(),
+                  [&](const auto& entry) { return entry.second == pool; }));
+}
+
+std::string pool_of(const std::map<std::string, std::string>& labels,
+                    const std::string& label) {
+  auto i = labels.find(label);
+  return i != labels.end() ? i->second : std::string();
+}
+
+} // namespace vigil::control

@@ -1,0 +1,86 @@
+// Fleet circuit breaker math: stops new cordons, drains and remediations when
+// too many GPU nodes were cordoned recently, and caps concurrent remediations
+// per pool. Time is passed in, so tests and replays are deterministic.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "messages/wall_time.hpp"
+
+namespace vigil::control {
+
+struct breaker_config {
+  /// Trip when a cordon would make more than this percentage of the GPU nodes
+  /// newly cordoned within `window`. Default 50 %.
+  double max_cordoned_percent = 50.0;
+  /// Trip when a cordon would make more than this many nodes newly cordoned
+  /// within `window`. Default: unlimited.
+  std::optional<std::size_t> max_cordoned_nodes;
+  /// The sliding window for both limits. Default 5 minutes.
+  std::chrono::seconds window = std::chrono::minutes(5);
+  /// Node label whose value names a node's pool (e.g. its rack); a node without
+  /// it is in pool "". Default "topology.kubernetes.io/rack".
+  std::string pool_label = "topology.kubernetes.io/rack";
+  /// Remediations in flight per pool. Default 0: unlimited.
+  std::size_t max_concurrent_per_pool = 0;
+};
+
+/// Why the breaker said no; `none` when it said yes.
+enum class breaker_refusal { none, tripped, trips_now, pool_budget };
+
+std::string_view to_string(breaker_refusal refusal);
+
+class circuit_breaker {
+public:
+  explicit circuit_breaker(breaker_config config = {});
+
+  /// Asks to cordon `node` now, out of `gpu_nodes` GPU nodes in the fleet.
+  /// Granted cordons are counted. A cordon that would push the count over a
+  /// limit is refused and trips the breaker (it trips at its threshold, not
+  /// after the fleet went over). A node counted in the window counts once.
+  breaker_refusal admit_cordon(const std::string& node, std::size_t gpu_nodes,
+                               wall_time now);
+
+  /// A drain may start unless tripped.
+  breaker_refusal admit_drain() const;
+
+  /// A remediation of `node` in `pool` may start unless tripped or the pool
+  /// already has its budget in flight; a granted one is counted until
+  /// finish_remediation. Admitting a node already in flight is granted again.
+  breaker_refusal admit_remediation(const std::string& node, const std::string& pool);
+  void finish_remediation(const std::string& node);
+
+  /// Sticky: only reset() closes it again (an operator's explicit action);
+  /// reset also forgets the cordons counted so far.
+  bool tripped() const { return tripped_at_.has_value(); }
+  std::optional<wall_time> tripped_at() const { return tripped_at_; }
+  std::string trip_reason() const { return trip_reason_; }
+  void reset();
+
+  /// Nodes cordoned within the window ending at `now`.
+  std::size_t cordons_in_window(wall_time now);
+  std::size_t in_flight(const std::string& pool) const;
+  const breaker_config& config() const { return config_; }
+
+private:
+  void prune(wall_time now);
+  std::optional<std::string> over_limit(std::size_t count, std::size_t gpu_nodes) const;
+
+  breaker_config config_;
+  std::deque<std::pair<wall_time, std::string>> cordons_; ///< oldest first
+  std::map<std::string, std::string> in_flight_;          ///< node → pool
+  std::optional<wall_time> tripped_at_;
+  std::string trip_reason_;
+};
+
+/// The pool of a node: the value of `label` in `labels`, "" when absent.
+std::string pool_of(const std::map<std::string, std::string>& labels,
+                    const std::string& label);
+
+} // namespace vigil::control

@@ -1,0 +1,194 @@
+#include "actors/control/rules/correlation_rules.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace vigil::control {
+
+namespace {
+
+template <class T>
+std::string joined_sorted(std::vector<T> items) {
+  std::sort(items.begin(), items.end());
+  std::string out;
+  for (const auto& item : items)
+    out += item + ",";
+  return out;
+}
+
+std::vector<std::string> entity_texts(const health_event& e) {
+  std::vector<std::string> out;
+  for (const auto& ent : e.entities)
+    out.push_back(ent.type + "=" + ent.value);
+  return out;
+}
+
+// Drops entries at or before `now - window` from a time-ordered deque.
+template <class Deque, class TimeOf>
+void drop_older(Deque& items, wall_time now, std::chrono::seconds window,
+                TimeOf time_of) {
+  while (!items.empty() && time_of(items.front()) <= now - window)
+    items.pop_front();
+}
+
+wall_time self(wall_time t) {
+  return t;
+}
+
+} // namespace
+
+event_deduplicator::event_deduplicator(correlation_config config)
+  : config_(std::move(config)) {}
+
+std::string event_deduplicator::key_of(const health_event& e) {
+  return e.node_name + "|" + e.agent + "|" + e.check_name + "|"
+         + (e.is_healthy ? "healthy" : "unhealthy") + "|" + joined_sorted(entity_texts(e))
+         + "|" + joined_sorted(e.error_codes);
+}
+
+void event_deduplicator::prune(wall_time now) {
+  while (!order_.empty() && order_.front().first <= now - config_.dedup_window) {
+    auto i = last_.find(order_.front().second);
+    if (i != last_.end() && i->second == order_.front().first)
+      last_.erase(i);
+    order_.pop_front();
+  }
+}
+
+bool event_deduplicator::admit(const health_event& event, wall_time now) {
+  prune(now);
+  auto key = key_of(event);
+  auto i = last_.find(key);
+  if (i != last_.end() && now - i->second < config_.dedup_window)
+    return false;
+  last_[key] = now;
+  order_.emplace_back(now, std::move(key));
+  return true;
+}
+
+gpu_xid_history::gpu_xid_history(correlation_config config)
+  : config_(std::move(config)) {}
+
+std::optional<recommended_action> gpu_xid_history::on_fatal_xid(wall_time now) {
+  drop_older(bursts_, now, config_.xid_window, self);
+  // A burst counts once: XIDs within xid_burst of its first one join it.
+  if (bursts_.empty() || now - bursts_.back() >= config_.xid_burst)
+    bursts_.push_back(now);
+  if (bursts_.size() >= config_.xid_repeat_threshold)
+    sticky_until_ = now + config_.xid_sticky;
+  if (escalated(now))
+    return recommended_action::contact_support;
+  return std::nullopt;
+}
+
+nic_port_history::nic_port_history(correlation_config config)
+  : config_(std::move(config)) {}
+
+std::optional<nic_verdict> nic_port_history::on_link_downed(std::uint64_t delta,
+                                                            wall_time now) {
+  if (delta == 0)
+    return std::nullopt;
+  delta_while_down_ = delta_while_down_ || down_since_.has_value();
+  drop_older(link_downs_, now, config_.nic_flap_window, self);
+  for (std::uint64_t i = 0; i < delta && link_downs_.size() < config_.nic_flap_threshold;
+       ++i)
+    link_downs_.push_back(now);
+  // seed 002 §6.3: 3+ link_downed events within 10 minutes on one port.
+  if (link_downs_.size() < config_.nic_flap_threshold)
+    return std::nullopt;
+  return nic_verdict{nic_verdict::kind::flapping, recommended_action::replace_vm,
+                     std::to_string(link_downs_.size())
+                       + " link_downed events within the flap window"};
+}
+
+void nic_port_history::on_state(bool up, wall_time now) {
+  if (up) {
+    down_since_.reset();
+    delta_while_down_ = false;
+    drop_reported_ = false;
+  } else if (!down_since_) {
+    down_since_ = now;
+  }
+}
+
+std::optional<nic_verdict> nic_port_history::evaluate(wall_time now) {
+  // seed 002 §6.2: DOWN for 4 min with no link_downed delta (no recovery tries).
+  if (!down_since_ || drop_reported_ || delta_while_down_
+      || now - *down_since_ < config_.nic_drop_after)
+    return std::nullopt;
+  drop_reported_ = true;
+  return nic_verdict{nic_verdict::kind::dropped, config_.nic_drop_action,
+                     "port DOWN with no link_downed delta for the drop window"};
+}
+
+std::optional<wall_time> nic_port_history::next_check() const {
+  if (!down_since_ || drop_reported_ || delta_while_down_)
+    return std::nullopt;
+  return *down_since_ + config_.nic_drop_after;
+}
+
+remediation_history::remediation_history(correlation_config config)
+  : config_(std::move(config)) {}
+
+void remediation_history::prune(wall_time now) {
+  drop_older(times_, now, config_.remediation_window, self);
+}
+
+std::optional<recommended_action> remediation_history::on_remediation(wall_time now) {
+  prune(now);
+  times_.push_back(now);
+  if (times_.size() >= config_.remediation_repeat_threshold)
+    return recommended_action::contact_support;
+  return std::nullopt;
+}
+
+bool remediation_history::exhausted(wall_time now) {
+  prune(now);
+  return times_.size() + 1 >= config_.remediation_repeat_threshold;
+}
+
+std::size_t remediation_history::count(wall_time now) {
+  prune(now);
+  return times_.size();
+}
+
+fabric_correlator::fabric_correlator(correlation_config config)
+  : config_(std::move(config)) {}
+
+void fabric_correlator::prune(wall_time now) {
+  drop_older(downs_, now, config_.fabric_window,
+             [](const auto& entry) { return entry.first; });
+  // The incident closes once no port went down for a whole window.
+  if (incident_ && now - last_down_ >= config_.fabric_window)
+    incident_.reset();
+}
+
+std::optional<fabric_incident> fabric_correlator::on_port_down(const std::string& node,
+                                                               wall_time now) {
+  prune(now);
+  downs_.emplace_back(now, node);
+  last_down_ = now;
+  if (incident_) {
+    auto added = incident_->nodes.insert(node).second;
+    return added ? incident_ : std::nullopt;
+  }
+  std::set<std::string> nodes;
+  for (const auto& entry : downs_)
+    nodes.insert(entry.second);
+  if (nodes.size() < config_.fabric_min_nodes)
+    return std::nullopt;
+  incident_ = fabric_incident{now, std::move(nodes)};
+  return incident_;
+}
+
+bool fabric_correlator::suppresses(const std::string& node, wall_time now) {
+  prune(now);
+  return incident_ && incident_->nodes.count(node) != 0;
+}
+
+std::optional<fabric_incident> fabric_correlator::open_incident(wall_time now) {
+  prune(now);
+  return incident_;
+}
+
+} // namespace vigil::control

@@ -1,0 +1,172 @@
+// Correlation rules over time windows (seed 002 §6, ARCHITECTURE.md §3): event
+// dedup, repeated XIDs per GPU, NIC flap and drop per port, repeated
+// remediation per node, fabric-wide NIC incidents. Time is passed in.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "messages/health_event.hpp"
+#include "messages/wall_time.hpp"
+
+namespace vigil::control {
+
+/// Every threshold of the correlation rules, with its default.
+struct correlation_config {
+  /// Same node, agent, check, health, entities and codes: one event per window.
+  /// Default 3 min.
+  std::chrono::seconds dedup_window = std::chrono::minutes(3);
+
+  /// Fatal XIDs on one GPU: this many bursts within xid_window escalate to
+  /// CONTACT_SUPPORT. Default 5 in 24 h.
+  std::size_t xid_repeat_threshold = 5;
+  std::chrono::seconds xid_window = std::chrono::hours(24);
+  /// XIDs within this time of a burst's first one count once. Default 3 min.
+  std::chrono::seconds xid_burst = std::chrono::minutes(3);
+  /// An escalated GPU stays escalated this long after the last trigger. Default 3 h.
+  std::chrono::seconds xid_sticky = std::chrono::hours(3);
+
+  /// seed 002 §6.3: this many link_downed events on one port within
+  /// nic_flap_window mean a flapping port (REPLACE_VM). Default 3 in 10 min.
+  std::size_t nic_flap_threshold = 3;
+  std::chrono::seconds nic_flap_window = std::chrono::minutes(10);
+  /// seed 002 §6.2: DOWN this long with no link_downed delta is a dropped port.
+  /// Default 4 min.
+  std::chrono::seconds nic_drop_after = std::chrono::minutes(4);
+  recommended_action nic_drop_action = recommended_action::replace_vm;
+
+  /// Remediations of one node: this many within the window escalate to
+  /// CONTACT_SUPPORT. Default 5 in 7 days.
+  std::size_t remediation_repeat_threshold = 5;
+  std::chrono::seconds remediation_window = std::chrono::hours(24 * 7);
+
+  /// NIC ports going down on at least this many distinct nodes within
+  /// fabric_window are one fabric incident. Defaults 3 nodes, 5 min.
+  std::size_t fabric_min_nodes = 3;
+  std::chrono::seconds fabric_window = std::chrono::minutes(5);
+};
+
+/// Drops repeats of an event within dedup_window of the first one admitted.
+class event_deduplicator {
+public:
+  explicit event_deduplicator(correlation_config config = {});
+
+  /// True when the event is new (or its previous copy is older than the window).
+  bool admit(const health_event& event, wall_time now);
+  std::size_t tracked() const { return last_.size(); }
+
+  /// node|agent|check|healthy|sorted entities|sorted codes.
+  static std::string key_of(const health_event& event);
+
+private:
+  void prune(wall_time now);
+
+  correlation_config config_;
+  std::map<std::string, wall_time> last_;
+  std::deque<std::pair<wall_time, std::string>> order_;
+};
+
+/// Fatal XID history of one GPU (the gpu actor's state).
+class gpu_xid_history {
+public:
+  explicit gpu_xid_history(correlation_config config = {});
+
+  /// One fatal XID at `now`: CONTACT_SUPPORT when the GPU is (now) escalated.
+  std::optional<recommended_action> on_fatal_xid(wall_time now);
+  bool escalated(wall_time now) const { return sticky_until_ && now < *sticky_until_; }
+  /// Bursts counted within the window ending at the last XID.
+  std::size_t bursts() const { return bursts_.size(); }
+
+private:
+  correlation_config config_;
+  std::deque<wall_time> bursts_; ///< first XID of each burst, oldest first
+  std::optional<wall_time> sticky_until_;
+};
+
+/// What a NIC port rule concluded.
+struct nic_verdict {
+  enum class kind { flapping, dropped };
+  kind what = kind::flapping;
+  recommended_action action = recommended_action::replace_vm;
+  std::string message;
+};
+
+/// State and link_downed history of one NIC port (the nic_port actor's state).
+class nic_port_history {
+public:
+  explicit nic_port_history(correlation_config config = {});
+
+  /// The port's link_downed counter rose by `delta` (each counts as one event).
+  std::optional<nic_verdict> on_link_downed(std::uint64_t delta, wall_time now);
+  /// The port was seen DOWN (`up` false) or back up.
+  void on_state(bool up, wall_time now);
+  /// Timer check for the drop rule; reports a drop once per DOWN period.
+  std::optional<nic_verdict> evaluate(wall_time now);
+  /// When evaluate() should next run for the drop rule; nullopt when not down.
+  std::optional<wall_time> next_check() const;
+
+private:
+  correlation_config config_;
+  std::deque<wall_time> link_downs_;
+  std::optional<wall_time> down_since_;
+  bool delta_while_down_ = false;
+  bool drop_reported_ = false;
+};
+
+/// Remediations of one node (the node actor's state).
+class remediation_history {
+public:
+  explicit remediation_history(correlation_config config = {});
+
+  /// Records a remediation at `now`; CONTACT_SUPPORT when this makes the node
+  /// reach the threshold within the window.
+  std::optional<recommended_action> on_remediation(wall_time now);
+  /// Would the next remediation escalate? The node asks before starting one.
+  bool exhausted(wall_time now);
+  std::size_t count(wall_time now);
+
+private:
+  void prune(wall_time now);
+
+  correlation_config config_;
+  std::deque<wall_time> times_;
+};
+
+/// A fabric-wide NIC incident: ports down on many nodes at once.
+struct fabric_incident {
+  wall_time opened{};
+  std::set<std::string> nodes;
+};
+
+/// Cross-node rule (the analyzer's state): NIC ports going down on at least
+/// fabric_min_nodes nodes within fabric_window are one incident; its nodes are
+/// not quarantined for it.
+class fabric_correlator {
+public:
+  explicit fabric_correlator(correlation_config config = {});
+
+  /// A NIC port of `node` went down. Returns the incident when this event
+  /// opens one or adds a node to the open one.
+  std::optional<fabric_incident> on_port_down(const std::string& node, wall_time now);
+  /// True when a NIC-down event of `node` at `now` belongs to an open incident
+  /// and must not quarantine the node.
+  bool suppresses(const std::string& node, wall_time now);
+  std::optional<fabric_incident> open_incident(wall_time now);
+
+private:
+  void prune(wall_time now);
+
+  correlation_config config_;
+  std::deque<std::pair<wall_time, std::string>> downs_;
+  std::optional<fabric_incident> incident_;
+  wall_time last_down_{};
+};
+
+} // namespace vigil::control

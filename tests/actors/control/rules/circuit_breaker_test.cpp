@@ -1,0 +1,91 @@
+#include "actors/control/rules/circuit_breaker.hpp"
+
+#include <gtest/gtest.h>
+
+namespace vigil::control {
+namespace {
+
+using namespace std::chrono_literals;
+
+const wall_time t0 = from_unix(1761219482, 0);
+
+std::string node(int i) {
+  return "node" + std::to_string(i);
+}
+
+TEST(circuit_breaker, trips_at_the_percentage_threshold_and_not_before) {
+  circuit_breaker breaker; // 50 % of GPU nodes in 5 min
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(breaker.admit_cordon(node(i), 10, t0 + i * 1s), breaker_refusal::none);
+  EXPECT_FALSE(breaker.tripped());
+  EXPECT_EQ(breaker.admit_cordon(node(5), 10, t0 + 10s), breaker_refusal::trips_now);
+  EXPECT_TRUE(breaker.tripped());
+  EXPECT_EQ(breaker.tripped_at(), t0 + 10s);
+  EXPECT_NE(breaker.trip_reason().find("6 of 10"), std::string::npos);
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 10s), 5u);
+}
+
+TEST(circuit_breaker, trips_at_the_node_count_threshold) {
+  breaker_config config;
+  config.max_cordoned_percent = 100;
+  config.max_cordoned_nodes = 2;
+  circuit_breaker breaker(config);
+  EXPECT_EQ(breaker.admit_cordon(node(0), 100, t0), breaker_refusal::none);
+  EXPECT_EQ(breaker.admit_cordon(node(1), 100, t0), breaker_refusal::none);
+  EXPECT_EQ(breaker.admit_cordon(node(2), 100, t0), breaker_refusal::trips_now);
+}
+
+TEST(circuit_breaker, cordons_leave_the_window) {
+  circuit_breaker breaker;
+  for (int i = 0; i < 5; ++i)
+    breaker.admit_cordon(node(i), 10, t0);
+  // Exactly one window later the first five no longer count.
+  EXPECT_EQ(breaker.admit_cordon(node(5), 10, t0 + 5min), breaker_refusal::none);
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 5min), 1u);
+  EXPECT_FALSE(breaker.tripped());
+}
+
+TEST(circuit_breaker, the_same_node_counts_once) {
+  circuit_breaker breaker;
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(breaker.admit_cordon(node(0), 2, t0 + i * 1s), breaker_refusal::none);
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 10s), 1u);
+}
+
+TEST(circuit_breaker, tripped_is_sticky_and_blocks_everything_until_reset) {
+  breaker_config config;
+  config.max_cordoned_nodes = 0;
+  circuit_breaker breaker(config);
+  EXPECT_EQ(breaker.admit_cordon(node(0), 10, t0), breaker_refusal::trips_now);
+  EXPECT_EQ(breaker.admit_cordon(node(1), 10, t0 + 24h), breaker_refusal::tripped);
+  EXPECT_EQ(breaker.admit_drain(), breaker_refusal::tripped);
+  EXPECT_EQ(breaker.admit_remediation(node(1), "rack-a"), breaker_refusal::tripped);
+  breaker.reset();
+  EXPECT_FALSE(breaker.tripped());
+  EXPECT_EQ(breaker.admit_drain(), breaker_refusal::none);
+  EXPECT_EQ(breaker.admit_remediation(node(1), "rack-a"), breaker_refusal::none);
+}
+
+TEST(circuit_breaker, pool_budget_caps_concurrent_remediations) {
+  breaker_config config;
+  config.max_concurrent_per_pool = 2;
+  circuit_breaker breaker(config);
+  EXPECT_EQ(breaker.admit_remediation(node(0), "rack-a"), breaker_refusal::none);
+  EXPECT_EQ(breaker.admit_remediation(node(1), "rack-a"), breaker_refusal::none);
+  EXPECT_EQ(breaker.admit_remediation(node(2), "rack-a"), breaker_refusal::pool_budget);
+  EXPECT_EQ(breaker.admit_remediation(node(0), "rack-a"), breaker_refusal::none);
+  EXPECT_EQ(breaker.admit_remediation(node(3), "rack-b"), breaker_refusal::none);
+  EXPECT_EQ(breaker.in_flight("rack-a"), 2u);
+  breaker.finish_remediation(node(0));
+  EXPECT_EQ(breaker.admit_remediation(node(2), "rack-a"), breaker_refusal::none);
+  EXPECT_FALSE(breaker.tripped()); // a full pool does not trip the breaker
+}
+
+TEST(circuit_breaker, pool_comes_from_the_label) {
+  std::map<std::string, std::string> labels{{"topology.kubernetes.io/rack", "r7"}};
+  EXPECT_EQ(pool_of(labels, breaker_config{}.pool_label), "r7");
+  EXPECT_EQ(pool_of({}, breaker_config{}.pool_label), "");
+}
+
+} // namespace
+} // namespace vigil::control

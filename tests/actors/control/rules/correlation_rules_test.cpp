@@ -1,0 +1,139 @@
+#include "actors/control/rules/correlation_rules.hpp"
+
+#include <gtest/gtest.h>
+
+namespace vigil::control {
+namespace {
+
+using namespace std::chrono_literals;
+
+const wall_time t0 = from_unix(1761219482, 0);
+
+health_event xid_event(const std::string& uuid, const std::string& code) {
+  health_event e;
+  e.agent = "syslog-health-monitor";
+  e.check_name = "SysLogsXIDError";
+  e.node_name = "node1";
+  e.error_codes = {code};
+  e.entities = {{"GPU_UUID", uuid}, {"PCI", "0000:03:00"}};
+  return e;
+}
+
+TEST(event_deduplicator, drops_repeats_within_three_minutes) {
+  event_deduplicator dedup;
+  auto e = xid_event("GPU-a", "48");
+  EXPECT_TRUE(dedup.admit(e, t0));
+  EXPECT_FALSE(dedup.admit(e, t0 + 2min + 59s));
+  EXPECT_TRUE(dedup.admit(e, t0 + 3min));
+  // Entity order does not matter; another GPU, code or health does.
+  auto reordered = e;
+  std::swap(reordered.entities[0], reordered.entities[1]);
+  EXPECT_FALSE(dedup.admit(reordered, t0 + 3min + 1s));
+  EXPECT_TRUE(dedup.admit(xid_event("GPU-b", "48"), t0 + 3min + 1s));
+  EXPECT_TRUE(dedup.admit(xid_event("GPU-a", "79"), t0 + 3min + 1s));
+  auto healthy = e;
+  healthy.is_healthy = true;
+  EXPECT_TRUE(dedup.admit(healthy, t0 + 3min + 1s));
+}
+
+TEST(event_deduplicator, forgets_old_keys) {
+  event_deduplicator dedup;
+  for (int i = 0; i < 10; ++i)
+    dedup.admit(xid_event("GPU-" + std::to_string(i), "48"), t0);
+  EXPECT_EQ(dedup.tracked(), 10u);
+  dedup.admit(xid_event("GPU-x", "48"), t0 + 1h);
+  EXPECT_EQ(dedup.tracked(), 1u);
+}
+
+TEST(gpu_xid_history, five_bursts_in_a_day_escalate_to_contact_support) {
+  gpu_xid_history gpu;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(gpu.on_fatal_xid(t0 + i * 1h));
+    EXPECT_FALSE(gpu.on_fatal_xid(t0 + i * 1h + 2min)); // same burst
+  }
+  EXPECT_EQ(gpu.bursts(), 4u);
+  EXPECT_EQ(gpu.on_fatal_xid(t0 + 4h), recommended_action::contact_support);
+  // Sticky for 3 h after the trigger, then released.
+  EXPECT_TRUE(gpu.escalated(t0 + 6h + 59min));
+  EXPECT_FALSE(gpu.escalated(t0 + 7h));
+}
+
+TEST(gpu_xid_history, bursts_older_than_a_day_do_not_count) {
+  gpu_xid_history gpu;
+  for (int i = 0; i < 4; ++i)
+    gpu.on_fatal_xid(t0 + i * 1h);
+  EXPECT_FALSE(gpu.on_fatal_xid(t0 + 24h + 30min)); // the first fell out
+  EXPECT_EQ(gpu.bursts(), 4u);
+}
+
+TEST(nic_port_history, three_link_downs_in_ten_minutes_is_a_flap) {
+  nic_port_history port;
+  EXPECT_FALSE(port.on_link_downed(1, t0 + 90s));
+  EXPECT_FALSE(port.on_link_downed(1, t0 + 260s));
+  auto verdict = port.on_link_downed(1, t0 + 430s);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->what, nic_verdict::kind::flapping);
+  EXPECT_EQ(verdict->action, recommended_action::replace_vm);
+}
+
+TEST(nic_port_history, link_downs_spread_over_more_than_the_window_are_no_flap) {
+  nic_port_history port;
+  port.on_link_downed(1, t0);
+  port.on_link_downed(1, t0 + 6min);
+  EXPECT_FALSE(port.on_link_downed(1, t0 + 10min));
+  EXPECT_TRUE(port.on_link_downed(2, t0 + 11min)); // a delta of 2 counts twice
+}
+
+TEST(nic_port_history, down_four_minutes_without_link_downed_delta_is_a_drop) {
+  nic_port_history port;
+  port.on_state(false, t0);
+  EXPECT_EQ(port.next_check(), t0 + 4min);
+  EXPECT_FALSE(port.evaluate(t0 + 3min + 59s));
+  auto verdict = port.evaluate(t0 + 4min);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->what, nic_verdict::kind::dropped);
+  EXPECT_FALSE(port.evaluate(t0 + 5min)); // once per DOWN period
+  port.on_state(true, t0 + 6min);
+  port.on_state(false, t0 + 7min);
+  port.on_link_downed(1, t0 + 8min); // recovery attempts: not a silent drop
+  EXPECT_FALSE(port.evaluate(t0 + 12min));
+  EXPECT_FALSE(port.next_check());
+}
+
+TEST(remediation_history, fifth_remediation_in_a_week_escalates) {
+  remediation_history node;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_FALSE(node.on_remediation(t0 + i * 24h));
+  EXPECT_TRUE(node.exhausted(t0 + 4 * 24h));
+  EXPECT_EQ(node.on_remediation(t0 + 4 * 24h), recommended_action::contact_support);
+  EXPECT_EQ(node.count(t0 + 7 * 24h), 4u); // the first left the window
+  EXPECT_FALSE(node.exhausted(t0 + 9 * 24h));
+}
+
+TEST(fabric_correlator, ports_down_on_k_nodes_raise_one_incident) {
+  fabric_correlator fabric;
+  EXPECT_FALSE(fabric.on_port_down("n1", t0));
+  EXPECT_FALSE(fabric.on_port_down("n1", t0 + 10s)); // the same node again
+  EXPECT_FALSE(fabric.on_port_down("n2", t0 + 20s));
+  auto incident = fabric.on_port_down("n3", t0 + 30s);
+  ASSERT_TRUE(incident);
+  EXPECT_EQ(incident->nodes, (std::set<std::string>{"n1", "n2", "n3"}));
+  EXPECT_TRUE(fabric.suppresses("n1", t0 + 40s));
+  EXPECT_FALSE(fabric.suppresses("n9", t0 + 40s));
+  // A later node joins the open incident; a repeat reports nothing new.
+  EXPECT_EQ(fabric.on_port_down("n4", t0 + 1min)->nodes.size(), 4u);
+  EXPECT_FALSE(fabric.on_port_down("n4", t0 + 2min));
+  // Closed after a quiet window.
+  EXPECT_FALSE(fabric.open_incident(t0 + 7min));
+  EXPECT_FALSE(fabric.suppresses("n1", t0 + 7min));
+}
+
+TEST(fabric_correlator, downs_outside_the_window_do_not_correlate) {
+  fabric_correlator fabric;
+  fabric.on_port_down("n1", t0);
+  fabric.on_port_down("n2", t0 + 3min);
+  EXPECT_FALSE(fabric.on_port_down("n3", t0 + 6min));
+}
+
+} // namespace
+} // namespace vigil::control
