@@ -1,0 +1,122 @@
+// From a RecommendedAction to what vigil does about it: the equivalence group,
+// the custom resource kind, and the reboot fallback where a GPU cannot be reset.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "actors/agent/topology/gpu_metadata.hpp"
+#include "messages/health_event.hpp"
+
+namespace vigil::control {
+
+/// What the node actor creates (or does not) for one remediation.
+enum class remediation_kind {
+  none,           ///< nothing to do (RecommendedAction NONE)
+  gpu_reset,      ///< a GPUReset CR
+  reboot_node,    ///< a RebootNode CR
+  terminate_node, ///< a TerminateNode CR
+  provider_hook,  ///< REPLACE_VM handed to a configured provider hook
+  manual,         ///< no automatic action: stays quarantined, condition + Event
+};
+
+/// The CR kind ("GPUReset", "RebootNode", "TerminateNode"), "ProviderHook",
+/// "Manual" or "None".
+std::string_view to_string(remediation_kind kind);
+std::optional<remediation_kind> parse_remediation_kind(std::string_view text);
+
+/// How much of the node an action disturbs: a stronger action makes a weaker
+/// one redundant (a reboot resets every GPU). none/manual rank 0.
+int strength(remediation_kind kind);
+
+// seed 000 §4.1: equivalence groups name actions with the same effect.
+inline constexpr std::string_view restart_group = "restart";
+inline constexpr std::string_view replace_group = "replace";
+inline constexpr std::string_view reset_group_prefix = "reset-";
+
+/// "reset-GPU-455d8f70-…": one group per GPU, so one GPU is never reset twice
+/// at once while different GPUs are distinct groups.
+std::string reset_group(std::string_view gpu_uuid);
+bool is_reset_group(std::string_view group);
+
+/// GPU architecture generations, oldest first; only the order matters.
+enum class gpu_architecture {
+  unknown,
+  pascal,
+  volta,
+  turing,
+  ampere,
+  ada,
+  hopper,
+  blackwell
+};
+
+std::string_view to_string(gpu_architecture arch);
+
+/// The architecture of a product name as nvidia-smi or the
+/// nvidia.com/gpu.product label spell it ("NVIDIA H100 80GB HBM3",
+/// "NVIDIA-A100-SXM4-80GB", "Tesla V100-SXM2-32GB"). unknown when no row of
+/// the model table matches.
+gpu_architecture architecture_of(std::string_view product_name);
+
+/// What the node actor knows about the node's GPUs when it plans a reset.
+struct node_gpu_facts {
+  std::string product_name;     ///< nvidia.com/gpu.product or nvidia-smi name; "" unknown
+  bool nvswitch_fabric = false; ///< GPUs joined by NVSwitch (HGX/DGX baseboards)
+  bool mig_vgpu_guest = false;  ///< the node is a vGPU guest with MIG-backed vGPUs
+  /// The node's gpu_metadata.json when known: a UUID it does not list is not reset.
+  const agent::gpu_metadata* topology = nullptr;
+};
+
+/// Whether nvidia-smi can reset one GPU of this node on its own; `reason` says
+/// why not. seed 001 "Scope of Support".
+struct reset_support {
+  bool supported = false;
+  std::string reason;
+};
+
+reset_support check_reset_support(const node_gpu_facts& facts, std::string_view gpu_uuid,
+                                  bool allow_unknown_model);
+
+/// REPLACE_VM's target: vigil's TerminateNode CR, or a provider's own hook.
+enum class replace_target { terminate_node, provider_hook };
+
+struct remediation_options {
+  replace_target replace = replace_target::terminate_node;
+  /// A product name that matches no model-table row is reset anyway (true) or
+  /// rebooted (false, the default: seed 001 supports Ampere and newer only).
+  bool allow_unknown_model = false;
+};
+
+/// One remediation the node actor should run (or knows it cannot).
+struct remediation_plan {
+  remediation_kind kind = remediation_kind::none;
+  /// The action this plan carries out: the requested one, or RESTART_BM for a
+  /// reset that fell back to a reboot. Escalation counts attempts by it.
+  recommended_action action = recommended_action::none;
+  std::string group;    ///< equivalence group; "" for none and manual
+  std::string gpu_uuid; ///< the GPU for gpu_reset; "" otherwise
+  std::string reason;   ///< journaled: why this plan ("COMPONENT_RESET", fallback cause)
+  bool fell_back = false; ///< a reset was asked for and a reboot planned instead
+
+  friend bool operator==(const remediation_plan& a, const remediation_plan& b);
+};
+
+/// The first GPU_UUID entity of the event, or "".
+std::string gpu_uuid_of(const health_event& event);
+
+/// seed 000 §4.1: COMPONENT_RESET → reset-<UUID> (GPUReset), falling back to
+/// restart (RebootNode) when the configuration cannot reset one GPU or the UUID
+/// is missing; RESTART_VM, RESTART_BM → restart; REPLACE_VM → replace
+/// (TerminateNode or provider hook); CONTACT_SUPPORT, RUN_FIELDDIAG and the
+/// rest → manual; NONE → none.
+remediation_plan plan_remediation(recommended_action action, std::string_view gpu_uuid,
+                                  const node_gpu_facts& facts,
+                                  const remediation_options& options = {});
+
+/// The same for an unhealthy event: its action and its GPU_UUID entity.
+remediation_plan plan_remediation(const health_event& event, const node_gpu_facts& facts,
+                                  const remediation_options& options = {});
+
+} // namespace vigil::control

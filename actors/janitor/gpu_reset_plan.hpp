@@ -1,0 +1,162 @@
+// The GPUReset controller's decisions as a state machine over observed facts
+// (seed 001 "Reset Workflow"): tear down the GPU operator's operands, run the
+// privileged reset Job, record the outcome, restore the labels whatever it was.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "messages/wall_time.hpp"
+
+namespace vigil::janitor {
+
+/// seed 001 step 1: the GPU operator removes an operand from a node whose
+/// deploy label is "false" and redeploys it when the label is restored.
+inline constexpr std::array<std::string_view, 4> operand_deploy_labels{
+  "nvidia.com/gpu.deploy.device-plugin",
+  "nvidia.com/gpu.deploy.dcgm",
+  "nvidia.com/gpu.deploy.dcgm-exporter",
+  "nvidia.com/gpu.deploy.gpu-feature-discovery",
+};
+
+/// The value vigil writes; a label holding anything else at restore time was
+/// changed by someone else and is left alone.
+inline constexpr std::string_view torn_down_value = "false";
+
+/// status.phase of the GPUReset CR.
+enum class reset_phase { pending, tearing_down, resetting, restoring, succeeded, failed };
+
+std::string_view to_string(reset_phase phase); ///< "TearingDown", …
+std::optional<reset_phase> parse_reset_phase(std::string_view text);
+
+/// The GPUReset CR's metadata and spec, as the controller read them.
+struct gpu_reset_request {
+  std::string name; ///< metadata.name
+  std::string uid;  ///< metadata.uid, for the Job's ownerReference; may be empty
+  std::string node_name;
+  std::string gpu_uuid; ///< spec.gpuUUIDs[0]
+  std::string reason;
+  std::string source_event_id;
+};
+
+/// One entry of status.conditions.
+struct reset_condition {
+  std::string type; ///< OperandsTornDown, ResetJobCompleted, LabelsRestored, Complete
+  bool status = false;
+  std::string reason;
+  std::string message;
+  wall_time last_transition{};
+};
+
+/// status of the GPUReset CR: everything the plan needs to resume after a restart.
+struct gpu_reset_status {
+  reset_phase phase = reset_phase::pending;
+  std::vector<reset_condition> conditions;
+  std::optional<wall_time> started_at;
+  std::optional<wall_time> completed_at;
+  std::string job_name;
+  std::optional<wall_time> job_created_at;
+  std::string failure_reason; ///< set: the outcome is a failure (also while restoring)
+  /// Deploy labels before the teardown; "" where the label was absent.
+  std::map<std::string, std::string> saved_labels;
+};
+
+/// The reset Job as the controller last saw it.
+struct job_observation {
+  bool active = false;
+  bool succeeded = false;
+  bool failed = false;
+  bool deadline_exceeded = false; ///< condition Failed, reason DeadlineExceeded
+  std::optional<int> exit_code;   ///< of the reset container, once terminated
+  std::string message;
+};
+
+/// What the controller re-read before each reconcile (level-based).
+struct reset_observation {
+  wall_time now{};
+  bool node_exists = true;
+  std::map<std::string, std::string> node_labels;
+  std::size_t operand_pods_on_node = 0; ///< pods of the four operands still on the node
+  std::optional<job_observation> job;   ///< nullopt: no Job named status.jobName
+};
+
+/// Config `janitor.gpu_reset.*`.
+struct gpu_reset_options {
+  std::string job_namespace = "vigil-system";
+  std::string image = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"; ///< has nvidia-smi
+  std::string service_account =
+    "vigil-gpu-reset"; ///< dedicated, minimal (seed 001 Security)
+  std::string script_config_map = "vigil-gpu-reset-script"; ///< holds gpu-reset.sh
+  std::string inline_script; ///< non-empty: run with sh -c instead of the ConfigMap
+  std::string runtime_class; ///< "nvidia" where it is not the default; "" leaves it out
+  std::chrono::seconds teardown_timeout{300}; ///< operands must leave within, 5 min
+  std::chrono::seconds job_timeout{1500};     ///< Job activeDeadlineSeconds, 25 min
+  std::chrono::seconds job_ttl_after_finished{3600}; ///< then Kubernetes deletes it
+};
+
+/// seed 001 "Metrics": gpu_reset_failure_reasons_total{reason}.
+namespace failure_reason {
+inline constexpr std::string_view teardown_failed = "teardown_failed";
+inline constexpr std::string_view job_create_failed = "job_create_failed";
+inline constexpr std::string_view reset_command_failed = "reset_command_failed";
+inline constexpr std::string_view health_check_failed = "health_check_failed";
+inline constexpr std::string_view job_failed = "job_failed";
+inline constexpr std::string_view timeout = "timeout";
+} // namespace failure_reason
+
+/// gpu-reset.sh's exit codes (deploy/janitor/gpu-reset.sh).
+namespace reset_exit_code {
+inline constexpr int usage = 64;
+inline constexpr int reset_command_failed = 2;
+inline constexpr int health_check_failed = 3;
+} // namespace reset_exit_code
+
+/// What the controller should do now, in this order: patch labels, delete
+/// the Job, create the Job, write the status, requeue.
+struct reset_step {
+  /// Merge-patch of node labels: a value sets, nullopt removes.
+  std::map<std::string, std::optional<std::string>> label_patch;
+  std::optional<std::string> create_job; ///< the Job JSON to POST
+  bool delete_job = false;               ///< propagationPolicy Background
+  gpu_reset_status status;               ///< the CR status to write when status_changed
+  bool status_changed = false;
+  std::optional<std::chrono::seconds> requeue_after;
+  bool finished = false;          ///< reached Succeeded or Failed in this step (metrics)
+  std::vector<std::string> notes; ///< log lines, e.g. labels left alone
+};
+
+/// One reconcile: from the CR's status and the observed facts to the next
+/// actions. Pure; call it again after acting, with fresh observations.
+reset_step reconcile_gpu_reset(const gpu_reset_request& request,
+                               const gpu_reset_status& status,
+                               const reset_observation& observed,
+                               const gpu_reset_options& options = {});
+
+/// The caller could not create the Job (API error after retries): fails the
+/// reset and moves on to restoring the labels.
+gpu_reset_status job_create_failed(gpu_reset_status status, const std::string& message,
+                                   wall_time now);
+
+/// "vigil-gpu-reset-<cr>", shortened with a hash suffix to 63 characters.
+std::string reset_job_name(std::string_view cr_name);
+
+/// seed 001 step 2: the privileged batch/v1 Job pinned to the node by
+/// nodeName, tolerating every taint (the node is quarantined), with the GPU
+/// UUID, the dedicated ServiceAccount, /dev/kmsg for the result line and
+/// activeDeadlineSeconds = job_timeout.
+nlohmann::json build_reset_job(const gpu_reset_request& request,
+                               const std::string& job_name,
+                               const gpu_reset_options& options);
+
+/// The CR's status object (camelCase, RFC 3339 times) for the status subresource.
+nlohmann::json status_json(const gpu_reset_status& status);
+
+} // namespace vigil::janitor

@@ -1,0 +1,83 @@
+#!/bin/sh
+# Resets one GPU; run by the janitor's privileged reset Job on the GPU's node
+# (seed 001 "Execute GPU Reset"). Usage: gpu-reset.sh <GPU-UUID>
+# (or GPU_UUID in the environment). Exit codes, read by the GPUReset
+# controller (actors/janitor/gpu_reset_plan.hpp): 0 reset and healthy,
+# 2 the reset command failed, 3 the health check failed, 4 persistence mode
+# could not be read or set, 64 usage. The agent turns the kmsg line
+# "GPU reset occurred: <UUID>" into a healthy event.
+set -u
+
+NVIDIA_SMI=${NVIDIA_SMI:-nvidia-smi}
+KMSG=${KMSG:-/dev/kmsg}
+uuid=${1:-${GPU_UUID:-}}
+
+log() {
+  printf '%s gpu-reset: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"
+}
+
+# One line to the kernel log, where the agent's XID monitor reads it.
+kmsg() {
+  if ! printf '%s\n' "$*" >"$KMSG" 2>/dev/null; then
+    log "could not write to $KMSG: $*"
+  fi
+}
+
+fail() {
+  code=$1
+  shift
+  log "failed: $*"
+  kmsg "GPU reset failed: $uuid: $*"
+  exit "$code"
+}
+
+case $uuid in
+  GPU-????????-????-????-????-????????????) ;;
+  *)
+    log "usage: gpu-reset.sh <GPU-UUID> (got '$uuid')"
+    exit 64
+    ;;
+esac
+
+# 1. Persistence mode off, remembering whether it was on.
+persistence=$("$NVIDIA_SMI" --query-gpu=persistence_mode --format=csv,noheader -i "$uuid" 2>&1) \
+  || fail 4 "cannot read persistence mode: $persistence"
+persistence=$(printf '%s' "$persistence" | tr -d '[:space:]')
+log "persistence mode of $uuid: $persistence"
+if [ "$persistence" = "Enabled" ]; then
+  out=$("$NVIDIA_SMI" -i "$uuid" -pm 0 2>&1) || fail 4 "cannot disable persistence mode: $out"
+fi
+
+restore_persistence() {
+  if [ "$persistence" = "Enabled" ]; then
+    pm_out=$("$NVIDIA_SMI" -i "$uuid" -pm 1 2>&1) \
+      || log "cannot re-enable persistence mode: $pm_out"
+  fi
+}
+
+# 2. The reset.
+log "resetting $uuid"
+if ! out=$("$NVIDIA_SMI" --gpu-reset -i "$uuid" 2>&1); then
+  restore_persistence
+  fail 2 "nvidia-smi --gpu-reset: $(printf '%s' "$out" | tr '\n' ' ')"
+fi
+log "$out"
+
+# 3. Health check: the GPU answers a full query and reports no pending
+# retirement or remapping failure.
+if ! out=$("$NVIDIA_SMI" -q -i "$uuid" 2>&1); then
+  restore_persistence
+  fail 3 "health check: nvidia-smi -q: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+fi
+if printf '%s\n' "$out" | grep -Eq 'Remapping Failure Occurred[[:space:]]*:[[:space:]]*Yes|Pending Page Blacklist[[:space:]]*:[[:space:]]*Yes'; then
+  restore_persistence
+  fail 3 "health check: row remapping failure or pending page retirement"
+fi
+
+# 4. Persistence mode back as it was.
+restore_persistence
+
+# 5. Report.
+log "GPU reset occurred: $uuid"
+kmsg "GPU reset occurred: $uuid"
+exit 0
