@@ -10,6 +10,7 @@
 #include "actors/agent/logsource/kmsg_source.hpp"
 #include "actors/agent/logsource/syslog_file_source.hpp"
 #include "actors/agent/nic/nic_monitor.hpp"
+#include "actors/agent/topology/topology_collector.hpp"
 #include "actors/agent/xid/xid_monitor.hpp"
 #include "messages/atoms.hpp"
 #include "runtime/actor_clock.hpp"
@@ -34,20 +35,18 @@ wall_time system_now() {
 }
 
 // The kernel-log reader named by --log-source, positioned from the state file.
-expected<std::shared_ptr<xid_monitor_parts>> make_xid_parts(const command_line& args,
-                                                            const std::string& state_dir,
-                                                            const std::string& boot_id) {
+expected<std::shared_ptr<xid_monitor_parts>>
+make_xid_parts(const command_line& args, const std::string& state_dir,
+               const std::string& metadata_path, const std::string& boot_id) {
   auto parts = std::make_shared<xid_monitor_parts>();
   auto catalog = agent::xid_catalog::load(config_dir());
   if (!catalog)
     return catalog.error();
   parts->catalog = std::make_unique<agent::xid_catalog>(std::move(*catalog));
-  if (auto path = args.value("metadata")) {
-    auto metadata = agent::load_gpu_metadata(*path);
-    if (!metadata)
-      return metadata.error();
+  // Optional here: without it, XID events name the PCI address only until a
+  // "GPU at PCI" line teaches the UUID.
+  if (auto metadata = agent::load_gpu_metadata(metadata_path))
     parts->metadata = std::move(*metadata);
-  }
   parts->positions =
     std::make_unique<agent::log_position_store>(state_dir + "/kernel-log-position.json");
   auto loaded = parts->positions->load();
@@ -72,17 +71,18 @@ expected<std::shared_ptr<xid_monitor_parts>> make_xid_parts(const command_line& 
   return parts;
 }
 
-// The NIC monitor's poller, or nothing when --metadata has no NIC topology to
-// classify by (a node without NICs to watch) and --no-nic was not given.
+// The NIC monitor's poller; gpu_metadata.json with nic_topology is required
+// (seed 002 §12.2), so a missing or incomplete file stops startup.
 expected<agent::nic_poller> make_nic_poller(const command_line& args,
                                             const std::string& node,
-                                            const std::string& state_dir) {
+                                            const std::string& state_dir,
+                                            const std::string& metadata_path) {
   agent::nic_monitor_options options;
   options.node_name = node;
   options.sysfs_root = option(args, "sysfs-root", "/sys");
   options.proc_net_route = option(args, "proc-net-route", "/proc/net/route");
   options.boot_id_path = option(args, "boot-id-path", "/proc/sys/kernel/random/boot_id");
-  options.metadata_path = option(args, "metadata", options.metadata_path);
+  options.metadata_path = metadata_path;
   options.state_file = state_dir + "/nic-state.json";
   auto metadata = agent::load_nic_metadata(options.metadata_path, false);
   if (!metadata)
@@ -107,7 +107,14 @@ std::vector<option_spec> agent_option_specs() {
      "events waiting for the control plane (default STATE-DIR/spool)"},
     {"log-source", "KIND", "kmsg (default), journald or syslog"},
     {"log-path", "PATH", "/dev/kmsg, a journal directory, or the syslog file"},
-    {"metadata", "FILE", "gpu_metadata.json (PCI -> GPU UUID, NIC topology)"},
+    {"metadata", "FILE",
+     "gpu_metadata.json: written by the topology collector, read by the monitors "
+     "(default STATE-DIR/gpu_metadata.json)"},
+    {"nvidia-smi", "PATH",
+     "the nvidia-smi the topology collector runs (default on PATH)"},
+    {"topo-file", "FILE", "saved `nvidia-smi topo -m` output instead of running it"},
+    {"gpus-file", "FILE", "saved `nvidia-smi --query-gpu=...` CSV instead of running it"},
+    {"no-collect", "", "do not collect topology; use --metadata as it is"},
     {"sysfs-root", "DIR", "the host's /sys (default /sys)"},
     {"proc-net-route", "FILE", "the host's routing table (default /proc/net/route)"},
     {"boot-id-path", "FILE",
@@ -133,12 +140,28 @@ int run_agent(command_context& ctx) {
     option(ctx.args, "boot-id-path", "/proc/sys/kernel/random/boot_id"));
   if (!boot_id)
     return fail(boot_id.error());
-  auto xid_parts = make_xid_parts(ctx.args, state_dir, *boot_id);
+  const auto metadata_path =
+    option(ctx.args, "metadata", state_dir + "/gpu_metadata.json");
+  if (!ctx.args.has("no-collect")) {
+    agent::topology_sources sources;
+    sources.nvidia_smi = option(ctx.args, "nvidia-smi", sources.nvidia_smi);
+    sources.topo_file = option(ctx.args, "topo-file", "");
+    sources.gpus_file = option(ctx.args, "gpus-file", "");
+    auto collected = agent::collect_gpu_metadata(node, sources, agent::run_command);
+    if (collected) {
+      if (auto written = agent::write_gpu_metadata(metadata_path, *collected); !written)
+        return fail(written.error());
+    } else {
+      ctx.err << "vigil agent: topology not collected (" << collected.error().to_string()
+              << "); using " << metadata_path << " as it is\n";
+    }
+  }
+  auto xid_parts = make_xid_parts(ctx.args, state_dir, metadata_path, *boot_id);
   if (!xid_parts)
     return fail(xid_parts.error());
   std::optional<agent::nic_poller> nic;
   if (!ctx.args.has("no-nic")) {
-    auto poller = make_nic_poller(ctx.args, node, state_dir);
+    auto poller = make_nic_poller(ctx.args, node, state_dir, metadata_path);
     if (!poller)
       return fail(poller.error());
     nic.emplace(std::move(*poller));

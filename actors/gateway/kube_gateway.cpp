@@ -169,10 +169,8 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
 caf::behavior kube_gateway(kube_gateway_actor* self,
                            std::shared_ptr<kube::kube_client> client) {
   self->state.client = std::move(client);
-  self->attach_functor([self] {
-    for (auto& [id, sub] : self->state.watches)
-      self->state.client->stop_watch(sub.stream);
-  });
+  // No cleanup hook: the state (and with it the client, its I/O thread and
+  // every open watch) is destroyed when the actor exits.
   return {
     [=](kube::kube_request& request) -> caf::result<kube::kube_result> {
       auto& st = self->state;

@@ -261,8 +261,9 @@ private:
   bool authorised(const request_t& req, Stream& stream) {
     if constexpr (!std::is_same_v<Stream, tcp::socket>) {
       // A client certificate the TLS layer verified is an identity too.
+      // get0: a borrowed pointer (get1/get_peer_certificate would need a free).
       if (!options_.client_ca_pem.empty()
-          && SSL_get_peer_certificate(stream.native_handle()) != nullptr)
+          && SSL_get0_peer_certificate(stream.native_handle()) != nullptr)
         return true;
     }
     std::lock_guard<std::mutex> guard(mutex_);

@@ -296,7 +296,8 @@ void read_code_details(xid_record& out) {
     case 45: {
       auto at = find_ci(out.detail, "caused by previous Xid");
       if (at != npos) {
-        std::string_view rest = skip_blanks(out.detail.substr(at + 22));
+        // A view, not out.detail.substr(): that temporary would die before read_int.
+        std::string_view rest = skip_blanks(std::string_view(out.detail).substr(at + 22));
         out.caused_by_xid = read_int(rest);
       }
       break;

@@ -23,7 +23,11 @@ struct fake_poster_state {
   static inline const char* name = "fake_poster";
 };
 
-behavior fake_poster(stateful_actor<fake_poster_state>* self) {
+// Takes its first answer as an argument: CAF 0.17 spawns without arguments
+// trip UBSan inside init_fun_factory (CAF guide §10.12).
+behavior fake_poster(stateful_actor<fake_poster_state>* self,
+                     agent::post_outcome first_answer) {
+  self->state.answer = first_answer;
   return {
     [=](post_atom, const std::string& body) {
       self->state.bodies.push_back(body);
@@ -48,7 +52,7 @@ health_event event(const std::string& id, bool fatal) {
 }
 
 struct fixture : test_coordinator_fixture<> {
-  actor poster = sys.spawn(fake_poster);
+  actor poster = sys.spawn(fake_poster, agent::post_outcome::accepted);
   std::shared_ptr<agent::event_spool> spool = [] {
     auto s = std::make_shared<agent::event_spool>(
       agent::spool_options{vigil::test::fresh_directory() + "/spool"});

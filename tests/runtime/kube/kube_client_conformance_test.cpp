@@ -3,6 +3,12 @@
 // token rotation, and garbage from the server.
 #include <fstream>
 #include <future>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -276,6 +282,45 @@ TEST_F(client_conformance, rotated_token_file_is_picked_up) {
   std::ofstream(token_file) << "second-token-longer\n"; // size differs: seen at once
   server_->set_tokens({"second-token-longer"});
   EXPECT_TRUE(call("GET", resource_path(nodes)).ok());
+}
+
+// A server that answers one watch with a line cut short, then hangs up.
+TEST(kube_watch, a_truncated_watch_line_is_an_error_not_a_crash) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread server([listener] {
+    int conn = ::accept(listener, nullptr, nullptr);
+    char buf[4096];
+    [[maybe_unused]] auto n = ::read(conn, buf, sizeof buf);
+    const std::string line = R"({"type":"ADDED","object":{"metadata":{)";
+    const std::string reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                              "Content-Length: "
+                              + std::to_string(line.size())
+                              + "\r\nConnection: close\r\n\r\n" + line;
+    [[maybe_unused]] auto w = ::write(conn, reply.data(), reply.size());
+    ::close(conn);
+  });
+  auto client = make_kube_client_curl(
+    kube_connection{"http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port))}, {});
+  ASSERT_TRUE(client.has_value());
+  std::promise<std::optional<kube_error>> ended;
+  int lines = 0;
+  (*client)->watch(
+    make_request("GET", "/api/v1/nodes", "", "watch=true"),
+    [&](std::string_view) { ++lines; },
+    [&](std::optional<kube_error> why) { ended.set_value(why); });
+  auto why = ended.get_future().get();
+  server.join();
+  ::close(listener);
+  EXPECT_EQ(lines, 0);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(why->reason, "TruncatedWatchLine") << why->to_string();
 }
 
 TEST(kube_api, garbage_bodies_are_errors_not_crashes) {

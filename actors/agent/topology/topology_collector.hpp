@@ -1,0 +1,36 @@
+// The agent's topology collector: runs `nvidia-smi topo -m` and
+// `nvidia-smi --query-gpu=…` (or reads their saved output from files) and
+// writes gpu_metadata.json for the XID and NIC monitors (seed 002 §12.2).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "actors/agent/topology/gpu_metadata.hpp"
+#include "messages/expected.hpp"
+
+namespace vigil::agent {
+
+/// Runs a command and returns its standard output; a failure when it cannot
+/// run or exits non-zero. Tests pass a fake.
+using command_runner = std::function<expected<std::string>(const std::string& command)>;
+
+/// The real runner (popen). Blocking: call it at startup, not from an actor.
+expected<std::string> run_command(const std::string& command);
+
+struct topology_sources {
+  std::string nvidia_smi = "nvidia-smi"; ///< the binary (a path, or found on PATH)
+  std::string
+    topo_file; ///< saved `nvidia-smi topo -m` output; runs nvidia-smi when empty
+  std::string gpus_file; ///< saved `--query-gpu` CSV; runs nvidia-smi when empty
+};
+
+/// The two outputs (from files or commands) parsed and merged.
+expected<gpu_metadata> collect_gpu_metadata(const std::string& node_name,
+                                            const topology_sources& sources,
+                                            const command_runner& run);
+
+/// Collects and writes `path` atomically (temporary file, then rename).
+status write_gpu_metadata(const std::string& path, const gpu_metadata& metadata);
+
+} // namespace vigil::agent
