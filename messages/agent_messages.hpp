@@ -7,6 +7,7 @@
 
 #include "actors/agent/forwarder/http_event_poster.hpp"
 #include "messages/health_event.hpp"
+#include "messages/health_event_message.hpp"
 
 namespace vigil {
 
@@ -22,5 +23,4 @@ using wake_atom = caf::atom_constant<caf::atom("wake")>;
 
 } // namespace vigil
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::health_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::agent::post_result)

@@ -125,6 +125,9 @@ caf::behavior journal(journal_actor* self, journal_config config, caf::actor wri
     },
     [=](retry_atom) { write_in_flight(self); },
     [=](stats_atom) { return current_stats(self); },
+    [=](read_atom atom, journal_query& query) {
+      return self->delegate(self->state.writer, atom, std::move(query));
+    },
   };
 }
 
@@ -139,6 +142,15 @@ caf::behavior journal_writer(caf::event_based_actor*,
         return make_error(journal_errc::unavailable, outcomes.error().to_string());
       }
       return std::move(*outcomes);
+    },
+    [=](read_atom,
+        const journal_query& query) -> caf::result<std::vector<journal_record>> {
+      auto rows = store->read(query);
+      if (!rows) {
+        store->close();
+        return make_error(journal_errc::unavailable, rows.error().to_string());
+      }
+      return std::move(*rows);
     },
   };
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/meta/type_name.hpp>
@@ -20,6 +21,9 @@ using append_atom = caf::atom_constant<caf::atom("append")>;
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+/// (read_atom, journal_query) → vector<journal_record>: rows in seq order,
+/// read by the writer between batches (state rebuilds at startup and restart).
+using read_atom = caf::atom_constant<caf::atom("read")>;
 /// (stats_atom) → journal_stats.
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 
@@ -73,3 +77,5 @@ typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
 }
 
 } // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_query)

@@ -81,6 +81,11 @@ void circuit_breaker::reset() {
   cordons_.clear();
 }
 
+void circuit_breaker::restore_trip(wall_time at, std::string reason) {
+  tripped_at_ = at;
+  trip_reason_ = std::move(reason);
+}
+
 std::size_t circuit_breaker::cordons_in_window(wall_time now) {
   prune(now);
   return cordons_.size();

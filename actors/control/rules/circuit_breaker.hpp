@@ -62,6 +62,8 @@ public:
   std::optional<wall_time> tripped_at() const { return tripped_at_; }
   std::string trip_reason() const { return trip_reason_; }
   void reset();
+  /// Re-opens the breaker as the journal recorded it (state survives restarts).
+  void restore_trip(wall_time at, std::string reason);
 
   /// Nodes cordoned within the window ending at `now`.
   std::size_t cordons_in_window(wall_time now);

@@ -1,0 +1,132 @@
+#include "actors/control/breaker/breaker_actor.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/journal/journal_messages.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+journal_record trip_row(const control::circuit_breaker& b) {
+  journal_record row;
+  row.recorded_at = *b.tripped_at();
+  row.kind = breaker_row::tripped;
+  row.idempotency_key = std::string(breaker_row::tripped) + "/"
+                        + std::to_string(unix_seconds(row.recorded_at)) + "."
+                        + std::to_string(unix_nanos(row.recorded_at));
+  row.body =
+    nlohmann::json{{"reason", b.trip_reason()}, {"at", format_rfc3339(row.recorded_at)}}
+      .dump();
+  return row;
+}
+
+journal_record reset_row(wall_time now) {
+  journal_record row;
+  row.recorded_at = now;
+  row.kind = breaker_row::reset;
+  row.idempotency_key = std::string(breaker_row::reset) + "/"
+                        + std::to_string(unix_seconds(now)) + "."
+                        + std::to_string(unix_nanos(now));
+  row.body = nlohmann::json{{"at", format_rfc3339(now)}}.dump();
+  return row;
+}
+
+// A trip is refused to the asking node at once; the row is journaled so the
+// trip survives a restart. A failed append is logged loudly: the breaker stays
+// tripped in memory either way (failing safe).
+void journal_trip(breaker_actor* self) {
+  auto row = trip_row(self->state.breaker);
+  self->request(self->state.journal, caf::infinite, append_atom::value, std::move(row))
+    .then([](const append_outcome&) {},
+          [](const caf::error& err) {
+            component_logger("breaker")->error(
+              "breaker: the trip could not be journaled ({}); it holds until "
+              "this process restarts",
+              caf::to_string(err));
+          });
+}
+
+} // namespace
+
+void restore_breaker(control::circuit_breaker& breaker,
+                     const std::vector<journal_record>& rows) {
+  for (const auto& row : rows) {
+    if (row.kind == breaker_row::reset) {
+      breaker.reset();
+    } else if (row.kind == breaker_row::tripped) {
+      auto body = nlohmann::json::parse(row.body, nullptr, false);
+      std::string reason =
+        body.is_object() && body.contains("reason") && body["reason"].is_string()
+          ? body["reason"].get<std::string>()
+          : "tripped (reason not recorded)";
+      breaker.restore_trip(row.recorded_at, reason);
+    }
+  }
+}
+
+caf::behavior breaker(breaker_actor* self, control::breaker_config config,
+                      caf::actor journal, std::shared_ptr<const clock> time) {
+  self->state.breaker = control::circuit_breaker(std::move(config));
+  self->state.journal = std::move(journal);
+  self->state.time = std::move(time);
+  return {
+    [=](admit_atom, const std::string& node) -> std::string {
+      auto& st = self->state;
+      auto refusal = st.breaker.admit_cordon(node, st.gpu_nodes, st.time->wall_now());
+      if (refusal == control::breaker_refusal::none) {
+        ++st.stats.admitted;
+        return {};
+      }
+      ++st.stats.refused;
+      if (refusal == control::breaker_refusal::trips_now) {
+        ++st.stats.trips;
+        component_logger("breaker")->error(
+          "circuit breaker tripped: {}; no new cordon, drain or remediation "
+          "starts until `vigil breaker reset`",
+          st.breaker.trip_reason());
+        journal_trip(self);
+      }
+      return std::string(control::to_string(refusal)) + ": " + st.breaker.trip_reason();
+    },
+    [=](reset_atom) -> caf::result<std::string> {
+      auto rp = self->make_response_promise<std::string>();
+      // Journal first: an acknowledged reset is never lost on restart.
+      self
+        ->request(self->state.journal, caf::infinite, append_atom::value,
+                  reset_row(self->state.time->wall_now()))
+        .then(
+          [=](const append_outcome&) mutable {
+            self->state.breaker.reset();
+            component_logger("breaker")->warn("circuit breaker reset by an operator");
+            rp.deliver(std::string("reset"));
+          },
+          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
+    [=](gpunodes_atom, std::uint64_t count) { self->state.gpu_nodes = count; },
+    [=](replay_atom, const std::vector<journal_record>& rows) {
+      restore_breaker(self->state.breaker, rows);
+      if (self->state.breaker.tripped())
+        component_logger("breaker")->warn("circuit breaker restored as tripped: {}",
+                                          self->state.breaker.trip_reason());
+    },
+    [=](summary_atom) -> std::string {
+      auto& st = self->state;
+      auto now = st.time->wall_now();
+      return nlohmann::json{{"tripped", st.breaker.tripped()},
+                            {"reason", st.breaker.trip_reason()},
+                            {"cordonsInWindow", st.breaker.cordons_in_window(now)},
+                            {"gpuNodes", st.gpu_nodes},
+                            {"admitted", st.stats.admitted},
+                            {"refused", st.stats.refused},
+                            {"trips", st.stats.trips}}
+        .dump();
+    },
+  };
+}
+
+} // namespace vigil

@@ -1,0 +1,53 @@
+// The breaker actor: the fleet's one circuit breaker (issue #7 item 4). Node
+// actors ask it before a new cordon; a trip is journaled before it is
+// reported, survives restarts (the fleet replays the breaker rows into it at
+// startup) and is closed only by an explicit reset.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/rules/circuit_breaker.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/journal/journal_store.hpp"
+
+namespace vigil {
+
+/// Journal row kinds of the breaker (fleet-wide rows: node "").
+namespace breaker_row {
+constexpr const char* tripped = "breaker_tripped";
+constexpr const char* reset = "breaker_reset";
+} // namespace breaker_row
+
+struct breaker_stats {
+  std::uint64_t admitted = 0;
+  std::uint64_t refused = 0;
+  std::uint64_t trips = 0;
+};
+
+struct breaker_state {
+  control::circuit_breaker breaker;
+  caf::actor journal;
+  std::shared_ptr<const clock> time;
+  std::size_t gpu_nodes = 0;
+  breaker_stats stats;
+  static inline const char* name = "breaker";
+};
+
+using breaker_actor = caf::stateful_actor<breaker_state>;
+
+/// (admit_atom, node) → "" or why not; (reset_atom) → "reset";
+/// (gpunodes_atom, count); (replay_atom, breaker rows); (summary_atom) → JSON.
+caf::behavior breaker(breaker_actor* self, control::breaker_config config,
+                      caf::actor journal, std::shared_ptr<const clock> time);
+
+/// The breaker's state after the journal's breaker rows, oldest first: the
+/// last row wins (a trip after a reset re-opens it).
+void restore_breaker(control::circuit_breaker& breaker,
+                     const std::vector<journal_record>& rows);
+
+} // namespace vigil

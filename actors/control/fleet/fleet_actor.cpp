@@ -1,0 +1,336 @@
+#include "actors/control/fleet/fleet_actor.hpp"
+
+#include <functional>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<spdlog::logger> logger() {
+  return component_logger("fleet");
+}
+
+/// Journal row kind of a HealthEvent (the kind fleet_view replays too).
+constexpr const char* event_row = "event";
+
+} // namespace
+
+/// A rebuild's journal read to try again (the journal was unavailable).
+struct pending_read {
+  journal_query query;
+  std::shared_ptr<rebuild_batch> batch;
+  std::function<void()> done;
+};
+
+} // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::pending_read)
+
+namespace vigil {
+
+namespace {
+
+caf::actor spawn_node(fleet_actor* self, const std::string& name) {
+  auto& st = self->state;
+  auto child =
+    self->spawn(node, name, st.settings, st.gateway, st.journal, st.breaker, st.time);
+  self->monitor(child);
+  st.nodes[name] = child;
+  st.names[child.address()] = name;
+  ++st.stats.spawned;
+  return child;
+}
+
+caf::actor node_for(fleet_actor* self, const std::string& name) {
+  auto i = self->state.nodes.find(name);
+  return i != self->state.nodes.end() ? i->second : spawn_node(self, name);
+}
+
+bool is_gpu_node(const json& object, const std::string& selector) {
+  if (selector.empty())
+    return true;
+  auto eq = selector.find('=');
+  auto key = selector.substr(0, eq);
+  auto labels = object.find("metadata");
+  if (labels == object.end() || !labels->is_object())
+    return false;
+  auto l = labels->find("labels");
+  if (l == labels->end() || !l->is_object())
+    return false;
+  auto value = l->find(key);
+  if (value == l->end() || !value->is_string())
+    return false;
+  return eq == std::string::npos || value->get<std::string>() == selector.substr(eq + 1);
+}
+
+std::string name_of(const json& object) {
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object())
+    return {};
+  auto name = metadata->find("name");
+  return name != metadata->end() && name->is_string() ? name->get<std::string>()
+                                                      : std::string{};
+}
+
+void publish_gpu_count(fleet_actor* self, std::size_t before) {
+  auto& st = self->state;
+  if (st.gpu_nodes.size() != before || !st.listed)
+    self->send(st.breaker, gpunodes_atom::value,
+               static_cast<std::uint64_t>(st.gpu_nodes.size()));
+}
+
+void observe(fleet_actor* self, const json& object) {
+  auto& st = self->state;
+  auto name = name_of(object);
+  if (name.empty())
+    return;
+  if (is_gpu_node(object, st.settings->gpu_node_label))
+    st.gpu_nodes.insert(name);
+  else
+    st.gpu_nodes.erase(name);
+  self->send(node_for(self, name), observe_atom::value, object.dump());
+}
+
+void on_watch_event(fleet_actor* self, const kube_watch_event& event) {
+  auto& st = self->state;
+  ++st.stats.watch_events;
+  if (event.type == "BOOKMARK")
+    return;
+  auto object = json::parse(event.object, nullptr, false);
+  if (!object.is_object()) {
+    logger()->warn("Node watch: unreadable {} object", event.type);
+    return;
+  }
+  const auto before = st.gpu_nodes.size();
+  if (event.type == "LISTED") {
+    st.gpu_nodes.clear();
+    auto items = object.find("items");
+    if (items != object.end() && items->is_array())
+      for (const auto& item : *items)
+        observe(self, item);
+    publish_gpu_count(self, before);
+    if (!st.listed)
+      logger()->info("Node list seen: {} nodes, {} GPU nodes", st.nodes.size(),
+                     st.gpu_nodes.size());
+    st.listed = true;
+    return;
+  }
+  if (event.type == "DELETED") {
+    // The actor stays: its events are still active if the node comes back
+    // under the same name; it waits for the watch to show the Node again.
+    st.gpu_nodes.erase(name_of(object));
+  } else {
+    observe(self, object);
+  }
+  publish_gpu_count(self, before);
+}
+
+void start_watch(fleet_actor* self) {
+  kube_watch_spec spec;
+  spec.resource = kube::api_resource{"", "v1", "nodes", false};
+  self->request(self->state.gateway, caf::infinite, watch_atom::value, std::move(spec))
+    .then([=](std::uint64_t id) { self->state.watch_id = id; },
+          [=](const caf::error& err) {
+            logger()->error("cannot watch Nodes: {}", caf::to_string(err));
+          });
+}
+
+// Reads `query` page by page, folding rows into `batch`, then calls `done`.
+void read_all(fleet_actor* self, journal_query query,
+              std::shared_ptr<rebuild_batch> batch, std::function<void()> done) {
+  self->request(self->state.journal, caf::infinite, read_atom::value, query)
+    .then(
+      [=](const std::vector<journal_record>& rows) mutable {
+        fold_rows(*batch, rows);
+        self->state.stats.rows_replayed += rows.size();
+        if (rows.size() < query.limit)
+          return done();
+        query.after_seq = rows.back().seq;
+        read_all(self, query, batch, done);
+      },
+      [=](const caf::error& err) {
+        // Without its history a node could uncordon too early: retry this
+        // page, never skip it.
+        logger()->error("journal read for a rebuild failed ({}); retrying in 1 s",
+                        caf::to_string(err));
+        self->delayed_send(self, std::chrono::seconds{1},
+                           pending_read{query, batch, done});
+      });
+}
+
+void report_undecodable(fleet_actor* self, const rebuild_batch& batch) {
+  self->state.stats.undecodable_rows += batch.undecodable.size();
+  if (batch.undecodable.empty())
+    return;
+  std::string seqs;
+  for (std::size_t i = 0; i < batch.undecodable.size() && i < 20; ++i)
+    seqs += (seqs.empty() ? "" : ", ") + std::to_string(batch.undecodable[i]);
+  logger()->error("{} journal event rows no longer decode and were skipped (seq {}{})",
+                  batch.undecodable.size(), seqs,
+                  batch.undecodable.size() > 20 ? ", …" : "");
+}
+
+void route(fleet_actor* self, health_event event, std::int64_t seq) {
+  auto& st = self->state;
+  ++st.stats.routed;
+  auto name = event.node_name;
+  if (auto waiting = st.replaying.find(name); waiting != st.replaying.end()) {
+    waiting->second.emplace_back(std::move(event), seq);
+    return;
+  }
+  self->send(node_for(self, name), route_atom::value, std::move(event), seq);
+}
+
+// Startup: fold the whole journal, hand each node its events and the breaker
+// its rows, then release what was routed meanwhile.
+void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
+                   std::shared_ptr<rebuild_batch> batch) {
+  journal_query query;
+  query.after_seq = after_seq;
+  query.limit = fleet_rebuild_page;
+  read_all(self, query, batch, [=] {
+    auto& st = self->state;
+    report_undecodable(self, *batch);
+    self->send(st.breaker, replay_atom::value, batch->breaker_rows);
+    for (auto& [name, events] : batch->events)
+      self->send(node_for(self, name), replay_atom::value, std::move(events));
+    st.rebuilt_seq = batch->last_seq;
+    st.rebuilt = true;
+    logger()->info(
+      "rebuilt from the journal: {} rows, {} nodes with events, up to seq {}",
+      st.stats.rows_replayed, batch->events.size(), st.rebuilt_seq);
+    auto held = std::move(st.held);
+    st.held.clear();
+    for (auto& [event, seq] : held)
+      if (seq > st.rebuilt_seq)
+        route(self, std::move(event), seq);
+  });
+}
+
+// A crashed node actor comes back with its events replayed from the journal.
+void restart_node(fleet_actor* self, const std::string& name) {
+  auto& st = self->state;
+  ++st.stats.restarts;
+  logger()->error("node actor {} crashed; restarting it from the journal", name);
+  auto child = spawn_node(self, name);
+  st.replaying[name]; // routes wait until the history is in
+  auto batch = std::make_shared<rebuild_batch>();
+  journal_query query;
+  query.node = name;
+  query.limit = fleet_rebuild_page;
+  read_all(self, query, batch, [=] {
+    report_undecodable(self, *batch);
+    auto& st = self->state;
+    self->send(child, replay_atom::value, std::move(batch->events[name]));
+    auto waiting = std::move(st.replaying[name]);
+    st.replaying.erase(name);
+    for (auto& [event, seq] : waiting)
+      if (seq > batch->last_seq)
+        route(self, std::move(event), seq);
+  });
+}
+
+std::string fleet_summary(const fleet_state& st) {
+  return json{{"nodes", st.nodes.size()},
+              {"gpuNodes", st.gpu_nodes.size()},
+              {"rebuilt", st.rebuilt},
+              {"listed", st.listed},
+              {"routed", st.stats.routed},
+              {"spawned", st.stats.spawned},
+              {"restarts", st.stats.restarts},
+              {"rowsReplayed", st.stats.rows_replayed},
+              {"undecodableRows", st.stats.undecodable_rows},
+              {"watchEvents", st.stats.watch_events}}
+    .dump();
+}
+
+} // namespace
+
+void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
+  for (const auto& row : rows) {
+    into.last_seq = std::max(into.last_seq, row.seq);
+    if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset) {
+      into.breaker_rows.push_back(row);
+      continue;
+    }
+    if (row.kind != event_row)
+      continue;
+    auto event = decode_health_event(row.body);
+    if (!event) {
+      into.undecodable.push_back(row.seq);
+      continue;
+    }
+    into.events[event->node_name].push_back(std::move(*event));
+  }
+}
+
+caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
+                    caf::actor gateway, caf::actor journal, caf::actor breaker,
+                    std::shared_ptr<const clock> time, bool watch_nodes) {
+  auto& st = self->state;
+  st.settings = std::move(settings);
+  st.gateway = std::move(gateway);
+  st.journal = std::move(journal);
+  st.breaker = std::move(breaker);
+  st.time = std::move(time);
+  st.listed = !watch_nodes;
+  self->set_down_handler([=](const caf::down_msg& msg) {
+    auto& st = self->state;
+    auto i = st.names.find(msg.source);
+    if (i == st.names.end())
+      return;
+    auto name = i->second;
+    st.names.erase(i);
+    st.nodes.erase(name);
+    if (!st.stopping && msg.reason != caf::exit_reason::normal
+        && msg.reason != caf::exit_reason::user_shutdown)
+      restart_node(self, name);
+  });
+  self->set_exit_handler([=](const caf::exit_msg& msg) {
+    // The node actors go with the fleet (they are monitored, not linked).
+    self->state.stopping = true;
+    for (auto& [name, child] : self->state.nodes)
+      self->send_exit(child, msg.reason);
+    self->quit(msg.reason);
+  });
+  rebuild_fleet(self, 0, std::make_shared<rebuild_batch>());
+  if (watch_nodes)
+    start_watch(self);
+  return {
+    [=](route_atom, health_event& event, std::int64_t seq) {
+      auto& st = self->state;
+      if (!st.rebuilt) {
+        st.held.emplace_back(std::move(event), seq);
+        return;
+      }
+      route(self, std::move(event), seq);
+    },
+    [=](const kube_watch_event& event) { on_watch_event(self, event); },
+    [=](const pending_read& retry) {
+      read_all(self, retry.query, retry.batch, retry.done);
+    },
+    [=](summary_atom) { return fleet_summary(self->state); },
+    [=](summary_atom atom, const std::string& node) {
+      // The node actor answers; the promise makes sure nothing else does.
+      auto rp = self->make_response_promise();
+      auto i = self->state.nodes.find(node);
+      if (i == self->state.nodes.end())
+        rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such node: " + node));
+      else
+        rp.delegate(i->second, atom);
+    },
+  };
+}
+
+} // namespace vigil

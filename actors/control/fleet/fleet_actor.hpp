@@ -1,0 +1,82 @@
+// The fleet actor: spawns and supervises one node actor per Kubernetes node
+// (from the Node watch and on demand when an event names a node), routes
+// journaled events to them, and rebuilds their state from the journal at
+// startup and when one crashes (ARCHITECTURE.md §3 "supervision").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/node/node_actor.hpp"
+#include "messages/health_event.hpp"
+#include "runtime/journal/journal_store.hpp"
+
+namespace vigil {
+
+struct fleet_stats {
+  std::uint64_t routed = 0;   ///< events handed to node actors
+  std::uint64_t spawned = 0;  ///< node actors started
+  std::uint64_t restarts = 0; ///< node actors restarted after a crash
+  std::uint64_t rows_replayed = 0;
+  std::uint64_t undecodable_rows = 0; ///< journal rows that no longer decode
+  std::uint64_t watch_events = 0;
+};
+
+struct fleet_state {
+  std::shared_ptr<const node_settings> settings;
+  caf::actor gateway;
+  caf::actor journal;
+  caf::actor breaker;
+  std::shared_ptr<const clock> time;
+  std::unordered_map<std::string, caf::actor> nodes;
+  std::map<caf::actor_addr, std::string> names; ///< for down messages
+  std::set<std::string> gpu_nodes;
+  /// Events routed while the startup rebuild runs; those at or below the
+  /// rebuilt seq are already in it.
+  std::vector<std::pair<health_event, std::int64_t>> held;
+  std::int64_t rebuilt_seq = 0;
+  /// Restarted node actors whose journal replay is being read, with the
+  /// events routed to them meanwhile (delivered after the replay, in order).
+  std::map<std::string, std::vector<std::pair<health_event, std::int64_t>>> replaying;
+  bool rebuilt = false; ///< the journal has been folded in
+  bool listed = false;  ///< the Node list has been seen
+  bool stopping = false;
+  std::uint64_t watch_id = 0;
+  fleet_stats stats;
+  static inline const char* name = "fleet";
+};
+
+using fleet_actor = caf::stateful_actor<fleet_state>;
+
+/// Rows read per journal request during rebuilds.
+constexpr std::size_t fleet_rebuild_page = 10000;
+
+/// (route_atom, health_event, seq); kube_watch_event from the Node watch;
+/// (summary_atom) → JSON with the counts and readiness;
+/// (summary_atom, node) → that node actor's summary.
+/// `watch_nodes` false: no Node watch (tests feed observe messages directly).
+caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
+                    caf::actor gateway, caf::actor journal, caf::actor breaker,
+                    std::shared_ptr<const clock> time, bool watch_nodes);
+
+/// Groups journal rows for a rebuild: each node's events oldest first, and
+/// the fleet-wide breaker rows. Undecodable event rows are counted, reported
+/// by seq, and skipped.
+struct rebuild_batch {
+  std::map<std::string, std::vector<health_event>> events;
+  std::vector<journal_record> breaker_rows;
+  std::vector<std::int64_t> undecodable;
+  std::int64_t last_seq = 0;
+};
+void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows);
+
+} // namespace vigil

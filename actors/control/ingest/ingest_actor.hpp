@@ -1,0 +1,75 @@
+// The ingest actor: journals each valid event of a POST /v1/events request
+// and answers only after the journal did (issue #7 item 1, "journal before
+// acknowledging"). Stored events go on to the fleet; duplicates are
+// acknowledged and not processed again. A request whose appends have not all
+// committed by the deadline is answered 503 + Retry-After for those; appends
+// that commit later are still routed, so a resent copy (a duplicate then)
+// loses nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/ingest/ingest_logic.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/journal/journal_store.hpp"
+
+namespace vigil {
+
+/// One HTTP request's parsed items and the way to answer it.
+struct ingest_request {
+  std::vector<control::ingest_item> items;
+  std::function<void(control::ingest_reply)> reply;
+};
+
+struct ingest_settings {
+  caf::timespan deadline = std::chrono::seconds{5}; ///< answer 503 after this
+  int retry_after_seconds = 2;
+};
+
+struct ingest_stats {
+  std::uint64_t requests = 0;
+  std::uint64_t received = 0; ///< documents, valid or not
+  std::uint64_t rejected = 0;
+  std::uint64_t journaled = 0;
+  std::uint64_t duplicates = 0;
+  std::uint64_t unavailable = 0; ///< answered 503 for these
+};
+
+struct pending_ingest {
+  ingest_request request;
+  std::vector<control::item_result> results;
+  std::size_t remaining = 0;
+  bool answered = false;
+};
+
+struct ingest_state {
+  ingest_settings settings;
+  caf::actor journal;
+  caf::actor fleet;
+  std::shared_ptr<const clock> time;
+  std::uint64_t next_id = 0;
+  std::map<std::uint64_t, std::shared_ptr<pending_ingest>> pending;
+  ingest_stats stats;
+  static inline const char* name = "ingest";
+};
+
+using ingest_actor = caf::stateful_actor<ingest_state>;
+
+/// (ingest_atom, ingest_request); (stats_atom) → JSON counts.
+caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor journal,
+                     caf::actor fleet, std::shared_ptr<const clock> time);
+
+/// The journal row of an ingested event: kind "event", keyed by its id.
+journal_record event_row(const health_event& event, wall_time now);
+
+} // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::ingest_request)

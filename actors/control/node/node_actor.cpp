@@ -1,0 +1,325 @@
+#include "actors/control/node/node_actor.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+using control::quarantine_decision;
+
+std::shared_ptr<spdlog::logger> logger() {
+  return component_logger("node");
+}
+
+// A decision adds a cordon or a taint that is not there yet: the breaker
+// must agree first (issue #7 item 4). Releasing never asks.
+bool starts_quarantine(const quarantine_decision& d) {
+  return d.cordon || !d.add_taints.empty();
+}
+
+std::string event_reason(const quarantine_decision& d) {
+  if (d.held_by_breaker)
+    return "QuarantineHeld";
+  if (d.cordon || !d.add_taints.empty())
+    return "Quarantined";
+  if (d.uncordon || (!d.remove_taints.empty() && !d.quarantined))
+    return "QuarantineReleased";
+  return "QuarantineUpdated";
+}
+
+// The journal row of a decision, written before anything is sent. Keyed by the
+// Node's resourceVersion and the decision's content: a decision repeated on
+// the same observation (a retry, a restart, dry-run) is stored once.
+journal_record decision_row(const node_state& st, const quarantine_decision& d,
+                            const std::string& summary) {
+  nlohmann::json body = {{"decision", summary},
+                         {"quarantined", d.quarantined},
+                         {"cordon", d.cordon},
+                         {"uncordon", d.uncordon},
+                         {"heldByBreaker", d.held_by_breaker},
+                         {"optedOut", d.opted_out},
+                         {"activeEvents", st.active.size()},
+                         {"annotation", d.annotation.value_or("")},
+                         {"resourceVersion", st.node->resource_version},
+                         {"dryRun", st.settings->dry_run}};
+  journal_record row;
+  row.recorded_at = st.time->wall_now();
+  row.node = st.node_name;
+  row.kind = quarantine_row;
+  row.body = body.dump();
+  row.idempotency_key = st.node_name + "/quarantine/" + st.node->resource_version + "/"
+                        + std::to_string(std::hash<std::string>{}(row.body));
+  return row;
+}
+
+void reconcile(node_actor* self);
+
+// The current reconcile is over; run again if something arrived meanwhile.
+void finish(node_actor* self) {
+  auto& st = self->state;
+  st.busy = false;
+  if (st.again) {
+    st.again = false;
+    reconcile(self);
+  }
+}
+
+// A failed request: try again after a doubling delay, never in a tight loop.
+void retry_later(node_actor* self, const std::string& what) {
+  auto& st = self->state;
+  ++st.stats.failures;
+  st.busy = false;
+  if (st.backoff == caf::timespan{})
+    st.backoff = st.settings->retry_initial;
+  logger()->warn(
+    "node {}: {}; retrying in {} ms", st.node_name, what,
+    std::chrono::duration_cast<std::chrono::milliseconds>(st.backoff).count());
+  if (!st.retry_armed) {
+    st.retry_armed = true;
+    self->delayed_send(self, st.backoff, reconcile_atom::value);
+  }
+  st.backoff = std::min(st.backoff * 2, st.settings->retry_max);
+}
+
+// A request failed: 409 means the Node moved on (re-read it), 404 that it is
+// gone (wait for the watch to bring it back), anything else is retried.
+void on_request_failure(node_actor* self, const kube::kube_error& err, const char* what) {
+  auto& st = self->state;
+  if (err.conflict()) {
+    ++st.stats.conflicts;
+    st.node.reset();
+    st.busy = false;
+    reconcile(self);
+  } else if (err.not_found()) {
+    logger()->warn("node {}: {} found no Node; waiting for it to appear", st.node_name,
+                   what);
+    st.node.reset();
+    st.busy = false;
+    st.again = false;
+  } else {
+    retry_later(self, std::string(what) + " failed: " + err.to_string());
+  }
+}
+
+// Reads a Node from a response body into the observation.
+bool take_node(node_actor* self, const std::string& json) {
+  auto& st = self->state;
+  auto observed =
+    control::observe_node(json, st.settings->quarantine, st.settings->gpu_node_label);
+  if (!observed) {
+    logger()->error("node {}: unreadable Node from the API server: {}", st.node_name,
+                    observed.error().to_string());
+    return false;
+  }
+  st.node = std::move(*observed);
+  return true;
+}
+
+void fetch_node(node_actor* self) {
+  auto& st = self->state;
+  st.busy = true;
+  self->request(st.gateway, caf::infinite, control::get_node_request(st.node_name))
+    .then([=](const kube::kube_result& result) {
+      if (!result.ok())
+        return on_request_failure(self, result.error(), "GET");
+      if (!take_node(self, result.response().body))
+        return retry_later(self, "GET returned an unreadable Node");
+      self->state.busy = false;
+      reconcile(self);
+    });
+}
+
+void post_event(node_actor* self, const quarantine_decision& d,
+                const std::string& summary) {
+  auto& st = self->state;
+  auto request = control::node_event_request(st.node_name, st.settings->events_namespace,
+                                             event_reason(d), summary, d.quarantined,
+                                             st.time->wall_now(), ++st.decisions);
+  self->request(st.gateway, caf::infinite, std::move(request))
+    .then([=](const kube::kube_result& result) {
+      if (!result.ok())
+        logger()->warn("node {}: Event not posted: {}", self->state.node_name,
+                       result.error().to_string());
+    });
+}
+
+void patch_status(node_actor* self, quarantine_decision d, std::string summary) {
+  auto& st = self->state;
+  auto request = control::status_patch_request(
+    st.node_name, control::node_status_patch(d, st.time->wall_now()));
+  if (!request) {
+    post_event(self, d, summary);
+    st.backoff = {};
+    return finish(self);
+  }
+  self->request(st.gateway, caf::infinite, std::move(*request))
+    .then([=](const kube::kube_result& result) {
+      if (!result.ok())
+        return on_request_failure(self, result.error(), "PATCH status");
+      ++self->state.stats.patches;
+      take_node(self, result.response().body);
+      post_event(self, d, summary);
+      self->state.backoff = {};
+      finish(self);
+    });
+}
+
+// Sends the decision: spec and annotations first (with the resourceVersion
+// precondition), then the conditions, then a Kubernetes Event.
+void send_decision(node_actor* self, quarantine_decision d, std::string summary) {
+  auto& st = self->state;
+  auto request =
+    control::spec_patch_request(st.node_name, control::node_spec_patch(d, *st.node));
+  if (!request)
+    return patch_status(self, std::move(d), std::move(summary));
+  self->request(st.gateway, caf::infinite, std::move(*request))
+    .then([=](const kube::kube_result& result) {
+      auto& st = self->state;
+      if (!result.ok())
+        return on_request_failure(self, result.error(), "PATCH");
+      ++st.stats.patches;
+      st.stats.cordons += d.cordon ? 1 : 0;
+      st.stats.uncordons += d.uncordon ? 1 : 0;
+      take_node(self, result.response().body);
+      patch_status(self, d, summary);
+    });
+}
+
+// Journal first, then act (ARCHITECTURE.md §2 "journal first").
+void apply_decision(node_actor* self, quarantine_decision d) {
+  auto& st = self->state;
+  ++st.stats.reconciles;
+  st.stats.held += d.held_by_breaker ? 1 : 0;
+  auto summary = control::describe(d);
+  self
+    ->request(st.journal, caf::infinite, append_atom::value, decision_row(st, d, summary))
+    .then(
+      [=](const append_outcome&) {
+        auto& st = self->state;
+        logger()->info("node {}: {}{}", st.node_name, summary,
+                       st.settings->dry_run ? " (dry run: not applied)" : "");
+        if (st.settings->dry_run)
+          return finish(self);
+        send_decision(self, d, summary);
+      },
+      [=](const caf::error& err) {
+        retry_later(self,
+                    "the decision could not be journaled (" + caf::to_string(err) + ")");
+      });
+}
+
+void reconcile(node_actor* self) {
+  auto& st = self->state;
+  if (st.busy) {
+    st.again = true;
+    return;
+  }
+  if (!st.node)
+    return fetch_node(self);
+  auto decision = control::decide_quarantine(st.node->observation, st.active,
+                                             st.settings->quarantine, true);
+  if (decision.no_change(st.node->observation))
+    return;
+  st.busy = true;
+  if (!starts_quarantine(decision))
+    return apply_decision(self, std::move(decision));
+  self->request(st.breaker, caf::infinite, admit_atom::value, st.node_name)
+    .then(
+      [=](const std::string& refusal) {
+        auto& st = self->state;
+        if (refusal.empty())
+          return apply_decision(self, decision);
+        auto held = control::decide_quarantine(st.node->observation, st.active,
+                                               st.settings->quarantine, false);
+        if (held.no_change(st.node->observation))
+          return finish(self);
+        logger()->warn("node {}: new quarantine refused by the breaker ({})",
+                       st.node_name, refusal);
+        apply_decision(self, std::move(held));
+      },
+      [=](const caf::error& err) {
+        retry_later(self, "the breaker did not answer (" + caf::to_string(err) + ")");
+      });
+}
+
+std::string summary_of(const node_state& st) {
+  nlohmann::json active = nlohmann::json::array();
+  for (const auto& r : st.active.records())
+    active.push_back({{"check", r.check_name},
+                      {"entityType", r.subject.type},
+                      {"entityValue", r.subject.value},
+                      {"rule", r.rule}});
+  nlohmann::json out = {{"node", st.node_name},
+                        {"active", active},
+                        {"observed", st.node.has_value()},
+                        {"busy", st.busy},
+                        {"events", st.stats.events},
+                        {"reconciles", st.stats.reconciles},
+                        {"patches", st.stats.patches},
+                        {"conflicts", st.stats.conflicts},
+                        {"failures", st.stats.failures},
+                        {"cordons", st.stats.cordons},
+                        {"uncordons", st.stats.uncordons},
+                        {"held", st.stats.held}};
+  if (st.node) {
+    out["unschedulable"] = st.node->observation.unschedulable;
+    out["cordonOwned"] = st.node->observation.cordon_owned;
+  }
+  return out.dump();
+}
+
+} // namespace
+
+caf::behavior node(node_actor* self, std::string name,
+                   std::shared_ptr<const node_settings> settings, caf::actor gateway,
+                   caf::actor journal, caf::actor breaker,
+                   std::shared_ptr<const clock> time) {
+  auto& st = self->state;
+  st.node_name = std::move(name);
+  st.settings = std::move(settings);
+  st.gateway = std::move(gateway);
+  st.journal = std::move(journal);
+  st.breaker = std::move(breaker);
+  st.time = std::move(time);
+  return {
+    [=](route_atom, const health_event& event, std::int64_t) {
+      auto& st = self->state;
+      auto outcome = st.active.apply(event, st.settings->quarantine);
+      ++st.stats.events;
+      if (!outcome.ignored.empty()) {
+        ++st.stats.ignored;
+        logger()->debug("node {}: event {} not acted on: {}", st.node_name, event.id,
+                        outcome.ignored);
+      }
+      if (outcome.changed)
+        reconcile(self);
+    },
+    [=](replay_atom, const std::vector<health_event>& events) {
+      auto& st = self->state;
+      for (const auto& e : events)
+        st.active.apply(e, st.settings->quarantine);
+      reconcile(self);
+    },
+    [=](observe_atom, const std::string& node_json) {
+      if (take_node(self, node_json))
+        reconcile(self);
+    },
+    [=](reconcile_atom) {
+      self->state.retry_armed = false;
+      reconcile(self);
+    },
+    [=](summary_atom) { return summary_of(self->state); },
+  };
+}
+
+} // namespace vigil

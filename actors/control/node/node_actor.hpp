@@ -1,0 +1,78 @@
+// The node actor: one per Kubernetes node, and the only place where work on
+// that node is decided (ARCHITECTURE.md §2 "the node actor is the lock"). It
+// tracks the node's active unhealthy events (entity level, seed 000 §2.2),
+// observes the Node through the fleet's watch and converges cordon, taints,
+// conditions and annotation with quarantine rules, asking the breaker before
+// any new cordon. One reconcile at a time: its requests are in flight while
+// newer triggers only mark it to run again.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/node/node_resource.hpp"
+#include "actors/control/rules/quarantine_rules.hpp"
+#include "runtime/clock.hpp"
+
+namespace vigil {
+
+/// What every node actor reads from configuration; shared and immutable.
+struct node_settings {
+  control::quarantine_policy quarantine;
+  /// "key" or "key=value": a Node with this label counts as a GPU node for
+  /// the breaker's percentage.
+  std::string gpu_node_label = "nvidia.com/gpu.present=true";
+  std::string events_namespace = "default"; ///< where Kubernetes Events go
+  bool dry_run = false; ///< decide and journal, never write to the API server
+  caf::timespan retry_initial = std::chrono::seconds{1};
+  caf::timespan retry_max = std::chrono::seconds{60};
+};
+
+struct node_stats {
+  std::uint64_t events = 0;     ///< routed events applied
+  std::uint64_t ignored = 0;    ///< routed events no rule acted on
+  std::uint64_t reconciles = 0; ///< decisions made
+  std::uint64_t patches = 0;    ///< PATCH requests that succeeded
+  std::uint64_t conflicts = 0;  ///< 409: the Node changed; re-read
+  std::uint64_t failures = 0;   ///< other failed requests (retried)
+  std::uint64_t cordons = 0;
+  std::uint64_t uncordons = 0;
+  std::uint64_t held = 0; ///< new quarantines refused by the breaker
+};
+
+struct node_state {
+  std::string node_name;
+  std::shared_ptr<const node_settings> settings;
+  caf::actor gateway;
+  caf::actor journal;
+  caf::actor breaker;
+  std::shared_ptr<const clock> time;
+  control::active_events active;
+  std::optional<control::observed_node> node; ///< unset until read or watched
+  bool busy = false;                          ///< a reconcile's requests are in flight
+  bool again = false;                         ///< a trigger arrived while busy
+  bool retry_armed = false;                   ///< a retry timer is pending
+  caf::timespan backoff{};                    ///< next retry delay after a failure
+  std::uint64_t decisions = 0;                ///< numbers the Kubernetes Events
+  node_stats stats;
+  static inline const char* name = "node";
+};
+
+using node_actor = caf::stateful_actor<node_state>;
+
+/// (route_atom, health_event, seq); (observe_atom, node JSON);
+/// (replay_atom, vector<health_event>); (reconcile_atom); (summary_atom) → JSON.
+caf::behavior node(node_actor* self, std::string name,
+                   std::shared_ptr<const node_settings> settings, caf::actor gateway,
+                   caf::actor journal, caf::actor breaker,
+                   std::shared_ptr<const clock> time);
+
+/// Journal row kind of a quarantine decision.
+constexpr const char* quarantine_row = "quarantine";
+
+} // namespace vigil

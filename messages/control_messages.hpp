@@ -1,0 +1,43 @@
+// Messages of the control plane's actors (ingest, fleet, node, breaker).
+// Local only: these types never cross a process boundary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include "messages/health_event.hpp"
+#include "messages/health_event_message.hpp"
+
+namespace vigil {
+
+/// (route_atom, health_event, seq) to the fleet, then to the event's node
+/// actor: the event is journaled (seq is its row) and not a duplicate.
+using route_atom = caf::atom_constant<caf::atom("route")>;
+/// (observe_atom, node JSON) to a node actor: the Node as the API server has it.
+using observe_atom = caf::atom_constant<caf::atom("observe")>;
+/// (replay_atom, vector<health_event>) to a node actor: its journaled events,
+/// oldest first, folded in without side effects before it reconciles.
+using replay_atom = caf::atom_constant<caf::atom("replay")>;
+/// (reconcile_atom) to a node actor: compare desired with observed and converge.
+using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
+/// (admit_atom, node) to the breaker → std::string refusal, "" when granted.
+using admit_atom = caf::atom_constant<caf::atom("admit")>;
+/// (reset_atom) to the breaker: the operator's explicit reset.
+using reset_atom = caf::atom_constant<caf::atom("reset")>;
+/// (gpunodes_atom, count) to the breaker: the fleet's GPU-node count.
+using gpunodes_atom = caf::atom_constant<caf::atom("gpunodes")>;
+/// (ingest_atom, ingest_batch) to the ingest actor → vector<ingest_verdict>.
+using ingest_atom = caf::atom_constant<caf::atom("ingest")>;
+/// (summary_atom) → a JSON summary of the actor's state (console, tests).
+using summary_atom = caf::atom_constant<caf::atom("summary")>;
+
+/// The journal's verdict on one event of an ingest request.
+enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
+
+} // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::ingest_verdict>)

@@ -1,0 +1,110 @@
+// The control plane's HTTP/1.1 server (ingest POST /v1/events, /metrics,
+// /healthz, /readyz): asynchronous Boost.Beast behind a plain interface, so
+// that callers never see Asio and a handler may answer later from an actor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "messages/expected.hpp"
+
+namespace vigil::http {
+
+/// One complete request, as the handler sees it.
+struct request {
+  std::string method; ///< "POST"
+  std::string target; ///< "/v1/events?x=1"
+  std::string path;   ///< "/v1/events"
+  std::string query;  ///< "x=1" (no '?')
+  /// Keys lower-cased; a repeated field is joined with ", " (RFC 9110 §5.3).
+  std::map<std::string, std::string> headers;
+  std::string body;
+  std::string peer; ///< "127.0.0.1:53122", "[::1]:53122"
+
+  /// The value of a header by its lower-case name; "" when absent.
+  std::string header(const std::string& lower_name) const;
+};
+
+/// What the handler answers. Content-Length and Connection are the server's:
+/// extra headers by those names (or Transfer-Encoding), and names or values
+/// that are not valid HTTP, are dropped.
+struct response {
+  int status = 200; ///< 200..599; anything else is sent as 500
+  std::string content_type = "application/json";            ///< omitted when empty
+  std::vector<std::pair<std::string, std::string>> headers; ///< {"Retry-After", "2"}
+  std::string body;
+};
+
+/// Sends the response; callable exactly once, from any thread (an actor will
+/// call it later). Calls after the first, after the connection closed or after
+/// the server stopped are harmless no-ops. When the last copy is destroyed
+/// without having been called, the client gets 500 so its connection is not
+/// left waiting.
+using responder = std::function<void(response)>;
+
+/// Called on an I/O thread, concurrently when `threads` > 1; must not block.
+/// An exception it throws before answering becomes a 500.
+using handler = std::function<void(request, responder)>;
+
+struct server_options {
+  std::string address = "127.0.0.1"; ///< IPv4 or IPv6 literal to listen on
+  std::uint16_t port = 0;            ///< 0 = pick a free port (see server::port)
+  std::string cert_pem, key_pem; ///< both set → HTTPS (TLS 1.2+); both empty → HTTP
+  /// A larger body is answered 413 without calling the handler (and unread).
+  std::size_t max_body_bytes = 8 * 1024 * 1024;
+  std::size_t max_header_bytes = 16 * 1024; ///< request line + fields; more → 431
+  /// Closes keep-alive connections idle this long; also bounds reading one
+  /// request and writing one response.
+  std::chrono::seconds idle_timeout{60};
+  std::chrono::seconds handshake_timeout{10}; ///< TLS handshake
+  /// More concurrent connections are accepted and closed at once (counted).
+  std::size_t max_connections = 4096;
+  int threads = 1; ///< I/O threads
+};
+
+/// Counters since start; each read is atomic, the set is not a snapshot.
+struct server_stats {
+  std::uint64_t connections = 0;          ///< accepted and served
+  std::uint64_t requests = 0;             ///< complete requests given to the handler
+  std::uint64_t rejected_too_large = 0;   ///< answered 413 (body) or 431 (header)
+  std::uint64_t bad_requests = 0;         ///< malformed HTTP, answered 400
+  std::uint64_t tls_failures = 0;         ///< failed or timed-out TLS handshakes
+  std::uint64_t rejected_connections = 0; ///< closed at once: over max_connections
+  std::uint64_t active_connections = 0;   ///< open now (a gauge)
+};
+
+class server {
+public:
+  /// Binds, listens and starts the I/O threads; a bad address, a busy port or
+  /// an unusable certificate fails naming it.
+  static expected<std::unique_ptr<server>> start(server_options options,
+                                                 handler on_request);
+
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+  ~server(); ///< stop()
+
+  /// The bound port (the one picked when options.port was 0).
+  std::uint16_t port() const;
+  server_stats stats() const;
+  /// Closes the listener and every connection, answered or not, and joins the
+  /// I/O threads; idempotent. Must not be called from the handler.
+  void stop();
+
+private:
+  class impl;
+  explicit server(std::unique_ptr<impl> state);
+  std::unique_ptr<impl> impl_;
+};
+
+/// Loads a PEM file's text; a missing, unreadable or non-PEM file fails
+/// naming the path.
+expected<std::string> read_pem_file(const std::string& path);
+
+} // namespace vigil::http

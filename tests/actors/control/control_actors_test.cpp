@@ -1,0 +1,394 @@
+// The control plane's actors under CAF's test coordinator: ingest → journal
+// (a real SQLite journal) → fleet → node actor → patches applied to the API
+// test server's object store through a gateway stand-in, and the breaker.
+#define CAF_SUITE control
+#include <caf/test/dsl.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/fleet/fleet_actor.hpp"
+#include "actors/control/ingest/ingest_actor.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_actor.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/actor_clock.hpp"
+#include "runtime/kube/kube_object_store.hpp"
+#include "tests/support/fresh_directory.hpp"
+
+using namespace caf;
+using namespace vigil;
+using nlohmann::json;
+
+namespace {
+
+const control::taint gpu_taint{"vigil.dev/gpu-fault", "true",
+                               control::taint_effect::no_schedule};
+
+// Stands in for the gateway: applies requests to an object store as the API
+// test server does, and can fail the next requests with a given status.
+struct fake_gateway_state {
+  std::shared_ptr<kube::object_store> store;
+  std::vector<kube::kube_request> seen;
+  std::vector<long> fail_next; ///< statuses to answer with, in order
+  static inline const char* name = "fake_gateway";
+};
+
+kube::kube_result to_result(const kube::store_result& r, long ok_status) {
+  if (r.ok())
+    return kube::kube_response{ok_status, r.value->dump()};
+  kube::kube_error e;
+  e.status = r.error.code;
+  e.reason = r.error.reason;
+  e.message = r.error.message;
+  return e;
+}
+
+behavior fake_gateway(stateful_actor<fake_gateway_state>* self,
+                      std::shared_ptr<kube::object_store> store) {
+  self->state.store = std::move(store);
+  return {
+    [=](const kube::kube_request& request) -> kube::kube_result {
+      auto& st = self->state;
+      st.seen.push_back(request);
+      if (!st.fail_next.empty()) {
+        kube::kube_error e;
+        e.status = st.fail_next.front();
+        e.reason = "Injected";
+        st.fail_next.erase(st.fail_next.begin());
+        return e;
+      }
+      const auto* nodes = st.store->find_type("", "v1", "nodes");
+      const auto* events = st.store->find_type("", "v1", "events");
+      const std::string node_prefix = "/api/v1/nodes/";
+      if (request.path.rfind(node_prefix, 0) == 0) {
+        auto rest = request.path.substr(node_prefix.size());
+        bool status = false;
+        if (auto slash = rest.find('/'); slash != std::string::npos) {
+          status = rest.substr(slash + 1) == "status";
+          rest = rest.substr(0, slash);
+        }
+        if (request.verb == "GET")
+          return to_result(st.store->get(*nodes, "", rest), 200);
+        auto kind = request.content_type == kube::content_type::merge_patch
+                      ? kube::patch_type::merge
+                      : kube::patch_type::strategic_merge;
+        return to_result(
+          st.store->patch(*nodes, "", rest, json::parse(request.body), kind, status),
+          200);
+      }
+      if (request.verb == "POST" && request.path.find("/events") != std::string::npos)
+        return to_result(st.store->create(*events, "default", json::parse(request.body)),
+                         201);
+      kube::kube_error e;
+      e.status = 404;
+      e.reason = "NotFound";
+      return e;
+    },
+  };
+}
+
+control::quarantine_policy policy() {
+  control::quarantine_policy p;
+  control::quarantine_rule r;
+  r.name = "fatal-gpu";
+  r.match.component_classes = {"GPU"};
+  r.match.is_fatal = true;
+  r.taints = {gpu_taint};
+  p.rules = {r};
+  return p;
+}
+
+health_event xid(const std::string& node, const std::string& uuid, bool healthy = false) {
+  health_event e;
+  e.id = node + "-" + uuid + (healthy ? "-recovered" : "-79");
+  e.agent = "xid-monitor";
+  e.component_class = "GPU";
+  e.check_name = "SysLogsXIDError";
+  e.is_fatal = !healthy;
+  e.is_healthy = healthy;
+  e.error_codes = {"79"};
+  e.entities = {{"GPU_UUID", uuid}};
+  e.node_name = node;
+  return e;
+}
+
+json node_object(const std::string& name) {
+  return {
+    {"apiVersion", "v1"},
+    {"kind", "Node"},
+    {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+    {"spec", json::object()}};
+}
+
+struct fixture : test_coordinator_fixture<> {
+  std::shared_ptr<kube::object_store> store = [] {
+    auto s = std::make_shared<kube::object_store>();
+    s->create_system_namespaces();
+    return s;
+  }();
+  std::shared_ptr<const vigil::clock> time =
+    std::make_shared<caf_clock>(sys.clock(), from_unix(1'800'000'000, 0));
+  std::string journal_path = vigil::test::fresh_directory() + "/journal.db";
+  std::shared_ptr<journal_store> journal_db = [this] {
+    auto s = make_sqlite_journal_store(journal_path);
+    CAF_REQUIRE(s->open().has_value());
+    return std::shared_ptr<journal_store>(std::move(s));
+  }();
+  actor writer = sys.spawn(journal_writer, journal_db);
+  actor journal = sys.spawn(vigil::journal, journal_config{}, writer);
+  actor gateway = sys.spawn(fake_gateway, store);
+  actor breaker;
+  actor fleet;
+  actor ingest;
+  std::shared_ptr<node_settings> settings = std::make_shared<node_settings>();
+  std::vector<control::ingest_reply> replies;
+
+  fixture() {
+    settings->quarantine = policy();
+    for (int i = 1; i <= 4; ++i)
+      CAF_REQUIRE(
+        store->create(*nodes(), "", node_object("node-" + std::to_string(i))).ok());
+  }
+
+  const kube::resource_type* nodes() { return store->find_type("", "v1", "nodes"); }
+
+  void start(control::breaker_config breaker_config = {}) {
+    breaker = sys.spawn(vigil::breaker, breaker_config, journal, time);
+    fleet = sys.spawn(vigil::fleet, std::shared_ptr<const node_settings>(settings),
+                      gateway, journal, breaker, time, false);
+    ingest = sys.spawn(vigil::ingest, ingest_settings{}, journal, fleet, time);
+    sched.run();
+    list_nodes();
+  }
+
+  // What the Node watch delivers first: the whole list.
+  void list_nodes() {
+    auto list = store->list(*nodes(), "", {});
+    CAF_REQUIRE(list.ok());
+    self->send(fleet, kube_watch_event{1, "LISTED", list.value->dump(), ""});
+    sched.run();
+  }
+
+  void post(std::vector<health_event> events) {
+    ingest_request request;
+    std::size_t line = 0;
+    for (auto& e : events)
+      request.items.push_back({++line, std::move(e), {}});
+    request.reply = [this](control::ingest_reply r) { replies.push_back(std::move(r)); };
+    self->send(ingest, ingest_atom::value, std::move(request));
+    sched.run();
+  }
+
+  json node(const std::string& name) { return *store->get(*nodes(), "", name).value; }
+  bool cordoned(const std::string& name) {
+    return node(name)["spec"].value("unschedulable", false);
+  }
+  std::size_t journal_rows(const std::string& kind) {
+    auto rows = journal_db->read({});
+    CAF_REQUIRE(rows.has_value());
+    return static_cast<std::size_t>(
+      std::count_if(rows->begin(), rows->end(),
+                    [&](const journal_record& r) { return r.kind == kind; }));
+  }
+  std::size_t requests(const std::string& verb) {
+    auto& seen = deref<stateful_actor<fake_gateway_state>>(gateway).state.seen;
+    return static_cast<std::size_t>(
+      std::count_if(seen.begin(), seen.end(),
+                    [&](const kube::kube_request& r) { return r.verb == verb; }));
+  }
+  // Asks an actor and runs the scheduler until it answered with a string.
+  template <class... Ts>
+  std::string ask(const actor& whom, Ts... xs) {
+    self->send(whom, xs...);
+    sched.run();
+    std::string out;
+    self->receive([&](const std::string& s) { out = s; },
+                  [](const error& err) { CAF_FAIL("no answer: " << to_string(err)); });
+    return out;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(control_tests, fixture)
+
+CAF_TEST(a_fatal_xid_quarantines_the_node_after_it_is_journaled) {
+  start();
+  post({xid("node-1", "GPU-a")});
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 200);
+  CAF_CHECK_EQUAL(journal_rows("event"), 1u);
+  CAF_CHECK(cordoned("node-1"));
+  auto n = node("node-1");
+  CAF_CHECK_EQUAL(n["metadata"]["annotations"]["vigil.dev/cordoned"], "true");
+  CAF_CHECK_EQUAL(n["spec"]["taints"].size(), 1u);
+  CAF_CHECK_EQUAL(n["status"]["conditions"][0]["type"], "GPUHealthy");
+  CAF_CHECK_EQUAL(n["status"]["conditions"][0]["status"], "False");
+  CAF_CHECK_EQUAL(journal_rows(quarantine_row), 1u);
+  CAF_CHECK_EQUAL(requests("POST"), 1u); // the Kubernetes Event
+  CAF_CHECK(!cordoned("node-2"));
+}
+
+CAF_TEST(a_healthy_event_for_another_gpu_does_not_uncordon) {
+  start();
+  post({xid("node-1", "GPU-a")});
+  post({xid("node-1", "GPU-b", true)});
+  CAF_CHECK(cordoned("node-1"));
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  auto n = node("node-1");
+  CAF_CHECK(!n["metadata"].contains("annotations")
+            || !n["metadata"]["annotations"].contains("vigil.dev/cordoned"));
+  CAF_CHECK(!n["spec"].contains("taints") || n["spec"]["taints"].empty());
+  CAF_CHECK_EQUAL(n["status"]["conditions"][0]["status"], "True");
+}
+
+CAF_TEST(a_node_cordoned_by_someone_else_is_never_uncordoned) {
+  CAF_REQUIRE(store
+                ->patch(*nodes(), "", "node-2", json{{"spec", {{"unschedulable", true}}}},
+                        kube::patch_type::merge, false)
+                .ok());
+  start();
+  post({xid("node-2", "GPU-a")});
+  post({xid("node-2", "GPU-a", true)});
+  CAF_CHECK(cordoned("node-2"));
+  // vigil's taint and condition are gone: only what it added was released.
+  auto n = node("node-2");
+  CAF_CHECK(!n["spec"].contains("taints") || n["spec"]["taints"].empty());
+}
+
+CAF_TEST(a_duplicate_event_is_acknowledged_and_not_processed_again) {
+  start();
+  post({xid("node-1", "GPU-a")});
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  // The unhealthy copy arrives again (an agent resending): stored once, ignored.
+  post({xid("node-1", "GPU-a")});
+  CAF_REQUIRE_EQUAL(replies.size(), 3u);
+  CAF_CHECK_EQUAL(replies[2].http_status, 200);
+  CAF_CHECK(replies[2].body.find("\"duplicate\"") != std::string::npos);
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(journal_rows("event"), 2u);
+}
+
+CAF_TEST(invalid_items_are_rejected_and_valid_ones_of_the_same_request_accepted) {
+  start();
+  ingest_request request;
+  request.items.push_back({1, xid("node-3", "GPU-a"), {}});
+  request.items.push_back({2, std::nullopt, "line 2: nodeName: missing or empty"});
+  request.reply = [this](control::ingest_reply r) { replies.push_back(std::move(r)); };
+  self->send(ingest, ingest_atom::value, std::move(request));
+  sched.run();
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 200);
+  CAF_CHECK(replies[0].body.find("nodeName") != std::string::npos);
+  CAF_CHECK(cordoned("node-3"));
+}
+
+CAF_TEST(the_breaker_trips_at_its_threshold_and_not_before) {
+  control::breaker_config config;
+  config.max_cordoned_percent = 50; // of 4 GPU nodes: 2 may be cordoned
+  start(config);
+  post({xid("node-1", "GPU-a")});
+  post({xid("node-2", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(cordoned("node-2"));
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 0u);
+  post({xid("node-3", "GPU-a")});
+  CAF_CHECK(!cordoned("node-3"));
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 1u);
+  // The event is still journaled and the node still reports its condition.
+  CAF_CHECK_EQUAL(journal_rows("event"), 3u);
+  auto held = node("node-3"); // a named copy: the check keeps references
+  CAF_CHECK_EQUAL(held["status"]["conditions"][0]["status"], "False");
+  // Releasing is always allowed while tripped.
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  // After an explicit reset the held node is quarantined on its next trigger.
+  CAF_CHECK_EQUAL(ask(breaker, reset_atom::value), "reset");
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::reset), 1u);
+  list_nodes();
+  CAF_CHECK(cordoned("node-3"));
+}
+
+CAF_TEST(a_tripped_breaker_survives_a_restart) {
+  control::breaker_config config;
+  config.max_cordoned_nodes = 1;
+  start(config);
+  post({xid("node-1", "GPU-a")});
+  post({xid("node-2", "GPU-a")});
+  CAF_CHECK(!cordoned("node-2"));
+  // A new control plane over the same journal.
+  anon_send_exit(fleet, exit_reason::user_shutdown);
+  anon_send_exit(breaker, exit_reason::user_shutdown);
+  anon_send_exit(ingest, exit_reason::user_shutdown);
+  sched.run();
+  start(config);
+  auto summary = ask(breaker, summary_atom::value);
+  CAF_CHECK(json::parse(summary)["tripped"].get<bool>());
+  CAF_CHECK(!cordoned("node-2"));
+  // The rebuilt node-1 still knows its fault: a recovery releases it.
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+}
+
+CAF_TEST(a_crashed_node_actor_is_restarted_with_its_events_from_the_journal) {
+  start();
+  post({xid("node-1", "GPU-a"), xid("node-1", "GPU-b")});
+  CAF_CHECK(cordoned("node-1"));
+  // Find node-1's actor and kill it.
+  auto& st = deref<fleet_actor>(fleet).state;
+  CAF_REQUIRE_EQUAL(st.nodes.count("node-1"), 1u);
+  anon_send_exit(st.nodes["node-1"], exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(st.stats.restarts, 1u);
+  // One GPU recovers: still quarantined (the restarted actor remembers GPU-b).
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(cordoned("node-1"));
+  post({xid("node-1", "GPU-b", true)});
+  CAF_CHECK(!cordoned("node-1"));
+}
+
+CAF_TEST(a_node_changed_meanwhile_is_reread_and_converged) {
+  start();
+  // Someone labels node-1 after vigil observed it: vigil's PATCH is stale.
+  CAF_REQUIRE(store
+                ->patch(*nodes(), "", "node-1",
+                        json{{"metadata", {{"labels", {{"team", "x"}}}}}},
+                        kube::patch_type::merge, false)
+                .ok());
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  auto relabelled = node("node-1");
+  CAF_CHECK_EQUAL(relabelled["metadata"]["labels"]["team"], "x");
+  auto node_summary = json::parse(ask(fleet, summary_atom::value, std::string("node-1")));
+  CAF_CHECK_EQUAL(node_summary["conflicts"], 1);
+  auto summary = json::parse(ask(fleet, summary_atom::value));
+  CAF_CHECK_EQUAL(summary["nodes"], 4);
+}
+
+CAF_TEST(api_failures_are_retried_with_backoff) {
+  start();
+  deref<stateful_actor<fake_gateway_state>>(gateway).state.fail_next = {503, 503};
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(!cordoned("node-1"));
+  sched.trigger_timeouts(); // first retry: fails again
+  sched.run();
+  CAF_CHECK(!cordoned("node-1"));
+  sched.trigger_timeouts();
+  sched.run();
+  CAF_CHECK(cordoned("node-1"));
+}
+
+CAF_TEST(dry_run_journals_decisions_and_writes_nothing) {
+  settings->dry_run = true;
+  start();
+  auto patches_before = requests("PATCH");
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(requests("PATCH"), patches_before);
+  CAF_CHECK_EQUAL(journal_rows(quarantine_row), 1u);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
