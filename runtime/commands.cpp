@@ -4,6 +4,7 @@
 
 #include "runtime/agent_command.hpp"
 #include "runtime/agent_commands.hpp"
+#include "runtime/control_command.hpp"
 #include "runtime/replay_command.hpp"
 #include "runtime/version.hpp"
 
@@ -74,11 +75,8 @@ std::vector<subcommand> command_table() {
   return {
     {"agent", "node agent: XID/SXid and NIC monitors, topology, forwarder (DaemonSet)",
      "[options]", agent_option_specs(), run_agent},
-    {"control",
-     "control plane: ingest, journal, quarantine, drain, remediation",
-     "[options]",
-     {},
-     not_implemented("control", 7)},
+    {"control", "control plane: ingest, journal, node actors, quarantine, breaker",
+     "[options]", control_option_specs(), run_control},
     {"janitor",
      "GPUReset and RebootNode controllers on their own",
      "[options]",

@@ -1,5 +1,6 @@
 #include "runtime/config.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -54,6 +55,72 @@ public:
     }
     out = static_cast<Int>(parsed);
   }
+
+  void read(const char* key, bool& out) {
+    if (auto value = take(key)) {
+      bool parsed = false;
+      if (!value->IsScalar() || !YAML::convert<bool>::decode(*value, parsed))
+        fail(join(key), "expected true or false");
+      else
+        out = parsed;
+    }
+  }
+
+  void read(const char* key, double& out, double min, double max) {
+    auto value = take(key);
+    if (!value)
+      return;
+    double parsed = 0;
+    if (!value->IsScalar() || !YAML::convert<double>::decode(*value, parsed)) {
+      fail(join(key), "expected a number");
+      return;
+    }
+    if (!(parsed >= min && parsed <= max)) {
+      fail(join(key), value->Scalar() + " is out of range [" + std::to_string(min) + ", "
+                        + std::to_string(max) + "]");
+      return;
+    }
+    out = parsed;
+  }
+
+  void read(const char* key, std::vector<std::string>& out) {
+    auto value = take(key);
+    if (!value)
+      return;
+    if (!value->IsSequence()) {
+      fail(join(key), "expected a list of strings");
+      return;
+    }
+    out.clear();
+    for (std::size_t i = 0; i < value->size(); ++i) {
+      if (!(*value)[i].IsScalar()) {
+        fail(join(key) + "[" + std::to_string(i) + "]", "expected a string");
+        continue;
+      }
+      out.push_back((*value)[i].Scalar());
+    }
+  }
+
+  /// The mappings of a list under `key` (absent: none; present: replaces defaults).
+  std::optional<std::vector<section_reader>> items(const char* key) {
+    auto value = take(key);
+    if (!value)
+      return std::nullopt;
+    std::vector<section_reader> out;
+    if (!value->IsSequence()) {
+      fail(join(key), "expected a list");
+      return out;
+    }
+    for (std::size_t i = 0; i < value->size(); ++i)
+      out.emplace_back((*value)[i], join(key) + "[" + std::to_string(i) + "]", errors_);
+    return out;
+  }
+
+  const std::string& path() const { return path_; }
+  bool has(const char* key) const {
+    return valid() && node_[key].IsDefined() && !node_[key].IsNull();
+  }
+  void error(const char* key, std::string what) { fail(join(key), std::move(what)); }
 
   void read_one_of(const char* key, std::string& out,
                    std::initializer_list<const char*> allowed) {
@@ -153,6 +220,99 @@ void read_ingest(section_reader s, ingest_config& c) {
   s.finish();
 }
 
+bool valid_label_key(const std::string& key) {
+  if (key.empty() || key.size() > 316)
+    return false;
+  for (char c : key)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'
+          || c == '/'))
+      return false;
+  return true;
+}
+
+void read_control(section_reader s, control_config& c) {
+  s.read("listen", c.listen);
+  if (c.listen.rfind(':') == std::string::npos)
+    s.error("listen", "'" + c.listen + "' is not HOST:PORT");
+  s.read("tls_cert_file", c.tls_cert_file);
+  s.read("tls_key_file", c.tls_key_file);
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty())
+    s.error(c.tls_cert_file.empty() ? "tls_cert_file" : "tls_key_file",
+            "tls_cert_file and tls_key_file go together");
+  s.read("token_file", c.token_file);
+  s.read("kubeconfig", c.kubeconfig);
+  s.read("dry_run", c.dry_run);
+  s.read("events_namespace", c.events_namespace);
+  s.read("gpu_node_label", c.gpu_node_label);
+  s.read("ingest_deadline_ms", c.ingest_deadline_ms, 1u, 600000u);
+  s.read("retry_after_seconds", c.retry_after_seconds, 1u, 3600u);
+  s.finish();
+}
+
+void read_rule(section_reader s, quarantine_rule_config& r) {
+  s.read("name", r.name);
+  if (r.name.empty())
+    s.error("name", "every rule needs a name");
+  auto m = s.section("match");
+  m.read("agents", r.agents);
+  m.read("component_classes", r.component_classes);
+  m.read("check_names", r.check_names);
+  m.read("error_codes", r.error_codes);
+  m.read("entity_types", r.entity_types);
+  m.read("recommended_actions", r.recommended_actions);
+  for (const auto& a : r.recommended_actions)
+    if (!parse_recommended_action(a))
+      m.error("recommended_actions", "'" + a + "' is not a recommendedAction");
+  if (m.has("is_fatal")) {
+    bool fatal = false;
+    m.read("is_fatal", fatal);
+    r.is_fatal = fatal;
+  }
+  m.finish();
+  s.read("cordon", r.cordon);
+  if (auto taints = s.items("taints")) {
+    for (auto& t : *taints) {
+      quarantine_rule_config::taint_config taint;
+      t.read("key", taint.key);
+      if (!valid_label_key(taint.key))
+        t.error("key", "'" + taint.key + "' is not a valid taint key");
+      t.read("value", taint.value);
+      t.read_one_of("effect", taint.effect,
+                    {"NoSchedule", "PreferNoSchedule", "NoExecute"});
+      t.finish();
+      r.taints.push_back(taint);
+    }
+  }
+  s.read("condition_type", r.condition_type);
+  s.finish();
+}
+
+void read_quarantine(section_reader s, quarantine_config& c) {
+  s.read("opt_out_label", c.opt_out_label);
+  if (auto rules = s.items("rules")) {
+    c.rules.clear();
+    std::set<std::string> names;
+    for (auto& item : *rules) {
+      quarantine_rule_config r;
+      r.taints.clear();
+      read_rule(item, r);
+      if (!r.name.empty() && !names.insert(r.name).second)
+        item.error("name", "'" + r.name + "' is used by an earlier rule");
+      c.rules.push_back(std::move(r));
+    }
+  }
+  s.finish();
+}
+
+void read_breaker(section_reader s, breaker_settings& c) {
+  s.read("max_cordoned_percent", c.max_cordoned_percent, 0.0, 100.0);
+  s.read("max_cordoned_nodes", c.max_cordoned_nodes, 0u, 1000000u);
+  s.read("window_seconds", c.window_seconds, 1u, 86400u * 7);
+  s.read("pool_label", c.pool_label);
+  s.read("max_concurrent_per_pool", c.max_concurrent_per_pool, 0u, 1000000u);
+  s.finish();
+}
+
 } // namespace
 
 expected<vigil_config> parse_config(const std::string& yaml_text) {
@@ -170,6 +330,9 @@ expected<vigil_config> parse_config(const std::string& yaml_text) {
   read_runtime(top.section("runtime"), config.runtime);
   read_journal(top.section("journal"), config.journal, errors);
   read_ingest(top.section("ingest"), config.ingest);
+  read_control(top.section("control"), config.control);
+  read_quarantine(top.section("quarantine"), config.quarantine);
+  read_breaker(top.section("breaker"), config.breaker);
   top.finish();
   if (errors.empty())
     return config;

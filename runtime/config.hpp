@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "messages/expected.hpp"
 #include "messages/health_event.hpp"
@@ -42,11 +44,64 @@ struct ingest_config {
   std::uint32_t max_body_bytes = 8 * 1024 * 1024;
 };
 
+/// `vigil control`: where it listens, how it reaches the API server.
+struct control_config {
+  std::string listen = "0.0.0.0:8443"; ///< ingest, /metrics, /healthz, /readyz
+  std::string tls_cert_file;           ///< both set: HTTPS; both empty: plain HTTP
+  std::string tls_key_file;
+  std::string token_file; ///< bearer token for POST /v1/events; empty: no authentication
+  std::string kubeconfig; ///< empty: in-cluster, else $KUBECONFIG, else ~/.kube/config
+  bool dry_run = false;   ///< decide and journal; write nothing to the API server
+  std::string events_namespace = "default";
+  std::string gpu_node_label = "nvidia.com/gpu.present=true";
+  std::uint32_t ingest_deadline_ms = 5000; ///< answer 503 when the journal is slower
+  std::uint32_t retry_after_seconds = 2;
+};
+
+/// One quarantine rule as configured (quarantine.rules[]); every match list
+/// empty = any. Values are validated while parsing.
+struct quarantine_rule_config {
+  std::string name;
+  std::vector<std::string> agents, component_classes, check_names, error_codes,
+    recommended_actions, entity_types;
+  std::optional<bool> is_fatal;
+  bool cordon = true;
+  struct taint_config {
+    std::string key, value, effect = "NoSchedule";
+  };
+  std::vector<taint_config> taints;
+  std::string condition_type;
+};
+
+struct quarantine_config {
+  std::string opt_out_label = "vigil.dev/quarantine-opt-out";
+  /// Default: one rule, any fatal event cordons and taints vigil.dev/fault.
+  std::vector<quarantine_rule_config> rules = {default_rule()};
+  static quarantine_rule_config default_rule() {
+    quarantine_rule_config r;
+    r.name = "fatal";
+    r.is_fatal = true;
+    r.taints = {{"vigil.dev/fault", "true", "NoSchedule"}};
+    return r;
+  }
+};
+
+struct breaker_settings {
+  double max_cordoned_percent = 50.0;
+  std::uint32_t max_cordoned_nodes = 0; ///< 0 = unlimited
+  std::uint32_t window_seconds = 300;
+  std::string pool_label = "topology.kubernetes.io/rack";
+  std::uint32_t max_concurrent_per_pool = 0; ///< 0 = unlimited
+};
+
 struct vigil_config {
   log_config log;
   runtime_config runtime;
   journal_config journal;
   ingest_config ingest;
+  control_config control;
+  quarantine_config quarantine;
+  breaker_settings breaker;
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values fail

@@ -75,9 +75,19 @@ TEST(cli, version_and_demo_run) {
 }
 
 TEST(cli, unfinished_subcommands_say_so) {
-  auto r = run({"control"});
+  auto r = run({"janitor"});
   EXPECT_EQ(r.code, 3);
-  EXPECT_NE(r.err.find("not implemented yet (issue #7)"), std::string::npos);
+  EXPECT_NE(r.err.find("not implemented yet (issue #8)"), std::string::npos);
+}
+
+// Bad settings stop `vigil control` before anything starts, naming the key or file.
+TEST(cli, control_refuses_bad_settings_by_name) {
+  auto listen = run({"control", "--listen=nonsense"});
+  EXPECT_EQ(listen.code, 1);
+  EXPECT_NE(listen.err.find("control.listen"), std::string::npos) << listen.err;
+  auto token = run({"control", "--listen=127.0.0.1:0", "--token-file=/nonexistent/token"});
+  EXPECT_EQ(token.code, 1);
+  EXPECT_NE(token.err.find("/nonexistent/token"), std::string::npos) << token.err;
 }
 
 TEST(cli, options_parse_both_forms) {

@@ -54,6 +54,47 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(l.max_entities, d.max_entities);
   EXPECT_EQ(l.max_error_codes, d.max_error_codes);
   EXPECT_EQ(l.max_metadata_entries, d.max_metadata_entries);
+  EXPECT_EQ(loaded->control.listen, defaults.control.listen);
+  EXPECT_EQ(loaded->control.dry_run, defaults.control.dry_run);
+  EXPECT_EQ(loaded->control.gpu_node_label, defaults.control.gpu_node_label);
+  EXPECT_EQ(loaded->control.ingest_deadline_ms, defaults.control.ingest_deadline_ms);
+  EXPECT_EQ(loaded->control.retry_after_seconds, defaults.control.retry_after_seconds);
+  EXPECT_EQ(loaded->quarantine.opt_out_label, defaults.quarantine.opt_out_label);
+  ASSERT_EQ(loaded->quarantine.rules.size(), 1u);
+  const auto& rule = loaded->quarantine.rules[0];
+  const auto& default_rule = defaults.quarantine.rules[0];
+  EXPECT_EQ(rule.name, default_rule.name);
+  EXPECT_EQ(rule.is_fatal, default_rule.is_fatal);
+  ASSERT_EQ(rule.taints.size(), 1u);
+  EXPECT_EQ(rule.taints[0].key, default_rule.taints[0].key);
+  EXPECT_EQ(rule.taints[0].effect, default_rule.taints[0].effect);
+  EXPECT_EQ(loaded->breaker.max_cordoned_percent, defaults.breaker.max_cordoned_percent);
+  EXPECT_EQ(loaded->breaker.window_seconds, defaults.breaker.window_seconds);
+  EXPECT_EQ(loaded->breaker.pool_label, defaults.breaker.pool_label);
+}
+
+TEST(config, control_quarantine_and_breaker_errors_name_the_key) {
+  auto bad = parse_config(R"(
+control:
+  dry_run: maybe
+  tls_cert_file: a.pem
+quarantine:
+  rules:
+    - name: r
+      match: {recommended_actions: [REBOOT_PLEASE], is_fatal: true}
+      taints: [{key: "bad key", effect: Sometimes}]
+    - name: r
+breaker:
+  max_cordoned_percent: 150
+)");
+  ASSERT_FALSE(bad.has_value());
+  const auto text = bad.error().to_string();
+  for (const char* expected :
+       {"control.dry_run", "control.tls_key_file",
+        "quarantine.rules[0].match.recommended_actions",
+        "quarantine.rules[0].taints[0].key", "quarantine.rules[0].taints[0].effect",
+        "quarantine.rules[1].name", "breaker.max_cordoned_percent"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 
 TEST(config, values_are_read) {

@@ -62,7 +62,7 @@ struct quarantine_policy {
   /// A node labelled `opt_out_label=true` is never cordoned or tainted by vigil
   /// (what vigil already applied there is released, level-based); its
   /// conditions and annotation are still kept current.
-  std::string opt_out_label = "vigil.io/quarantine-opt-out";
+  std::string opt_out_label = "vigil.dev/quarantine-opt-out";
   /// One condition per check family (componentClass); a class not listed
   /// gets "<componentClass>Healthy".
   std::map<std::string, std::string> condition_types = {{"GPU", "GPUHealthy"},

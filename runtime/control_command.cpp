@@ -1,0 +1,212 @@
+#include "runtime/control_command.hpp"
+
+#include <cstdlib>
+#include <ostream>
+
+#include <caf/all.hpp>
+
+#include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/fleet/fleet_actor.hpp"
+#include "actors/control/ingest/ingest_actor.hpp"
+#include "actors/gateway/kube_gateway.hpp"
+#include "actors/journal/journal_actor.hpp"
+#include "messages/atoms.hpp"
+#include "runtime/actor_clock.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/control_endpoints.hpp"
+#include "runtime/kube/kube_config.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+wall_time system_now() {
+  return std::chrono::time_point_cast<wall_time::duration>(
+    std::chrono::system_clock::now());
+}
+
+// Owns the HTTP server: it stops (joining its I/O thread) when this actor
+// exits with the rest of the process.
+struct http_host_state {
+  std::shared_ptr<http::server> server;
+  static inline const char* name = "http";
+};
+
+caf::behavior http_host(caf::stateful_actor<http_host_state>* self,
+                        std::shared_ptr<http::server> server) {
+  self->state.server = std::move(server);
+  return {[](list_atom) { return std::string("http"); }};
+}
+
+expected<std::pair<std::string, std::uint16_t>> split_listen(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos)
+    return failure{"control.listen", "'" + listen + "' is not HOST:PORT"};
+  auto host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  auto port = std::strtoul(listen.c_str() + colon + 1, &end, 10);
+  if (end == listen.c_str() + colon + 1 || *end != '\0' || port > 65535)
+    return failure{"control.listen", "'" + listen + "' has no valid port"};
+  return std::make_pair(host, static_cast<std::uint16_t>(port));
+}
+
+} // namespace
+
+control::quarantine_policy quarantine_policy_from(const quarantine_config& config) {
+  control::quarantine_policy policy;
+  policy.opt_out_label = config.opt_out_label;
+  for (const auto& r : config.rules) {
+    control::quarantine_rule rule;
+    rule.name = r.name;
+    rule.match.agents = r.agents;
+    rule.match.component_classes = r.component_classes;
+    rule.match.check_names = r.check_names;
+    rule.match.error_codes = r.error_codes;
+    rule.match.entity_types = r.entity_types;
+    rule.match.is_fatal = r.is_fatal;
+    for (const auto& a : r.recommended_actions)
+      if (auto action = parse_recommended_action(a)) // validated while parsing
+        rule.match.actions.push_back(*action);
+    rule.cordon = r.cordon;
+    for (const auto& t : r.taints)
+      rule.taints.push_back({t.key, t.value,
+                             control::parse_taint_effect(t.effect).value_or(
+                               control::taint_effect::no_schedule)});
+    rule.condition_type = r.condition_type;
+    policy.rules.push_back(std::move(rule));
+  }
+  return policy;
+}
+
+control::breaker_config breaker_config_from(const breaker_settings& s) {
+  control::breaker_config c;
+  c.max_cordoned_percent = s.max_cordoned_percent;
+  if (s.max_cordoned_nodes > 0)
+    c.max_cordoned_nodes = s.max_cordoned_nodes;
+  c.window = std::chrono::seconds{s.window_seconds};
+  c.pool_label = s.pool_label;
+  c.max_concurrent_per_pool = s.max_concurrent_per_pool;
+  return c;
+}
+
+std::vector<option_spec> control_option_specs() {
+  return {
+    {"listen", "HOST:PORT", "overrides control.listen"},
+    {"journal", "URL", "overrides journal.url (sqlite:PATH or postgresql://…)"},
+    {"kubeconfig", "FILE", "overrides control.kubeconfig"},
+    {"token-file", "FILE", "overrides control.token_file"},
+    {"dry-run", "", "decide and journal only; write nothing to the API server"},
+  };
+}
+
+int run_control(command_context& ctx) {
+  auto fail = [&](const failure& f) {
+    ctx.err << "vigil control: " << f.to_string() << "\n";
+    return 1;
+  };
+  auto config = ctx.config;
+  auto& cc = config.control;
+  cc.listen = ctx.args.value("listen").value_or(cc.listen);
+  cc.kubeconfig = ctx.args.value("kubeconfig").value_or(cc.kubeconfig);
+  cc.token_file = ctx.args.value("token-file").value_or(cc.token_file);
+  config.journal.url = ctx.args.value("journal").value_or(config.journal.url);
+  cc.dry_run = cc.dry_run || ctx.args.has("dry-run");
+
+  auto listen = split_listen(cc.listen);
+  if (!listen)
+    return fail(listen.error());
+  control_http_options http_options;
+  http_options.limits.max_body_bytes = config.ingest.max_body_bytes;
+  http_options.limits.max_line_bytes = config.ingest.limits.max_event_bytes;
+  http_options.limits.event = config.ingest.limits;
+  if (!cc.token_file.empty()) {
+    auto token = control::load_token_file(cc.token_file);
+    if (!token)
+      return fail(token.error());
+    http_options.token = std::move(*token);
+  } else {
+    ctx.err << "vigil control: no control.token_file: POST /v1/events accepts anyone\n";
+  }
+  http::server_options server_options;
+  server_options.address = listen->first;
+  server_options.port = listen->second;
+  server_options.max_body_bytes = config.ingest.max_body_bytes;
+  if (!cc.tls_cert_file.empty()) {
+    auto cert = http::read_pem_file(cc.tls_cert_file);
+    auto key = http::read_pem_file(cc.tls_key_file);
+    if (!cert)
+      return fail(cert.error());
+    if (!key)
+      return fail(key.error());
+    server_options.cert_pem = *cert;
+    server_options.key_pem = *key;
+  }
+  auto store = make_journal_store(config.journal.url);
+  if (!store)
+    return fail(store.error());
+  if (auto opened = (*store)->open(); !opened)
+    return fail(opened.error());
+  auto connection =
+    kube::resolve_connection(cc.kubeconfig, "", [](const std::string& name) {
+      const char* v = std::getenv(name.c_str());
+      return std::string(v != nullptr ? v : "");
+    });
+  if (!connection)
+    return fail(connection.error());
+  auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
+  if (!client)
+    return fail(client.error());
+
+  auto settings = std::make_shared<node_settings>();
+  settings->quarantine = quarantine_policy_from(config.quarantine);
+  settings->gpu_node_label = cc.gpu_node_label;
+  settings->events_namespace = cc.events_namespace;
+  settings->dry_run = cc.dry_run;
+  ingest_settings ingest_options;
+  ingest_options.deadline = std::chrono::milliseconds{cc.ingest_deadline_ms};
+  ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
+  std::shared_ptr<journal_store> journal_db = std::move(*store);
+  std::shared_ptr<kube::kube_client> kube_client = std::move(*client);
+  const auto source = connection->source;
+
+  return run_process(config, [&](process_context& p) -> status {
+    auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
+    auto adopt = [&](const char* name, const caf::actor& a) {
+      caf::anon_send(p.root, adopt_atom::value, std::string(name), a);
+    };
+    control_actors actors;
+    auto writer = p.system.spawn<caf::detached>(journal_writer, journal_db);
+    actors.journal = p.system.spawn(journal, config.journal, writer);
+    auto gateway = p.system.spawn(kube_gateway, kube_client);
+    actors.breaker =
+      p.system.spawn(breaker, breaker_config_from(config.breaker), actors.journal, time);
+    actors.fleet = p.system.spawn(fleet, std::shared_ptr<const node_settings>(settings),
+                                  gateway, actors.journal, actors.breaker, time, true);
+    actors.ingest =
+      p.system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
+    auto api = p.system.spawn(endpoints, actors);
+    auto server = http::server::start(server_options,
+                                      make_control_handler(actors, api, http_options));
+    if (!server)
+      return server.error();
+    component_logger("control")->info(
+      "listening on {}:{} ({}), journal {}, API server via {}{}", listen->first,
+      (*server)->port(), server_options.cert_pem.empty() ? "HTTP" : "HTTPS",
+      journal_db->describe(), source, cc.dry_run ? ", DRY RUN" : "");
+    adopt("journal_writer", writer);
+    adopt("journal", actors.journal);
+    adopt("gateway", gateway);
+    adopt("breaker", actors.breaker);
+    adopt("fleet", actors.fleet);
+    adopt("ingest", actors.ingest);
+    adopt("endpoints", api);
+    adopt("http", p.system.spawn<caf::detached>(
+                    http_host, std::shared_ptr<http::server>(std::move(*server))));
+    return ok();
+  });
+}
+
+} // namespace vigil

@@ -1,0 +1,20 @@
+// `vigil control`: the control plane (Deployment) — ingest, journal, fleet of
+// node actors, breaker and the Kubernetes gateway, behind one HTTP(S) port.
+#pragma once
+
+#include "actors/control/rules/circuit_breaker.hpp"
+#include "actors/control/rules/quarantine_rules.hpp"
+#include "runtime/cli.hpp"
+#include "runtime/config.hpp"
+
+namespace vigil {
+
+std::vector<option_spec> control_option_specs();
+
+int run_control(command_context& ctx);
+
+/// Configuration (already validated) to the rules' own types.
+control::quarantine_policy quarantine_policy_from(const quarantine_config& config);
+control::breaker_config breaker_config_from(const breaker_settings& settings);
+
+} // namespace vigil
