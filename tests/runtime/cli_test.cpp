@@ -85,7 +85,8 @@ TEST(cli, control_refuses_bad_settings_by_name) {
   auto listen = run({"control", "--listen=nonsense"});
   EXPECT_EQ(listen.code, 1);
   EXPECT_NE(listen.err.find("control.listen"), std::string::npos) << listen.err;
-  auto token = run({"control", "--listen=127.0.0.1:0", "--token-file=/nonexistent/token"});
+  auto token =
+    run({"control", "--listen=127.0.0.1:0", "--token-file=/nonexistent/token"});
   EXPECT_EQ(token.code, 1);
   EXPECT_NE(token.err.find("/nonexistent/token"), std::string::npos) << token.err;
 }
