@@ -57,6 +57,13 @@ bool is_managed(const std::set<std::string>& types, const std::string& type) {
          || (type.size() > 7 && type.compare(type.size() - 7, 7, "Healthy") == 0);
 }
 
+// Seconds, nanoseconds and a sequence: unique across node actor restarts.
+std::string event_name(const std::string& node, wall_time now, std::uint64_t sequence) {
+  auto nanos = std::to_string(1000000000 + unix_nanos(now)).substr(1);
+  return node + ".vigil." + std::to_string(unix_seconds(now)) + nanos + "."
+         + std::to_string(sequence);
+}
+
 std::string taint_text(const taint& t) {
   return t.key + (t.value.empty() ? "" : "=" + t.value) + ":"
          + std::string(to_string(t.effect));
@@ -218,22 +225,20 @@ kube::kube_request node_event_request(const std::string& node, const std::string
                                       const std::string& message, bool warning,
                                       wall_time now, std::uint64_t sequence) {
   const auto stamp = format_rfc3339(now);
-  json event = {{"apiVersion", "v1"},
-                {"kind", "Event"},
-                {"metadata",
-                 {{"name", node + ".vigil." + std::to_string(unix_seconds(now)) + "."
-                             + std::to_string(sequence)},
-                  {"namespace", ns}}},
-                {"involvedObject",
-                 {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node}}},
-                {"reason", reason},
-                {"message", message.substr(0, 1024)},
-                {"type", warning ? "Warning" : "Normal"},
-                {"source", {{"component", "vigil"}}},
-                {"reportingComponent", "vigil"},
-                {"firstTimestamp", stamp},
-                {"lastTimestamp", stamp},
-                {"count", 1}};
+  json event = {
+    {"apiVersion", "v1"},
+    {"kind", "Event"},
+    {"metadata", {{"name", event_name(node, now, sequence)}, {"namespace", ns}}},
+    {"involvedObject",
+     {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node}}},
+    {"reason", reason},
+    {"message", message.substr(0, 1024)},
+    {"type", warning ? "Warning" : "Normal"},
+    {"source", {{"component", "vigil"}}},
+    {"reportingComponent", "vigil"},
+    {"firstTimestamp", stamp},
+    {"lastTimestamp", stamp},
+    {"count", 1}};
   return kube::make_request("POST", kube::resource_path(events, ns), event.dump());
 }
 
