@@ -35,6 +35,17 @@ using ingest_atom = caf::atom_constant<caf::atom("ingest")>;
 /// (summary_atom) → a JSON summary of the actor's state (console, tests).
 using summary_atom = caf::atom_constant<caf::atom("summary")>;
 
+/// (cancel_atom, why) to a drain actor: stop evicting and report cancelled.
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+/// (drained_atom, drain key, outcome, evictions) from a drain actor to its node
+/// actor when it ends; outcome "succeeded", "cancelled", "skipped" or "dry_run".
+using drained_atom = caf::atom_constant<caf::atom("drained")>;
+/// (dtick_atom) a drain actor's own timer: re-list the pods, send what is due.
+using dtick_atom = caf::atom_constant<caf::atom("dtick")>;
+/// (permit_atom, node) to the breaker → "" or why not: may a drain or a
+/// remediation start now? Refused while tripped; counts nothing.
+using permit_atom = caf::atom_constant<caf::atom("permit")>;
+
 /// The journal's verdict on one event of an ingest request.
 enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 

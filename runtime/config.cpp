@@ -3,6 +3,7 @@
 #include <cctype>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -313,6 +314,47 @@ void read_breaker(section_reader s, breaker_settings& c) {
   s.finish();
 }
 
+// A whole-name regex the drain matches namespaces with; names the key when bad.
+void check_regex(section_reader& s, const char* key, const std::string& pattern) {
+  try {
+    std::regex re(pattern);
+  } catch (const std::regex_error& e) {
+    s.error(key, "'" + pattern + "' is not a valid regex (" + e.what() + ")");
+  }
+}
+
+void read_drain(section_reader s, drain_section& c) {
+  const std::initializer_list<const char*> modes = {"Immediate", "AllowCompletion",
+                                                    "DeleteAfterTimeout"};
+  s.read("dry_run", c.dry_run);
+  s.read_one_of("default_mode", c.default_mode, modes);
+  if (c.default_mode == "DeleteAfterTimeout")
+    s.error("default_mode", "DeleteAfterTimeout needs a timeout: use it in namespaces[]");
+  if (auto entries = s.items("namespaces")) {
+    for (auto& e : *entries) {
+      drain_namespace_config n;
+      e.read("namespace", n.namespace_pattern);
+      if (n.namespace_pattern.empty())
+        e.error("namespace", "every entry needs a namespace pattern");
+      check_regex(e, "namespace", n.namespace_pattern);
+      e.read_one_of("mode", n.mode, modes);
+      e.read("timeout_minutes", n.timeout_minutes, 0u, 60u * 24 * 30);
+      if (n.mode == "DeleteAfterTimeout" && n.timeout_minutes == 0)
+        e.error("timeout_minutes", "DeleteAfterTimeout needs a positive timeout");
+      e.finish();
+      c.namespaces.push_back(std::move(n));
+    }
+  }
+  s.read("system_namespaces", c.system_namespaces);
+  check_regex(s, "system_namespaces", c.system_namespaces);
+  s.read("eviction_retry_seconds", c.eviction_retry_seconds, 1u, 3600u);
+  s.read("eviction_retry_max_seconds", c.eviction_retry_max_seconds, 1u, 86400u);
+  if (c.eviction_retry_max_seconds < c.eviction_retry_seconds)
+    s.error("eviction_retry_max_seconds", "must be >= eviction_retry_seconds");
+  s.read("poll_seconds", c.poll_seconds, 1u, 3600u);
+  s.finish();
+}
+
 } // namespace
 
 expected<vigil_config> parse_config(const std::string& yaml_text) {
@@ -333,6 +375,7 @@ expected<vigil_config> parse_config(const std::string& yaml_text) {
   read_control(top.section("control"), config.control);
   read_quarantine(top.section("quarantine"), config.quarantine);
   read_breaker(top.section("breaker"), config.breaker);
+  read_drain(top.section("drain"), config.drain);
   top.finish();
   if (errors.empty())
     return config;

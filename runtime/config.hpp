@@ -94,6 +94,24 @@ struct breaker_settings {
   std::uint32_t max_concurrent_per_pool = 0; ///< 0 = unlimited
 };
 
+/// How a namespace's pods leave a node being drained (issue #7 item 5).
+struct drain_namespace_config {
+  std::string namespace_pattern;     ///< whole-name regex ("namespace" in YAML)
+  std::string mode = "Immediate";    ///< Immediate, AllowCompletion, DeleteAfterTimeout
+  std::uint32_t timeout_minutes = 0; ///< DeleteAfterTimeout: wait this long, then delete
+};
+
+struct drain_section {
+  bool dry_run = false; ///< plan and journal drains; evict nothing
+  std::string default_mode = "Immediate";
+  std::vector<drain_namespace_config> namespaces; ///< first match decides
+  std::string system_namespaces =
+    "kube-system|kube-public|kube-node-lease|vigil|gpu-operator|network-operator";
+  std::uint32_t eviction_retry_seconds = 5; ///< after a 429 (PDB), doubling
+  std::uint32_t eviction_retry_max_seconds = 120;
+  std::uint32_t poll_seconds = 5; ///< re-list the node's pods while waiting
+};
+
 struct vigil_config {
   log_config log;
   runtime_config runtime;
@@ -102,6 +120,7 @@ struct vigil_config {
   control_config control;
   quarantine_config quarantine;
   breaker_settings breaker;
+  drain_section drain;
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values fail

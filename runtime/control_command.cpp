@@ -92,6 +92,27 @@ control::breaker_config breaker_config_from(const breaker_settings& s) {
   return c;
 }
 
+drain_settings drain_settings_from(const drain_section& s, bool dry_run) {
+  auto mode_of = [](const std::string& name) {
+    if (name == "AllowCompletion")
+      return control::drain_mode::allow_completion;
+    if (name == "DeleteAfterTimeout")
+      return control::drain_mode::delete_after_timeout;
+    return control::drain_mode::immediate;
+  };
+  drain_settings d;
+  d.dry_run = dry_run || s.dry_run;
+  d.config.default_mode = mode_of(s.default_mode);
+  for (const auto& n : s.namespaces)
+    d.config.namespaces.push_back(
+      {n.namespace_pattern, mode_of(n.mode), std::chrono::minutes{n.timeout_minutes}});
+  d.config.system_namespaces = s.system_namespaces;
+  d.config.eviction_retry = std::chrono::seconds{s.eviction_retry_seconds};
+  d.config.eviction_retry_max = std::chrono::seconds{s.eviction_retry_max_seconds};
+  d.poll_interval = std::chrono::seconds{s.poll_seconds};
+  return d;
+}
+
 std::vector<option_spec> control_option_specs() {
   return {
     {"listen", "HOST:PORT", "overrides control.listen"},
@@ -165,6 +186,10 @@ int run_control(command_context& ctx) {
   settings->gpu_node_label = cc.gpu_node_label;
   settings->events_namespace = cc.events_namespace;
   settings->dry_run = cc.dry_run;
+  settings->drain =
+    std::make_shared<drain_settings>(drain_settings_from(config.drain, cc.dry_run));
+  if (auto valid = control::validate(settings->drain->config); !valid)
+    return fail(valid.error());
   ingest_settings ingest_options;
   ingest_options.deadline = std::chrono::milliseconds{cc.ingest_deadline_ms};
   ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);

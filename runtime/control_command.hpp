@@ -2,6 +2,7 @@
 // node actors, breaker and the Kubernetes gateway, behind one HTTP(S) port.
 #pragma once
 
+#include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/rules/circuit_breaker.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "runtime/cli.hpp"
@@ -16,5 +17,7 @@ int run_control(command_context& ctx);
 /// Configuration (already validated) to the rules' own types.
 control::quarantine_policy quarantine_policy_from(const quarantine_config& config);
 control::breaker_config breaker_config_from(const breaker_settings& settings);
+/// The drain section as the drain actors read it; `dry_run` is the global one.
+drain_settings drain_settings_from(const drain_section& section, bool dry_run);
 
 } // namespace vigil

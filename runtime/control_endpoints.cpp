@@ -135,6 +135,28 @@ std::string render_metrics(const std::string& ingest_stats,
   family(out, "vigil_journal_undecodable_rows_total", "counter",
          "journal rows skipped at rebuild because they no longer decode",
          number(fleet, "undecodableRows"));
+  family(out, "vigil_cordons_total", "counter", "Nodes cordoned by vigil",
+         number(fleet, "cordons"));
+  family(out, "vigil_uncordons_total", "counter", "Nodes vigil uncordoned",
+         number(fleet, "uncordons"));
+  family(out, "vigil_quarantines_held_total", "counter",
+         "quarantine decisions held back by the breaker",
+         number(fleet, "quarantinesHeld"));
+  family(out, "vigil_drains_started_total", "counter", "drains started",
+         number(fleet, "drainsStarted"));
+  std::string outcomes;
+  for (const auto& [label, key] :
+       {std::pair<const char*, const char*>{"succeeded", "drainsSucceeded"},
+        {"cancelled", "drainsCancelled"},
+        {"skipped", "drainsSkipped"},
+        {"held", "drainsHeld"}})
+    outcomes += std::string("vigil_drains_total{outcome=\"") + label + "\"} "
+                + std::to_string(static_cast<std::uint64_t>(number(fleet, key))) + "\n";
+  out += "# HELP vigil_drains_total drains ended, by outcome (held: refused by the "
+         "breaker)\n# TYPE vigil_drains_total counter\n"
+         + outcomes;
+  family(out, "vigil_evictions_total", "counter", "evictions the API server accepted",
+         number(fleet, "evictions"));
   family(out, "vigil_breaker_tripped", "gauge", "1 while the circuit breaker is tripped",
          number(breaker, "tripped"));
   family(out, "vigil_breaker_cordons_in_window", "gauge",

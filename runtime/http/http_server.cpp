@@ -257,12 +257,14 @@ private:
   }
 
   void on_handshake(error_code ec) {
+    // A handshake that timed out is a TLS failure even when stop() closed the
+    // connection before this handler ran; one aborted by stop() is not.
+    if (ec == beast::error::timeout || (ec && !closed_))
+      ++core_.stats.tls_failures;
     if (closed_)
       return;
-    if (ec) {
-      ++core_.stats.tls_failures;
+    if (ec)
       return close_now();
-    }
     read_header();
   }
 

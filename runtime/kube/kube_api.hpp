@@ -44,6 +44,9 @@ struct kube_request {
   std::string body;
   std::string content_type = content_type::json;
   std::chrono::milliseconds timeout{30000}; ///< whole request; 0 = none (watches)
+  /// 429 is retried inside the client unless the caller handles it itself: an
+  /// eviction refused by a PodDisruptionBudget is the drain's to retry.
+  bool retry_throttled = true;
   /// GET, PUT, PATCH and DELETE are retried on 5xx and timeouts; POST only
   /// on 429 and connection failures before anything was sent.
   bool idempotent() const { return verb != "POST"; }

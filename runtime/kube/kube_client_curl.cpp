@@ -373,7 +373,8 @@ private:
       may_retry = false;
     } else {
       auto err = error_from_response({status, t->body}, t->retry_after);
-      may_retry = err.throttled() || (err.retryable() && t->request.idempotent());
+      may_retry = err.throttled() ? t->request.retry_throttled
+                                  : err.retryable() && t->request.idempotent();
       result = std::move(err);
     }
     if (may_retry && ++t->attempt < options_.backoff.max_attempts) {

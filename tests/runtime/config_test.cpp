@@ -71,6 +71,45 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(loaded->breaker.max_cordoned_percent, defaults.breaker.max_cordoned_percent);
   EXPECT_EQ(loaded->breaker.window_seconds, defaults.breaker.window_seconds);
   EXPECT_EQ(loaded->breaker.pool_label, defaults.breaker.pool_label);
+  EXPECT_EQ(loaded->drain.dry_run, defaults.drain.dry_run);
+  EXPECT_EQ(loaded->drain.default_mode, defaults.drain.default_mode);
+  EXPECT_EQ(loaded->drain.namespaces.size(), defaults.drain.namespaces.size());
+  EXPECT_EQ(loaded->drain.system_namespaces, defaults.drain.system_namespaces);
+  EXPECT_EQ(loaded->drain.eviction_retry_seconds, defaults.drain.eviction_retry_seconds);
+  EXPECT_EQ(loaded->drain.eviction_retry_max_seconds,
+            defaults.drain.eviction_retry_max_seconds);
+  EXPECT_EQ(loaded->drain.poll_seconds, defaults.drain.poll_seconds);
+}
+
+TEST(config, drain_modes_are_read_and_bad_ones_named) {
+  auto good = parse_config(R"(
+drain:
+  namespaces:
+    - {namespace: "batch-.*", mode: AllowCompletion}
+    - {namespace: inference, mode: DeleteAfterTimeout, timeout_minutes: 30}
+)");
+  ASSERT_TRUE(good.has_value()) << good.error().to_string();
+  ASSERT_EQ(good->drain.namespaces.size(), 2u);
+  EXPECT_EQ(good->drain.namespaces[1].mode, "DeleteAfterTimeout");
+  EXPECT_EQ(good->drain.namespaces[1].timeout_minutes, 30u);
+
+  auto bad = parse_config(R"(
+drain:
+  default_mode: Eventually
+  namespaces:
+    - {namespace: "batch-(", mode: AllowCompletion}
+    - {namespace: inference, mode: DeleteAfterTimeout}
+  system_namespaces: "kube-["
+  eviction_retry_seconds: 60
+  eviction_retry_max_seconds: 10
+)");
+  ASSERT_FALSE(bad.has_value());
+  const auto text = bad.error().to_string();
+  for (const char* expected :
+       {"drain.default_mode", "drain.namespaces[0].namespace",
+        "drain.namespaces[1].timeout_minutes", "drain.system_namespaces",
+        "drain.eviction_retry_max_seconds"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 
 TEST(config, control_quarantine_and_breaker_errors_name_the_key) {

@@ -92,6 +92,12 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
       }
       return std::string(control::to_string(refusal)) + ": " + st.breaker.trip_reason();
     },
+    [=](permit_atom, const std::string&) -> std::string {
+      auto& st = self->state;
+      if (!st.breaker.tripped())
+        return {};
+      return "circuit breaker tripped: " + st.breaker.trip_reason();
+    },
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();
       // Journal first: an acknowledged reset is never lost on restart.

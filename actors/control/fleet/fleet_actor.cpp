@@ -242,7 +242,17 @@ void restart_node(fleet_actor* self, const std::string& name) {
 }
 
 std::string fleet_summary(const fleet_state& st) {
+  const auto& c = *st.settings->counters;
   return json{{"nodes", st.nodes.size()},
+              {"cordons", c.cordons.load()},
+              {"uncordons", c.uncordons.load()},
+              {"quarantinesHeld", c.quarantines_held.load()},
+              {"drainsStarted", c.drains_started.load()},
+              {"drainsSucceeded", c.drains_succeeded.load()},
+              {"drainsCancelled", c.drains_cancelled.load()},
+              {"drainsSkipped", c.drains_skipped.load()},
+              {"drainsHeld", c.drains_held.load()},
+              {"evictions", c.evictions.load()},
               {"gpuNodes", st.gpu_nodes.size()},
               {"rebuilt", st.rebuilt},
               {"listed", st.listed},

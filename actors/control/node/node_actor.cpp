@@ -63,15 +63,18 @@ journal_record decision_row(const node_state& st, const quarantine_decision& d,
 }
 
 void reconcile(node_actor* self);
+void consider_drain(node_actor* self);
 
-// The current reconcile is over; run again if something arrived meanwhile.
+// The current reconcile is over; run again if something arrived meanwhile,
+// else see whether the converged node needs a drain.
 void finish(node_actor* self) {
   auto& st = self->state;
   st.busy = false;
   if (st.again) {
     st.again = false;
-    reconcile(self);
+    return reconcile(self);
   }
+  consider_drain(self);
 }
 
 // A failed request: try again after a doubling delay, never in a tight loop.
@@ -190,6 +193,8 @@ void send_decision(node_actor* self, quarantine_decision d, std::string summary)
       ++st.stats.patches;
       st.stats.cordons += d.cordon ? 1 : 0;
       st.stats.uncordons += d.uncordon ? 1 : 0;
+      st.settings->counters->cordons += d.cordon ? 1 : 0;
+      st.settings->counters->uncordons += d.uncordon ? 1 : 0;
       take_node(self, result.response().body);
       patch_status(self, d, summary);
     });
@@ -200,6 +205,7 @@ void apply_decision(node_actor* self, quarantine_decision d) {
   auto& st = self->state;
   ++st.stats.reconciles;
   st.stats.held += d.held_by_breaker ? 1 : 0;
+  st.settings->counters->quarantines_held += d.held_by_breaker ? 1 : 0;
   auto summary = control::describe(d);
   self
     ->request(st.journal, caf::infinite, append_atom::value, decision_row(st, d, summary))
@@ -229,7 +235,7 @@ void reconcile(node_actor* self) {
   auto decision = control::decide_quarantine(st.node->observation, st.active,
                                              st.settings->quarantine, true);
   if (decision.no_change(st.node->observation))
-    return;
+    return consider_drain(self);
   st.busy = true;
   if (!starts_quarantine(decision))
     return apply_decision(self, std::move(decision));
@@ -252,6 +258,141 @@ void reconcile(node_actor* self) {
       });
 }
 
+// The drain the active events want once vigil's quarantine is in place: the
+// node is cordoned (by anyone; in dry run, would be) and not opted out.
+std::optional<control::drain_request> wanted_drain(const node_state& st) {
+  if (!st.node || st.active.empty())
+    return std::nullopt;
+  const auto& observed = st.node->observation;
+  if (!observed.unschedulable && !st.settings->dry_run)
+    return std::nullopt;
+  auto opt_out = observed.labels.find(st.settings->quarantine.opt_out_label);
+  if (opt_out != observed.labels.end() && opt_out->second == "true")
+    return std::nullopt;
+  return control::desired_drain(st.active.records());
+}
+
+void post_drain_event(node_actor* self, const std::string& reason,
+                      const std::string& message, bool warning) {
+  auto& st = self->state;
+  if (st.settings->dry_run || st.settings->drain->dry_run)
+    return;
+  auto request =
+    control::node_event_request(st.node_name, st.settings->events_namespace, reason,
+                                message, warning, st.time->wall_now(), ++st.decisions);
+  self->request(st.gateway, caf::infinite, std::move(request))
+    .then([=](const kube::kube_result& result) {
+      if (!result.ok())
+        logger()->warn("node {}: Event not posted: {}", self->state.node_name,
+                       result.error().to_string());
+    });
+}
+
+void start_drain(node_actor* self, control::drain_request request) {
+  auto& st = self->state;
+  auto key = control::drain_key(request);
+  st.drain_permit_pending = true;
+  // issue #7 item 4: no new drain starts while the breaker is tripped.
+  self->request(st.breaker, caf::infinite, permit_atom::value, st.node_name)
+    .then(
+      [=](const std::string& refusal) {
+        auto& st = self->state;
+        st.drain_permit_pending = false;
+        if (!refusal.empty()) {
+          ++st.stats.drains_held;
+          ++st.settings->counters->drains_held;
+          logger()->warn("node {}: drain {} held: {}", st.node_name, key, refusal);
+          if (!st.retry_armed) {
+            st.retry_armed = true;
+            self->delayed_send(self, st.settings->retry_max, reconcile_atom::value);
+          }
+          return;
+        }
+        if (st.drain || !wanted_drain(st)) // things moved on while asking
+          return consider_drain(self);
+        ++st.stats.drains_started;
+        ++st.settings->counters->drains_started;
+        st.drain_key = key;
+        st.drain_cancelling = false;
+        auto settings = st.settings->drain;
+        if (st.settings->dry_run && !settings->dry_run) { // global dry run
+          auto dry = std::make_shared<drain_settings>(*settings);
+          dry->dry_run = true;
+          settings = std::move(dry);
+        }
+        st.drain = self->spawn<caf::linked>(vigil::drain, st.node_name, request,
+                                            std::move(settings), st.gateway, st.journal,
+                                            caf::actor_cast<caf::actor>(self), st.time);
+        post_drain_event(self, "DrainStarted", "drain " + key + " started", false);
+      },
+      [=](const caf::error& err) {
+        self->state.drain_permit_pending = false;
+        retry_later(self, "the breaker did not answer (" + caf::to_string(err) + ")");
+      });
+}
+
+// Level-based like the quarantine: compares the drain the active events want
+// with the running one. seed 000 §3.1: after a completed full drain nothing
+// more is drained in this quarantine; a completed drain is not repeated.
+// seed 000 §3.2: a release cancels the running drain.
+void consider_drain(node_actor* self) {
+  auto& st = self->state;
+  if (st.busy || st.drain_permit_pending)
+    return;
+  if (st.active.empty()) {
+    st.drain_history = control::drain_history::none;
+    st.drained_key.clear();
+  }
+  auto wanted = wanted_drain(st);
+  if (st.drain) {
+    if (st.drain_cancelling)
+      return;
+    std::string why;
+    if (!wanted)
+      why = "quarantine released";
+    else if (auto key = control::drain_key(*wanted); key != st.drain_key)
+      why = "superseded by drain " + key;
+    if (!why.empty()) {
+      st.drain_cancelling = true;
+      self->send(st.drain, cancel_atom::value, why);
+    }
+    return;
+  }
+  if (!wanted || st.drain_history == control::drain_history::full_done
+      || control::drain_key(*wanted) == st.drained_key)
+    return;
+  wanted->history = st.drain_history;
+  start_drain(self, std::move(*wanted));
+}
+
+void on_drained(node_actor* self, const std::string& key, const std::string& outcome,
+                std::uint64_t evictions) {
+  auto& st = self->state;
+  st.drain = nullptr;
+  st.drain_cancelling = false;
+  st.stats.evictions += evictions;
+  auto& counters = *st.settings->counters;
+  counters.evictions += evictions;
+  if (outcome == "cancelled") {
+    ++st.stats.drains_cancelled;
+    ++counters.drains_cancelled;
+    post_drain_event(self, "DrainCancelled", "drain " + key + " cancelled", false);
+  } else {
+    ++(outcome == "succeeded" ? st.stats.drains_succeeded : st.stats.drains_skipped);
+    ++(outcome == "succeeded" ? counters.drains_succeeded : counters.drains_skipped);
+    st.drained_key = key;
+    if (st.drain_history != control::drain_history::full_done)
+      st.drain_history = key == "full" ? control::drain_history::full_done
+                                       : control::drain_history::partial_done;
+    if (outcome == "succeeded")
+      post_drain_event(self, "Drained",
+                       "drain " + key + " completed (" + std::to_string(evictions)
+                         + " pods evicted)",
+                       false);
+  }
+  consider_drain(self);
+}
+
 std::string summary_of(const node_state& st) {
   nlohmann::json active = nlohmann::json::array();
   for (const auto& r : st.active.records())
@@ -270,7 +411,15 @@ std::string summary_of(const node_state& st) {
                         {"failures", st.stats.failures},
                         {"cordons", st.stats.cordons},
                         {"uncordons", st.stats.uncordons},
-                        {"held", st.stats.held}};
+                        {"held", st.stats.held},
+                        {"draining", st.drain ? st.drain_key : std::string{}},
+                        {"drainedKey", st.drained_key},
+                        {"drainsStarted", st.stats.drains_started},
+                        {"drainsSucceeded", st.stats.drains_succeeded},
+                        {"drainsCancelled", st.stats.drains_cancelled},
+                        {"drainsSkipped", st.stats.drains_skipped},
+                        {"drainsHeld", st.stats.drains_held},
+                        {"evictions", st.stats.evictions}};
   if (st.node) {
     out["unschedulable"] = st.node->observation.unschedulable;
     out["cordonOwned"] = st.node->observation.cordon_owned;
@@ -319,6 +468,8 @@ caf::behavior node(node_actor* self, std::string name,
       reconcile(self);
     },
     [=](summary_atom) { return summary_of(self->state); },
+    [=](drained_atom, const std::string& key, const std::string& outcome,
+        std::uint64_t evictions) { on_drained(self, key, outcome, evictions); },
   };
 }
 

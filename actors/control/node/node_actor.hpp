@@ -7,6 +7,7 @@
 // newer triggers only mark it to run again.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -15,13 +16,30 @@
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
+#include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
 
-/// What every node actor reads from configuration; shared and immutable.
+/// Fleet-wide counters for /metrics: every node actor adds to them, the fleet
+/// reports them. Monotonic atomics, not node state: nothing decides on them.
+struct control_counters {
+  std::atomic<std::uint64_t> cordons{0};
+  std::atomic<std::uint64_t> uncordons{0};
+  std::atomic<std::uint64_t> quarantines_held{0}; ///< refused by the breaker
+  std::atomic<std::uint64_t> drains_started{0};
+  std::atomic<std::uint64_t> drains_succeeded{0};
+  std::atomic<std::uint64_t> drains_cancelled{0};
+  std::atomic<std::uint64_t> drains_skipped{0}; ///< nothing to evict, or dry run
+  std::atomic<std::uint64_t> drains_held{0};    ///< refused by the breaker
+  std::atomic<std::uint64_t> evictions{0};
+};
+
+/// What every node actor reads from configuration; shared and immutable
+/// (but for the counters it points to).
 struct node_settings {
   control::quarantine_policy quarantine;
   /// "key" or "key=value": a Node with this label counts as a GPU node for
@@ -31,6 +49,9 @@ struct node_settings {
   bool dry_run = false; ///< decide and journal, never write to the API server
   caf::timespan retry_initial = std::chrono::seconds{1};
   caf::timespan retry_max = std::chrono::seconds{60};
+  /// The drains this node actor starts (drain.dry_run: plan and journal only).
+  std::shared_ptr<const drain_settings> drain = std::make_shared<drain_settings>();
+  std::shared_ptr<control_counters> counters = std::make_shared<control_counters>();
 };
 
 struct node_stats {
@@ -43,6 +64,12 @@ struct node_stats {
   std::uint64_t cordons = 0;
   std::uint64_t uncordons = 0;
   std::uint64_t held = 0; ///< new quarantines refused by the breaker
+  std::uint64_t drains_started = 0;
+  std::uint64_t drains_succeeded = 0;
+  std::uint64_t drains_cancelled = 0;
+  std::uint64_t drains_skipped = 0; ///< nothing to evict, or dry run
+  std::uint64_t drains_held = 0;    ///< refused by the breaker
+  std::uint64_t evictions = 0;      ///< evictions the API server accepted
 };
 
 struct node_state {
@@ -59,6 +86,13 @@ struct node_state {
   bool retry_armed = false;                   ///< a retry timer is pending
   caf::timespan backoff{};                    ///< next retry delay after a failure
   std::uint64_t decisions = 0;                ///< numbers the Kubernetes Events
+  caf::actor drain;                           ///< the running drain, if any
+  std::string drain_key;                      ///< its control::drain_key
+  bool drain_cancelling = false;              ///< it was told to stop
+  bool drain_permit_pending = false;          ///< the breaker is being asked
+  /// seed 000 §3.1: what this quarantine already drained; reset on release.
+  control::drain_history drain_history = control::drain_history::none;
+  std::string drained_key; ///< key of the last drain that completed
   node_stats stats;
   static inline const char* name = "node";
 };
@@ -66,7 +100,11 @@ struct node_state {
 using node_actor = caf::stateful_actor<node_state>;
 
 /// (route_atom, health_event, seq); (observe_atom, node JSON);
-/// (replay_atom, vector<health_event>); (reconcile_atom); (summary_atom) → JSON.
+/// (replay_atom, vector<health_event>); (reconcile_atom); (summary_atom) → JSON;
+/// (drained_atom, key, outcome, evictions) from its drain actor.
+/// Once the quarantine is in place the node actor runs the drain its active
+/// events want (issue #7 item 5) as a linked drain actor, one at a time: a
+/// different drain supersedes (cancels) the running one, a release cancels it.
 caf::behavior node(node_actor* self, std::string name,
                    std::shared_ptr<const node_settings> settings, caf::actor gateway,
                    caf::actor journal, caf::actor breaker,

@@ -119,6 +119,49 @@ status validate(const drain_config& config) {
   return ok();
 }
 
+std::optional<drain_request> desired_drain(const std::vector<active_record>& records) {
+  drain_request out;
+  out.action = recommended_action::component_reset;
+  bool any = false, all_skip = true, any_force = false;
+  auto add_gpu = [&](const entity& e) {
+    if (e.type == "GPU_UUID" && !e.value.empty()
+        && std::find(out.gpu_uuids.begin(), out.gpu_uuids.end(), e.value)
+             == out.gpu_uuids.end())
+      out.gpu_uuids.push_back(e.value);
+  };
+  for (const auto& r : records) {
+    if (r.action == recommended_action::none)
+      continue;
+    any = true;
+    if (r.action != recommended_action::component_reset)
+      out.action = r.action;
+    add_gpu(r.subject);
+    for (const auto& other : r.reported_with)
+      add_gpu(other);
+    all_skip = all_skip && r.drain_overrides && r.drain_overrides->skip;
+    any_force = any_force || (r.drain_overrides && r.drain_overrides->force);
+  }
+  if (!any)
+    return std::nullopt;
+  if (out.action != recommended_action::component_reset)
+    out.gpu_uuids.clear();
+  std::sort(out.gpu_uuids.begin(), out.gpu_uuids.end());
+  if (all_skip || any_force)
+    out.overrides = stage_override{any_force, all_skip && !any_force};
+  return out;
+}
+
+std::string drain_key(const drain_request& request) {
+  if (request.action != recommended_action::component_reset || request.gpu_uuids.empty())
+    return "full";
+  auto uuids = request.gpu_uuids;
+  std::sort(uuids.begin(), uuids.end());
+  std::string key = "partial:";
+  for (std::size_t i = 0; i < uuids.size(); ++i)
+    key += (i ? "," : "") + uuids[i];
+  return key;
+}
+
 drain_plan plan_drain(const std::vector<pod_info>& pods, const drain_request& request,
                       const drain_config& config) {
   drain_plan plan;

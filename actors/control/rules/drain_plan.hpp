@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/control/rules/quarantine_rules.hpp"
 #include "messages/expected.hpp"
 #include "messages/health_event.hpp"
 #include "messages/wall_time.hpp"
@@ -74,6 +75,18 @@ struct drain_request {
   std::optional<stage_override> overrides;
   drain_history history = drain_history::none;
 };
+
+/// The drain a quarantined node's active records ask for (issue #7 item 5,
+/// seed 000 §3.1), or nullopt when none does: a record whose action is NONE
+/// needs no drain. COMPONENT_RESET records alone give a partial drain of their
+/// GPUs (GPU_UUID subjects and the GPU_UUIDs they were reported with); any
+/// other action a full drain. drainOverrides: force when any record forces,
+/// skip only when every record skips.
+std::optional<drain_request> desired_drain(const std::vector<active_record>& records);
+
+/// Names what a request drains: "full", or "partial:GPU-a,GPU-b" (sorted).
+/// Two requests with the same key drain the same pods.
+std::string drain_key(const drain_request& request);
 
 struct pod_ref {
   std::string ns;

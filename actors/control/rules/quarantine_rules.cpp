@@ -216,7 +216,7 @@ void active_events::add(const health_event& e, const std::string& rule) {
   for (const auto& subject : subjects) {
     active_record rec{e.agent,       e.component_class, e.check_name, subject, {},
                       e.error_codes, e.message,         e.action,     rule,    e.id,
-                      e.generated};
+                      e.generated,   e.drain_overrides};
     for (const auto& other : e.entities)
       if (!(other == subject))
         rec.reported_with.push_back(other);

@@ -94,6 +94,7 @@ struct active_record {
   std::string rule; ///< name of the quarantine rule that matched
   std::string event_id;
   std::optional<wall_time> generated;
+  std::optional<stage_override> drain_overrides; ///< the raising event's
 };
 
 /// What one event did to the active set.

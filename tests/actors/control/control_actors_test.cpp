@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/drain/drain_resource.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
@@ -41,6 +42,47 @@ kube::kube_result to_result(const kube::store_result& r, long ok_status) {
   e.status = r.error.code;
   e.reason = r.error.reason;
   e.message = r.error.message;
+  return e;
+}
+
+// "spec.nodeName%3Dnode-1" → "spec.nodeName=node-1": the escapes vigil sends.
+std::string unescape(std::string text) {
+  for (auto [from, to] : {std::pair<const char*, const char*>{"%3D", "="}, {"%2C", ","}})
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from))
+      text.replace(at, 3, to);
+  return text;
+}
+
+// GET /api/v1/pods?fieldSelector=…, POST …/pods/<name>/eviction, DELETE …/pods/<name>.
+kube::kube_result pod_request(kube::object_store& store,
+                              const kube::kube_request& request) {
+  const auto* pods = store.find_type("", "v1", "pods");
+  if (request.verb == "GET" && request.path == "/api/v1/pods") {
+    kube::list_options options;
+    const std::string field = "fieldSelector=";
+    if (request.query.rfind(field, 0) == 0)
+      options.field_selector = unescape(request.query.substr(field.size()));
+    return to_result(store.list(*pods, "", options), 200);
+  }
+  // /api/v1/namespaces/<ns>/pods/<name>[/eviction]
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : request.path.substr(1) + "/")
+    if (c == '/') {
+      parts.push_back(part);
+      part.clear();
+    } else {
+      part += c;
+    }
+  if (parts.size() >= 6 && parts[2] == "namespaces" && parts[4] == "pods") {
+    if (request.verb == "POST" && parts.size() == 7 && parts[6] == "eviction")
+      return to_result(store.evict(parts[3], parts[5], json::parse(request.body)), 201);
+    if (request.verb == "DELETE" && parts.size() == 6)
+      return to_result(store.remove(*pods, parts[3], parts[5], {}), 200);
+  }
+  kube::kube_error e;
+  e.status = 404;
+  e.reason = "NotFound";
   return e;
 }
 
@@ -80,10 +122,7 @@ behavior fake_gateway(stateful_actor<fake_gateway_state>* self,
       if (request.verb == "POST" && request.path.find("/events") != std::string::npos)
         return to_result(st.store->create(*events, "default", json::parse(request.body)),
                          201);
-      kube::kube_error e;
-      e.status = 404;
-      e.reason = "NotFound";
-      return e;
+      return pod_request(*st.store, request);
     },
   };
 }
@@ -111,6 +150,47 @@ health_event xid(const std::string& node, const std::string& uuid, bool healthy 
   e.entities = {{"GPU_UUID", uuid}};
   e.node_name = node;
   return e;
+}
+
+health_event reset_needed(const std::string& node, const std::string& uuid) {
+  auto e = xid(node, uuid);
+  e.id = node + "-" + uuid + "-48";
+  e.error_codes = {"48"};
+  e.action = recommended_action::component_reset;
+  return e;
+}
+
+health_event reboot_needed(const std::string& node, const std::string& uuid) {
+  auto e = xid(node, uuid);
+  e.action = recommended_action::restart_vm;
+  return e;
+}
+
+// A running pod on `node`; `gpus` are its allocated GPUs (the devices
+// annotation, seed 000 §3.1), and it requests as many nvidia.com/gpu.
+json pod_object(const std::string& name, const std::string& node,
+                std::vector<std::string> gpus = {}, json labels = json::object(),
+                const std::string& owner_kind = "") {
+  json pod = {
+    {"metadata", {{"name", name}, {"labels", std::move(labels)}}},
+    {"spec",
+     {{"nodeName", node}, {"containers", {{{"name", "main"}, {"image", "trainer"}}}}}},
+    {"status",
+     {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  if (!gpus.empty()) {
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] =
+      std::to_string(gpus.size());
+    json devices = {
+      {"devices", {{{"resourceName", "nvidia.com/gpu"}, {"deviceIds", gpus}}}}};
+    pod["metadata"]["annotations"][control::gpu_devices_annotation] = devices.dump();
+  }
+  if (!owner_kind.empty())
+    pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                           {"kind", owner_kind},
+                                           {"name", "owner"},
+                                           {"uid", "owner-uid"},
+                                           {"controller", true}}};
+  return pod;
 }
 
 json node_object(const std::string& name) {
@@ -152,6 +232,47 @@ struct fixture : test_coordinator_fixture<> {
   }
 
   const kube::resource_type* nodes() { return store->find_type("", "v1", "nodes"); }
+  const kube::resource_type* pods() { return store->find_type("", "v1", "pods"); }
+  const kube::resource_type* budgets() {
+    return store->find_type("policy", "v1", "poddisruptionbudgets");
+  }
+
+  void add_pod(const std::string& ns, json pod) {
+    CAF_REQUIRE(store->create(*pods(), ns, std::move(pod)).ok());
+  }
+  // A budget over app=<app> pods in `ns` needing `min_available` of them.
+  void add_budget(const std::string& ns, const std::string& app, int min_available) {
+    json budget = {{"metadata", {{"name", app + "-pdb"}}},
+                   {"spec",
+                    {{"selector", {{"matchLabels", {{"app", app}}}}},
+                     {"minAvailable", min_available}}}};
+    CAF_REQUIRE(store->create(*budgets(), ns, std::move(budget)).ok());
+  }
+  bool terminating(const std::string& ns, const std::string& name) {
+    auto pod = store->get(*pods(), ns, name);
+    return !pod.ok() || (*pod.value)["metadata"].contains("deletionTimestamp");
+  }
+  // The kubelet's part: pods in their grace period go for good.
+  void kubelet_finishes() {
+    for (const auto& [ns, name] : store->terminating_pods())
+      store->finish_pod_deletion(ns, name);
+  }
+  // Lets `d` of virtual time pass: drains re-list pods, retries come due.
+  void advance(timespan d) {
+    sched.advance_time(d);
+    sched.run();
+  }
+  std::size_t drain_rows(const std::string& phase) {
+    auto rows = journal_db->read({});
+    CAF_REQUIRE(rows.has_value());
+    return static_cast<std::size_t>(
+      std::count_if(rows->begin(), rows->end(), [&](const journal_record& r) {
+        return r.kind == control::drain_row && json::parse(r.body)["phase"] == phase;
+      }));
+  }
+  json node_summary(const std::string& name) {
+    return json::parse(ask(fleet, summary_atom::value, name));
+  }
 
   void start(control::breaker_config breaker_config = {}) {
     breaker = sys.spawn(vigil::breaker, breaker_config, journal, time);
@@ -389,6 +510,114 @@ CAF_TEST(dry_run_journals_decisions_and_writes_nothing) {
   CAF_CHECK(!cordoned("node-1"));
   CAF_CHECK_EQUAL(requests("PATCH"), patches_before);
   CAF_CHECK_EQUAL(journal_rows(quarantine_row), 1u);
+}
+
+CAF_TEST(a_partial_drain_evicts_only_the_pod_on_the_bad_gpu) {
+  add_pod("train", pod_object("job-a", "node-1", {"GPU-a"}));
+  add_pod("train", pod_object("job-b", "node-1", {"GPU-b"}));
+  add_pod("train", pod_object("web", "node-1"));
+  add_pod("monitoring", pod_object("exporter", "node-1", {"GPU-a"}, {}, "DaemonSet"));
+  add_pod("train", pod_object("job-c", "node-2", {"GPU-c"}));
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(terminating("train", "job-a"));
+  CAF_CHECK(!terminating("train", "job-b"));
+  CAF_CHECK(!terminating("train", "web"));
+  CAF_CHECK(!terminating("monitoring", "exporter"));
+  CAF_CHECK(!terminating("train", "job-c"));
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 0u); // job-a is still in its grace period
+  kubelet_finishes();
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["drainedKey"], "partial:GPU-a");
+  CAF_CHECK_EQUAL(summary["evictions"], 1);
+  CAF_CHECK_EQUAL(summary["draining"], "");
+}
+
+CAF_TEST(a_full_drain_waits_for_the_disruption_budget_and_skips_daemonsets) {
+  add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("serve", pod_object("api", "node-1"));
+  add_pod("monitoring", pod_object("exporter", "node-1", {}, {}, "DaemonSet"));
+  add_pod("kube-system", pod_object("dns", "node-1"));
+  add_budget("train", "train", 2);
+  start();
+  post({reboot_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("serve", "api"));
+  CAF_CHECK(!terminating("train", "w0")); // 429: the budget allows no disruption
+  CAF_CHECK(!terminating("monitoring", "exporter"));
+  CAF_CHECK(!terminating("kube-system", "dns"));
+  // The owner scales up elsewhere: the budget now allows one disruption.
+  add_pod("train", pod_object("w2", "node-3", {"GPU-a"}, {{"app", "train"}}));
+  advance(std::chrono::seconds{5}); // the eviction's retry comes due
+  CAF_CHECK(terminating("train", "w0"));
+  kubelet_finishes();
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["drainedKey"], "full");
+  CAF_CHECK_EQUAL(summary["evictions"], 2);
+  // A later partial drain in the same quarantine is skipped (seed 000 §3.1).
+  post({reset_needed("node-1", "GPU-b")});
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+}
+
+CAF_TEST(a_recovery_cancels_a_drain) {
+  add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));
+  add_budget("train", "train", 2);
+  start();
+  post({reboot_needed("node-1", "GPU-a")});
+  {
+    auto summary = node_summary("node-1"); // a named copy: the check keeps references
+    CAF_CHECK_EQUAL(summary["draining"], "full");
+  }
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(drain_rows("cancelled"), 1u);
+  {
+    auto summary = node_summary("node-1"); // a named copy: the check keeps references
+    CAF_CHECK_EQUAL(summary["draining"], "");
+  }
+  // No eviction is asked after the cancel.
+  auto posts = requests("POST");
+  add_pod("train", pod_object("w2", "node-3", {"GPU-a"}, {{"app", "train"}}));
+  advance(std::chrono::minutes{5});
+  CAF_CHECK_EQUAL(requests("POST"), posts);
+  CAF_CHECK(!terminating("train", "w0"));
+}
+
+CAF_TEST(a_tripped_breaker_holds_new_drains) {
+  control::breaker_config config;
+  config.max_cordoned_nodes = 1;
+  add_pod("train", pod_object("w0", "node-1", {"GPU-b"}));
+  start(config);
+  post({reset_needed("node-1", "GPU-a")}); // cordoned; nothing holds GPU-a
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  post({xid("node-2", "GPU-a")}); // trips the breaker
+  CAF_CHECK(!cordoned("node-2"));
+  post({reboot_needed("node-1", "GPU-b")}); // wants a full drain now
+  {
+    auto summary = node_summary("node-1"); // a named copy: the check keeps references
+    CAF_CHECK_EQUAL(summary["drainsHeld"], 1);
+  }
+  CAF_CHECK(!terminating("train", "w0"));
+  CAF_CHECK_EQUAL(ask(breaker, reset_atom::value), "reset");
+  advance(std::chrono::seconds{60}); // the node actor asks again
+  CAF_CHECK(terminating("train", "w0"));
+}
+
+CAF_TEST(dry_run_journals_the_drain_plan_and_evicts_nothing) {
+  settings->dry_run = true;
+  add_pod("train", pod_object("job-a", "node-1", {"GPU-a"}));
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+  CAF_CHECK_EQUAL(drain_rows("dry_run"), 1u);
+  CAF_CHECK(!terminating("train", "job-a"));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

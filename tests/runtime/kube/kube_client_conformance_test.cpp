@@ -189,14 +189,12 @@ TEST_F(client_conformance, eviction_blocked_by_a_pdb_is_429_with_a_status) {
   json eviction = {{"apiVersion", "policy/v1"},
                    {"kind", "Eviction"},
                    {"metadata", {{"name", "solo"}, {"namespace", "jobs"}}}};
-  kube_client_options no_retry;
-  no_retry.backoff.max_attempts = 1;
-  auto client = make_kube_client_curl(kube_connection{server_->url()}, no_retry);
-  std::promise<kube_result> done;
-  (*client)->send(make_request("POST", resource_path(pods, "jobs", "solo", "eviction"),
-                               eviction.dump()),
-                  [&](kube_result r) { done.set_value(std::move(r)); });
-  auto refused = done.get_future().get();
+  auto request = make_request("POST", resource_path(pods, "jobs", "solo", "eviction"),
+                              eviction.dump());
+  request.retry_throttled = false; // the drain retries evictions on its own schedule
+  const auto before = server_->requests_served("POST");
+  auto refused = call(request);
+  EXPECT_EQ(server_->requests_served("POST") - before, 1u); // not retried inside
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(refused.error().throttled());
   EXPECT_NE(refused.error().message.find("disruption budget"), std::string::npos)

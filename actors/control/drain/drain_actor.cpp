@@ -1,0 +1,261 @@
+#include "actors/control/drain/drain_actor.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/control/drain/drain_resource.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+using control::drain_status;
+
+std::shared_ptr<spdlog::logger> logger() {
+  return component_logger("drain");
+}
+
+journal_record drain_record(const drain_state& st, const nlohmann::json& body) {
+  journal_record row;
+  row.recorded_at = st.time->wall_now();
+  row.node = st.node_name;
+  row.kind = control::drain_row;
+  row.body = body.dump();
+  // One row per phase of one drain run: the run is named by its start time.
+  row.idempotency_key = st.node_name + "/drain/" + st.key + "/"
+                        + body.value("phase", std::string{}) + "/"
+                        + std::to_string(std::hash<std::string>{}(row.body));
+  return row;
+}
+
+void list_pods(drain_actor* self);
+void send_due(drain_actor* self);
+
+// Journals the outcome row, then reports to the node actor and quits. A failed
+// journal write is retried on the next tick; nothing else happens meanwhile.
+void journal_end(drain_actor* self) {
+  auto& st = self->state;
+  if (st.end_writing)
+    return;
+  st.end_writing = true;
+  auto row = drain_record(st, nlohmann::json::parse(st.end_body));
+  self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
+    .then(
+      [=](const append_outcome&) {
+        auto& st = self->state;
+        logger()->info("node {}: drain {} {} ({} evicted, {} deleted)", st.node_name,
+                       st.key, st.end_outcome, st.evictions, st.deletions);
+        if (auto owner = caf::actor_cast<caf::actor>(st.owner))
+          self->send(owner, drained_atom::value, st.key, st.end_outcome,
+                     static_cast<std::uint64_t>(st.evictions));
+        self->quit();
+      },
+      [=](const caf::error& err) {
+        auto& st = self->state;
+        logger()->warn("node {}: drain outcome not journaled ({}); retrying",
+                       st.node_name, caf::to_string(err));
+        st.end_writing = false;
+        st.tick_armed = true;
+        self->delayed_send(self, st.settings->retry_initial, dtick_atom::value);
+      });
+}
+
+void end(drain_actor* self, std::string outcome, const nlohmann::json& body) {
+  auto& st = self->state;
+  if (st.ending)
+    return;
+  st.ending = true;
+  st.end_outcome = std::move(outcome);
+  st.end_body = body.dump();
+  journal_end(self);
+}
+
+void end_from_progress(drain_actor* self) {
+  auto& st = self->state;
+  auto body =
+    control::drain_finished_body(*st.progress, st.key, st.evictions, st.deletions);
+  end(self, std::string(control::to_string(st.progress->status())), std::move(body));
+}
+
+// A failed list or journal write: try again after a doubling delay.
+void retry_later(drain_actor* self, const std::string& what) {
+  auto& st = self->state;
+  if (st.backoff == caf::timespan{})
+    st.backoff = st.settings->retry_initial;
+  logger()->warn(
+    "node {}: drain {}: {}; retrying in {} ms", st.node_name, st.key, what,
+    std::chrono::duration_cast<std::chrono::milliseconds>(st.backoff).count());
+  if (!st.tick_armed) {
+    st.tick_armed = true;
+    self->delayed_send(self, st.backoff, dtick_atom::value);
+  }
+  st.backoff = std::min(st.backoff * 2, st.settings->retry_max);
+}
+
+// The next wake-up: the earliest retry or deadline, never later than a poll.
+void arm_tick(drain_actor* self) {
+  auto& st = self->state;
+  if (st.tick_armed || st.ending)
+    return;
+  auto delay = st.settings->poll_interval;
+  if (auto at = st.progress->next_wakeup()) {
+    auto until = *at - st.time->wall_now();
+    delay = std::max(caf::timespan{0}, std::min(delay, caf::timespan{until}));
+  }
+  st.tick_armed = true;
+  self->delayed_send(self, delay, dtick_atom::value);
+}
+
+void on_step_result(drain_actor* self, const control::drain_step& step,
+                    const kube::kube_result& result) {
+  auto& st = self->state;
+  --st.in_flight;
+  auto outcome = control::classify(result);
+  if (outcome == control::step_result::accepted)
+    ++(step.what == control::drain_step::kind::evict ? st.evictions : st.deletions);
+  if (outcome == control::step_result::too_many_requests)
+    logger()->info(
+      "node {}: eviction of {}/{} refused by a PodDisruptionBudget; retrying",
+      st.node_name, step.pod.ns, step.pod.name);
+  else if (outcome == control::step_result::failed)
+    logger()->warn("node {}: {} of {}/{} failed: {}", st.node_name,
+                   step.what == control::drain_step::kind::evict ? "eviction"
+                                                                 : "deletion",
+                   step.pod.ns, step.pod.name, result.error().to_string());
+  st.progress->on_result(step.pod, outcome, st.time->wall_now());
+  send_due(self);
+}
+
+// Sends every step that is due; ends the drain when every pod is gone.
+void send_due(drain_actor* self) {
+  auto& st = self->state;
+  if (st.ending)
+    return;
+  if (st.progress->status() != drain_status::in_progress) {
+    if (st.in_flight == 0)
+      end_from_progress(self);
+    return;
+  }
+  for (const auto& step : st.progress->due(st.time->wall_now())) {
+    auto request = step.what == control::drain_step::kind::evict
+                     ? control::eviction_request(step.pod)
+                     : control::pod_delete_request(step.pod);
+    ++st.in_flight;
+    self->request(st.gateway, caf::infinite, std::move(request))
+      .then([=](const kube::kube_result& result) { on_step_result(self, step, result); });
+  }
+  arm_tick(self);
+}
+
+// The first list plans the drain; the plan is journaled before any eviction.
+void start(drain_actor* self, std::vector<control::pod_info> pods) {
+  auto& st = self->state;
+  auto plan = control::plan_drain(pods, st.request, st.settings->config);
+  auto started = control::drain_started_body(plan, st.key, st.settings->dry_run);
+  self->request(st.journal, caf::infinite, append_atom::value, drain_record(st, started))
+    .then(
+      [=](const append_outcome&) {
+        auto& st = self->state;
+        st.backoff = {};
+        logger()->info("node {}: drain {} started: {} ({} pods to evict, {} skipped){}",
+                       st.node_name, st.key, plan.why, plan.evict.size(),
+                       plan.skipped.size(), st.settings->dry_run ? " (dry run)" : "");
+        if (plan.scope == control::drain_scope::none)
+          return end(self, "skipped",
+                     {{"phase", "skipped"}, {"drain", st.key}, {"why", plan.why}});
+        if (st.settings->dry_run)
+          return end(self, "dry_run", {{"phase", "dry_run"}, {"drain", st.key}});
+        st.progress.emplace(plan, st.time->wall_now(), st.settings->config);
+        send_due(self);
+      },
+      [=](const caf::error& err) {
+        retry_later(self,
+                    "the plan could not be journaled (" + caf::to_string(err) + ")");
+      });
+}
+
+// A pod tracked by the drain that is no longer listed (or has finished) is gone.
+void take_listing(drain_actor* self, const std::vector<control::pod_info>& pods) {
+  auto& st = self->state;
+  std::set<control::pod_ref> running;
+  for (const auto& pod : pods)
+    if (!pod.finished)
+      running.insert({pod.ns, pod.name});
+  for (const auto& target : st.progress->plan().evict)
+    if (!running.count(target.pod))
+      st.progress->on_pod_gone(target.pod);
+  send_due(self);
+}
+
+void list_pods(drain_actor* self) {
+  auto& st = self->state;
+  if (st.listing || st.ending)
+    return;
+  st.listing = true;
+  self->request(st.gateway, caf::infinite, control::node_pods_request(st.node_name))
+    .then([=](const kube::kube_result& result) {
+      auto& st = self->state;
+      st.listing = false;
+      if (st.ending)
+        return;
+      if (!result.ok())
+        return retry_later(self, "listing pods failed: " + result.error().to_string());
+      auto pods = control::pods_from_list(result.response().body);
+      if (!pods)
+        return retry_later(self, "unreadable pod list: " + pods.error().to_string());
+      st.backoff = {};
+      if (!st.progress)
+        return start(self, std::move(*pods));
+      take_listing(self, *pods);
+    });
+}
+
+} // namespace
+
+caf::behavior drain(drain_actor* self, std::string node, control::drain_request request,
+                    std::shared_ptr<const drain_settings> settings, caf::actor gateway,
+                    caf::actor journal, caf::actor owner,
+                    std::shared_ptr<const clock> time) {
+  auto& st = self->state;
+  st.node_name = std::move(node);
+  st.key = control::drain_key(request);
+  st.request = std::move(request);
+  st.settings = std::move(settings);
+  st.gateway = std::move(gateway);
+  st.journal = std::move(journal);
+  st.owner = owner.address();
+  st.time = std::move(time);
+  list_pods(self);
+  return {
+    [=](cancel_atom, const std::string& why) {
+      auto& st = self->state;
+      if (st.ending)
+        return;
+      if (!st.progress) {
+        // Not planned yet: nothing was evicted.
+        return end(self, "cancelled",
+                   {{"phase", "cancelled"}, {"drain", st.key}, {"reason", why}});
+      }
+      st.progress->cancel(why);
+      send_due(self);
+    },
+    [=](dtick_atom) {
+      auto& st = self->state;
+      st.tick_armed = false;
+      if (st.ending)
+        return journal_end(self);
+      if (!st.progress || st.progress->status() == drain_status::in_progress)
+        return list_pods(self);
+      send_due(self);
+    },
+  };
+}
+
+} // namespace vigil

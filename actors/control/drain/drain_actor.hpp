@@ -1,0 +1,70 @@
+// The drain workflow actor (issue #7 item 5): one per drain, spawned by the
+// node actor once the node is quarantined and linked to it. It lists the
+// node's pods, plans the drain (full, or partial for COMPONENT_RESET, seed 000
+// §3.1), journals the plan before the first eviction, evicts through the
+// Eviction API (PodDisruptionBudgets answer 429 and are retried with backoff),
+// waits for the pods to go (re-listing them on the actor clock), journals the
+// outcome and reports it to its node actor. A cancel (the quarantine was
+// released, seed 000 §3.2) stops it; pods already asked to go are not brought
+// back.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/rules/drain_plan.hpp"
+#include "runtime/clock.hpp"
+
+namespace vigil {
+
+struct drain_settings {
+  control::drain_config config;
+  /// How often the pods are re-listed while the drain waits for them to go.
+  caf::timespan poll_interval = std::chrono::seconds{5};
+  /// Listing or journaling failed: first retry delay, doubling up to the max.
+  caf::timespan retry_initial = std::chrono::seconds{1};
+  caf::timespan retry_max = std::chrono::seconds{60};
+  bool dry_run = false; ///< plan and journal; evict nothing
+};
+
+struct drain_state {
+  std::string node_name;
+  std::string key; ///< control::drain_key of the request
+  control::drain_request request;
+  std::shared_ptr<const drain_settings> settings;
+  caf::actor gateway;
+  caf::actor journal;
+  /// The node actor, told when the drain ends. Weak: the node actor holds the
+  /// drain, and a cycle of strong handles would keep both alive for ever.
+  caf::actor_addr owner;
+  std::shared_ptr<const clock> time;
+  std::optional<control::drain_progress> progress; ///< set once planned and journaled
+  std::size_t evictions = 0;                       ///< evictions the API server accepted
+  std::size_t deletions = 0;                       ///< deletions after a timeout
+  std::size_t in_flight = 0;                       ///< eviction/deletion requests
+  bool listing = false;                            ///< a pod list request is out
+  bool tick_armed = false;
+  bool ending = false;      ///< the outcome row is being journaled
+  std::string end_outcome;  ///< "succeeded", "cancelled", "skipped", "dry_run"
+  std::string end_body;     ///< the outcome row's body
+  bool end_writing = false; ///< its append is in flight
+  caf::timespan backoff{};
+  static inline const char* name = "drain";
+};
+
+using drain_actor = caf::stateful_actor<drain_state>;
+
+/// (cancel_atom, why): stop and report "cancelled". When the drain ends the
+/// owner gets (drained_atom, key, outcome, evictions) and the actor quits.
+caf::behavior drain(drain_actor* self, std::string node, control::drain_request request,
+                    std::shared_ptr<const drain_settings> settings, caf::actor gateway,
+                    caf::actor journal, caf::actor owner,
+                    std::shared_ptr<const clock> time);
+
+} // namespace vigil

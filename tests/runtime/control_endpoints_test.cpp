@@ -1,0 +1,31 @@
+#include "runtime/control_endpoints.hpp"
+
+#include <gtest/gtest.h>
+
+namespace vigil {
+namespace {
+
+TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
+  auto text = render_metrics(
+    R"({"received":7,"rejected":1})",
+    R"({"nodes":4,"cordons":2,"drainsStarted":3,"drainsSucceeded":1,"drainsCancelled":2,"evictions":5})",
+    R"({"tripped":true})", 10, 2, 1'500'000'000, true);
+  for (const char* expected :
+       {"vigil_events_received_total 7", "vigil_events_rejected_total 1", "vigil_nodes 4",
+        "vigil_cordons_total 2", "vigil_drains_started_total 3",
+        "vigil_drains_total{outcome=\"succeeded\"} 1",
+        "vigil_drains_total{outcome=\"cancelled\"} 2",
+        "vigil_drains_total{outcome=\"held\"} 0", "vigil_evictions_total 5",
+        "vigil_breaker_tripped 1", "vigil_journal_lag_seconds 1.5",
+        "# TYPE vigil_drains_total counter"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+}
+
+TEST(render_metrics, garbage_from_an_actor_reads_as_zero) {
+  auto text = render_metrics("not json", "[]", "", 0, 0, 0, false);
+  EXPECT_NE(text.find("vigil_nodes 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("vigil_journal_available 0"), std::string::npos) << text;
+}
+
+} // namespace
+} // namespace vigil
