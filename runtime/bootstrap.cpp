@@ -51,10 +51,14 @@ bool is_clean_exit(const caf::error& reason) {
 
 } // namespace
 
-int run_process(const vigil_config& config, const component_starter& start) {
-  // Block before any thread exists so CAF's workers inherit the mask.
+void block_handled_signals() {
   const auto set = handled_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int run_process(const vigil_config& config, const component_starter& start) {
+  // Block before any thread exists so CAF's workers inherit the mask.
+  block_handled_signals();
   auto log = component_logger("runtime");
 
   caf::actor_system_config cfg;

@@ -20,6 +20,13 @@ struct process_context {
 
 using component_starter = std::function<status(process_context&)>;
 
+/// Blocks SIGINT and SIGTERM in the calling thread, and so in every thread it
+/// creates afterwards. run_process does it first thing; a command that starts
+/// threads before run_process (an API client's I/O thread) calls it before
+/// those, or a signal may land in such a thread and kill the process instead
+/// of reaching the orderly shutdown.
+void block_handled_signals();
+
 /// Runs until the root supervisor exits. The first SIGINT/SIGTERM starts an
 /// orderly shutdown (runtime.shutdown_grace_ms); a second one exits at once.
 /// Returns the process exit code: 0 after a clean stop, 1 when a component

@@ -177,6 +177,7 @@ int run_control(command_context& ctx) {
     });
   if (!connection)
     return fail(connection.error());
+  block_handled_signals(); // before the client's I/O thread exists
   auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
   if (!client)
     return fail(client.error());

@@ -118,8 +118,12 @@ void on_step_result(drain_actor* self, const control::drain_step& step,
   auto& st = self->state;
   --st.in_flight;
   auto outcome = control::classify(result);
-  if (outcome == control::step_result::accepted)
-    ++(step.what == control::drain_step::kind::evict ? st.evictions : st.deletions);
+  const bool evict = step.what == control::drain_step::kind::evict;
+  if (outcome == control::step_result::accepted) {
+    ++(evict ? st.evictions : st.deletions);
+    logger()->info("node {}: {} {}/{}", st.node_name, evict ? "evicted" : "deleted",
+                   step.pod.ns, step.pod.name);
+  }
   if (outcome == control::step_result::too_many_requests)
     logger()->info(
       "node {}: eviction of {}/{} refused by a PodDisruptionBudget; retrying",

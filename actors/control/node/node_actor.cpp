@@ -156,24 +156,28 @@ void post_event(node_actor* self, const quarantine_decision& d,
     });
 }
 
+// Every request of the decision succeeded: say so, post its Event, go on.
+void applied(node_actor* self, const quarantine_decision& d, const std::string& summary) {
+  auto& st = self->state;
+  logger()->info("node {}: applied: {}", st.node_name, summary);
+  post_event(self, d, summary);
+  st.backoff = {};
+  finish(self);
+}
+
 void patch_status(node_actor* self, quarantine_decision d, std::string summary) {
   auto& st = self->state;
   auto request = control::status_patch_request(
     st.node_name, control::node_status_patch(d, st.time->wall_now()));
-  if (!request) {
-    post_event(self, d, summary);
-    st.backoff = {};
-    return finish(self);
-  }
+  if (!request)
+    return applied(self, d, summary);
   self->request(st.gateway, caf::infinite, std::move(*request))
     .then([=](const kube::kube_result& result) {
       if (!result.ok())
         return on_request_failure(self, result.error(), "PATCH status");
       ++self->state.stats.patches;
       take_node(self, result.response().body);
-      post_event(self, d, summary);
-      self->state.backoff = {};
-      finish(self);
+      applied(self, d, summary);
     });
 }
 

@@ -1,0 +1,297 @@
+// `vigil control` as a real process against the Kubernetes API test server and
+// a real PostgreSQL journal (issue #7 tests): ingest over HTTP → journal →
+// cordon → partial drain → restart → recovery → uncordon. The test waits on
+// the process's log lines (blocking reads, no sleeps); ctest's timeout is the
+// only deadline.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actors/control/drain/drain_resource.hpp"
+#include "runtime/journal/journal_store.hpp"
+#include "runtime/kube/kube_test_server.hpp"
+#include "tests/support/test_databases.hpp"
+
+extern char** environ;
+
+namespace vigil {
+namespace {
+
+using nlohmann::json;
+
+// A child process whose stdout and stderr come back through one pipe.
+class child_process {
+public:
+  explicit child_process(std::vector<std::string> args) {
+    int fds[2];
+    if (pipe(fds) != 0)
+      throw std::runtime_error("pipe failed");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0)
+      throw std::runtime_error("cannot start " + args[0]);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    output_ = fdopen(fds[0], "r");
+  }
+  ~child_process() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (output_ != nullptr)
+      std::fclose(output_);
+  }
+
+  // Reads lines until one contains `text`; returns it, or "" at end of output.
+  std::string wait_for(const std::string& text) {
+    char* line = nullptr;
+    size_t size = 0;
+    std::string found;
+    while (getline(&line, &size, output_) != -1) {
+      std::string l(line);
+      seen_ += l;
+      if (l.find(text) != std::string::npos) {
+        found = l;
+        break;
+      }
+    }
+    std::free(line);
+    return found;
+  }
+
+  // SIGTERM and the exit status of an orderly shutdown.
+  int stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    wait_for("\x01never"); // drain the rest of the output
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  const std::string& seen() const { return seen_; }
+
+private:
+  pid_t pid_ = -1;
+  FILE* output_ = nullptr;
+  std::string seen_;
+};
+
+size_t collect(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+// POST /v1/events; returns (status, body).
+std::pair<long, std::string> post_events(int port, const std::string& token,
+                                         const std::string& body) {
+  CURL* curl = curl_easy_init();
+  std::string answer;
+  const auto url = "http://127.0.0.1:" + std::to_string(port) + "/v1/events";
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  headers = curl_slist_append(headers, "Content-Type: application/x-ndjson");
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
+  long status = 0;
+  if (curl_easy_perform(curl) == CURLE_OK)
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  return {status, answer};
+}
+
+json xid_event(const std::string& id, const std::string& gpu, bool healthy) {
+  json e = {{"id", id},
+            {"agent", "xid-monitor"},
+            {"componentClass", "GPU"},
+            {"checkName", "SysLogsXIDError"},
+            {"isFatal", !healthy},
+            {"isHealthy", healthy},
+            {"errorCode", {"48"}},
+            {"recommendedAction", healthy ? "NONE" : "COMPONENT_RESET"},
+            {"entitiesImpacted", {{{"entityType", "GPU_UUID"}, {"entityValue", gpu}}}},
+            {"nodeName", "node-1"},
+            {"message", "XID 48 DBE"},
+            {"generatedTimestamp", "2026-11-23T10:00:00Z"}};
+  return e;
+}
+
+json node_object(const std::string& name) {
+  return {
+    {"apiVersion", "v1"},
+    {"kind", "Node"},
+    {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+    {"spec", json::object()}};
+}
+
+json gpu_pod(const std::string& name, const std::string& gpu) {
+  json devices = {
+    {"devices", {{{"resourceName", "nvidia.com/gpu"}, {"deviceIds", {gpu}}}}}};
+  return {{"metadata",
+           {{"name", name},
+            {"annotations", {{control::gpu_devices_annotation, devices.dump()}}}}},
+          {"spec",
+           {{"nodeName", "node-1"},
+            {"containers",
+             {{{"name", "main"},
+               {"image", "trainer"},
+               {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+class control_integration : public ::testing::Test {
+protected:
+  void SetUp() override {
+    kube::test_server_options options;
+    options.tokens = {"api-token"};
+    auto server = kube::kube_test_server::start(options);
+    ASSERT_TRUE(server.has_value()) << server.error().to_string();
+    api_ = std::move(*server);
+    api_->with_store([](kube::object_store& store) {
+      store.create_system_namespaces();
+      const auto* nodes = store.find_type("", "v1", "nodes");
+      const auto* pods = store.find_type("", "v1", "pods");
+      for (int i = 1; i <= 4; ++i)
+        store.create(*nodes, "", node_object("node-" + std::to_string(i)));
+      store.create(*pods, "default", gpu_pod("job-a", "GPU-a"));
+      store.create(*pods, "default", gpu_pod("job-b", "GPU-b"));
+    });
+    dir_ = test::fresh_directory();
+    journal_url_ = test::fresh_postgres_database();
+    if (journal_url_.empty())
+      journal_url_ = "sqlite:" + dir_ + "/journal.db";
+    std::ofstream(dir_ + "/token") << "ingest-token\n";
+    std::ofstream(dir_ + "/kubeconfig")
+      << "apiVersion: v1\nkind: Config\n"
+      << "clusters: [{name: t, cluster: {server: \"" << api_->url() << "\"}}]\n"
+      << "users: [{name: u, user: {token: api-token}}]\n"
+      << "contexts: [{name: c, context: {cluster: t, "
+         "user: u}}]\ncurrent-context: c\n";
+    std::ofstream(dir_ + "/vigil.yaml")
+      << "log: {format: json, level: info}\n"
+      << "journal: {url: \"" << journal_url_ << "\"}\n"
+      << "control:\n  listen: 127.0.0.1:0\n  token_file: " << dir_ << "/token\n"
+      << "  kubeconfig: " << dir_ << "/kubeconfig\n"
+      << "drain: {poll_seconds: 1}\n";
+  }
+
+  // Starts `vigil control` and returns its ingest port.
+  int start(std::unique_ptr<child_process>& control) {
+    control = std::make_unique<child_process>(std::vector<std::string>{
+      VIGIL_BINARY, "control", "--config", dir_ + "/vigil.yaml"});
+    auto line = control->wait_for("listening on 127.0.0.1:");
+    EXPECT_FALSE(line.empty()) << control->seen();
+    auto at = line.find("127.0.0.1:") + 10;
+    return std::atoi(line.c_str() + at);
+  }
+
+  json pod(const std::string& name) {
+    json out;
+    api_->with_store([&](kube::object_store& store) {
+      auto p = store.get(*store.find_type("", "v1", "pods"), "default", name);
+      out = p.ok() ? *p.value : json();
+    });
+    return out;
+  }
+  bool cordoned(const std::string& node) {
+    bool out = false;
+    api_->with_store([&](kube::object_store& store) {
+      auto n = store.get(*store.find_type("", "v1", "nodes"), "", node);
+      out = n.ok() && (*n.value)["spec"].value("unschedulable", false);
+    });
+    return out;
+  }
+
+  std::unique_ptr<kube::kube_test_server> api_;
+  std::string dir_;
+  std::string journal_url_;
+};
+
+TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
+  std::unique_ptr<child_process> control;
+  int port = start(control);
+  ASSERT_GT(port, 0);
+
+  // Unauthenticated posts are refused and nothing is stored.
+  EXPECT_EQ(post_events(port, "wrong", xid_event("e1", "GPU-a", false).dump()).first,
+            401);
+
+  auto [status, body] = post_events(
+    port, "ingest-token", xid_event("e1", "GPU-a", false).dump() + "\n{\"id\":7}\n");
+  EXPECT_EQ(status, 200) << body;
+  auto reply = json::parse(body, nullptr, false);
+  EXPECT_EQ(reply.value("accepted", 0), 1) << body;
+  EXPECT_EQ(reply.value("rejected", 0), 1) << body; // the bad line, with its reason
+
+  ASSERT_FALSE(control->wait_for("node node-1: evicted default/job-a").empty())
+    << control->seen();
+  EXPECT_TRUE(cordoned("node-1"));
+  EXPECT_TRUE(pod("job-a")["metadata"].contains("deletionTimestamp"));
+  EXPECT_FALSE(pod("job-b")["metadata"].contains("deletionTimestamp"));
+  // The kubelet finishes the pod; the drain sees it go.
+  api_->with_store([](kube::object_store& store) {
+    for (const auto& [ns, name] : store.terminating_pods())
+      store.finish_pod_deletion(ns, name);
+  });
+  ASSERT_FALSE(control->wait_for("drain partial:GPU-a succeeded").empty())
+    << control->seen();
+  EXPECT_EQ(control->stop(), 0) << control->seen();
+
+  // A new process rebuilds node-1's fault from the journal; the recovery
+  // posted to it releases the node.
+  port = start(control);
+  ASSERT_GT(port, 0);
+  // The drain history is not journaled yet: the rebuilt node actor drains
+  // again, finds nothing on the GPU and is done.
+  ASSERT_FALSE(control->wait_for("drain partial:GPU-a succeeded").empty())
+    << control->seen();
+  EXPECT_NE(control->seen().find("1 nodes with events"), std::string::npos)
+    << control->seen();
+  EXPECT_TRUE(cordoned("node-1"));
+  std::tie(status, body) =
+    post_events(port, "ingest-token", xid_event("e2", "GPU-a", true).dump());
+  EXPECT_EQ(status, 200) << body;
+  ASSERT_FALSE(control->wait_for("node node-1: applied: uncordon").empty())
+    << control->seen();
+  EXPECT_FALSE(cordoned("node-1"));
+  EXPECT_FALSE(pod("job-b")["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(control->stop(), 0) << control->seen();
+
+  // Everything acknowledged is in the journal, in order.
+  auto store = make_journal_store(journal_url_);
+  ASSERT_TRUE(store.has_value());
+  ASSERT_TRUE((*store)->open().has_value());
+  auto rows = (*store)->read({});
+  ASSERT_TRUE(rows.has_value());
+  std::vector<std::string> kinds;
+  for (const auto& r : *rows)
+    if (r.kind == "event" || r.kind == control::drain_row)
+      kinds.push_back(
+        r.kind == "event" ? "event" : json::parse(r.body)["phase"].get<std::string>());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"event", "started", "succeeded", "started",
+                                             "succeeded", "event"}));
+}
+
+} // namespace
+} // namespace vigil
