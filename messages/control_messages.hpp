@@ -46,6 +46,10 @@ using dtick_atom = caf::atom_constant<caf::atom("dtick")>;
 /// remediation start now? Refused while tripped; counts nothing.
 using permit_atom = caf::atom_constant<caf::atom("permit")>;
 
+/// (fabric_atom) from the fleet to a node actor: its NIC ports went down in a
+/// fabric-wide incident; drop those records, the fabric is not the node's fault.
+using fabric_atom = caf::atom_constant<caf::atom("fabric")>;
+
 /// The journal's verdict on one event of an ingest request.
 enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 

@@ -355,6 +355,22 @@ void read_drain(section_reader s, drain_section& c) {
   s.finish();
 }
 
+void read_correlation(section_reader s, correlation_section& c) {
+  constexpr std::uint32_t week = 7 * 86400;
+  s.read("dedup_window_seconds", c.dedup_window_seconds, 0u, 86400u);
+  s.read("xid_repeat_threshold", c.xid_repeat_threshold, 1u, 1000u);
+  s.read("xid_window_seconds", c.xid_window_seconds, 1u, week);
+  s.read("xid_burst_seconds", c.xid_burst_seconds, 0u, 86400u);
+  s.read("xid_sticky_seconds", c.xid_sticky_seconds, 0u, week);
+  s.read("nic_flap_threshold", c.nic_flap_threshold, 1u, 1000u);
+  s.read("nic_flap_window_seconds", c.nic_flap_window_seconds, 1u, week);
+  s.read("remediation_repeat_threshold", c.remediation_repeat_threshold, 1u, 1000u);
+  s.read("remediation_window_seconds", c.remediation_window_seconds, 1u, 4 * week);
+  s.read("fabric_min_nodes", c.fabric_min_nodes, 2u, 100000u);
+  s.read("fabric_window_seconds", c.fabric_window_seconds, 1u, 86400u);
+  s.finish();
+}
+
 } // namespace
 
 expected<vigil_config> parse_config(const std::string& yaml_text) {
@@ -376,6 +392,7 @@ expected<vigil_config> parse_config(const std::string& yaml_text) {
   read_quarantine(top.section("quarantine"), config.quarantine);
   read_breaker(top.section("breaker"), config.breaker);
   read_drain(top.section("drain"), config.drain);
+  read_correlation(top.section("correlation"), config.correlation);
   top.finish();
   if (errors.empty())
     return config;

@@ -112,6 +112,21 @@ struct drain_section {
   std::uint32_t poll_seconds = 5; ///< re-list the node's pods while waiting
 };
 
+/// Thresholds of the correlation rules (issue #7 item 6); times in seconds.
+struct correlation_section {
+  std::uint32_t dedup_window_seconds = 180;
+  std::uint32_t xid_repeat_threshold = 5;      ///< bursts of fatal XIDs on one GPU …
+  std::uint32_t xid_window_seconds = 86400;    ///< … within this → CONTACT_SUPPORT
+  std::uint32_t xid_burst_seconds = 180;       ///< XIDs this close count as one burst
+  std::uint32_t xid_sticky_seconds = 10800;    ///< the escalation outlives the last XID
+  std::uint32_t nic_flap_threshold = 3;        ///< link_downed events on one port …
+  std::uint32_t nic_flap_window_seconds = 600; ///< … within this → REPLACE_VM
+  std::uint32_t remediation_repeat_threshold = 5;
+  std::uint32_t remediation_window_seconds = 604800;
+  std::uint32_t fabric_min_nodes = 3;        ///< NIC ports down on this many nodes …
+  std::uint32_t fabric_window_seconds = 300; ///< … within this: one fabric incident
+};
+
 struct vigil_config {
   log_config log;
   runtime_config runtime;
@@ -121,6 +136,7 @@ struct vigil_config {
   quarantine_config quarantine;
   breaker_settings breaker;
   drain_section drain;
+  correlation_section correlation;
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values fail

@@ -113,6 +113,23 @@ drain_settings drain_settings_from(const drain_section& s, bool dry_run) {
   return d;
 }
 
+control::correlation_config correlation_config_from(const correlation_section& s) {
+  using std::chrono::seconds;
+  control::correlation_config c;
+  c.dedup_window = seconds{s.dedup_window_seconds};
+  c.xid_repeat_threshold = s.xid_repeat_threshold;
+  c.xid_window = seconds{s.xid_window_seconds};
+  c.xid_burst = seconds{s.xid_burst_seconds};
+  c.xid_sticky = seconds{s.xid_sticky_seconds};
+  c.nic_flap_threshold = s.nic_flap_threshold;
+  c.nic_flap_window = seconds{s.nic_flap_window_seconds};
+  c.remediation_repeat_threshold = s.remediation_repeat_threshold;
+  c.remediation_window = seconds{s.remediation_window_seconds};
+  c.fabric_min_nodes = s.fabric_min_nodes;
+  c.fabric_window = seconds{s.fabric_window_seconds};
+  return c;
+}
+
 std::vector<option_spec> control_option_specs() {
   return {
     {"listen", "HOST:PORT", "overrides control.listen"},
@@ -191,6 +208,7 @@ int run_control(command_context& ctx) {
     std::make_shared<drain_settings>(drain_settings_from(config.drain, cc.dry_run));
   if (auto valid = control::validate(settings->drain->config); !valid)
     return fail(valid.error());
+  settings->correlation = correlation_config_from(config.correlation);
   ingest_settings ingest_options;
   ingest_options.deadline = std::chrono::milliseconds{cc.ingest_deadline_ms};
   ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);

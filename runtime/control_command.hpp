@@ -4,6 +4,7 @@
 
 #include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/rules/circuit_breaker.hpp"
+#include "actors/control/rules/correlation_rules.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "runtime/cli.hpp"
 #include "runtime/config.hpp"
@@ -17,6 +18,7 @@ int run_control(command_context& ctx);
 /// Configuration (already validated) to the rules' own types.
 control::quarantine_policy quarantine_policy_from(const quarantine_config& config);
 control::breaker_config breaker_config_from(const breaker_settings& settings);
+control::correlation_config correlation_config_from(const correlation_section& section);
 /// The drain section as the drain actors read it; `dry_run` is the global one.
 drain_settings drain_settings_from(const drain_section& section, bool dry_run);
 

@@ -157,6 +157,11 @@ std::string render_metrics(const std::string& ingest_stats,
          + outcomes;
   family(out, "vigil_evictions_total", "counter", "evictions the API server accepted",
          number(fleet, "evictions"));
+  family(out, "vigil_rule_firings_total", "counter",
+         "events whose action a correlation rule escalated",
+         number(fleet, "ruleFirings"));
+  family(out, "vigil_fabric_incidents_total", "counter",
+         "fabric-wide NIC incidents opened or grown", number(fleet, "fabricIncidents"));
   family(out, "vigil_breaker_tripped", "gauge", "1 while the circuit breaker is tripped",
          number(breaker, "tripped"));
   family(out, "vigil_breaker_cordons_in_window", "gauge",

@@ -79,6 +79,19 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(loaded->drain.eviction_retry_max_seconds,
             defaults.drain.eviction_retry_max_seconds);
   EXPECT_EQ(loaded->drain.poll_seconds, defaults.drain.poll_seconds);
+  const auto& c = loaded->correlation;
+  const auto& dc = defaults.correlation;
+  EXPECT_EQ(c.dedup_window_seconds, dc.dedup_window_seconds);
+  EXPECT_EQ(c.xid_repeat_threshold, dc.xid_repeat_threshold);
+  EXPECT_EQ(c.xid_window_seconds, dc.xid_window_seconds);
+  EXPECT_EQ(c.xid_burst_seconds, dc.xid_burst_seconds);
+  EXPECT_EQ(c.xid_sticky_seconds, dc.xid_sticky_seconds);
+  EXPECT_EQ(c.nic_flap_threshold, dc.nic_flap_threshold);
+  EXPECT_EQ(c.nic_flap_window_seconds, dc.nic_flap_window_seconds);
+  EXPECT_EQ(c.remediation_repeat_threshold, dc.remediation_repeat_threshold);
+  EXPECT_EQ(c.remediation_window_seconds, dc.remediation_window_seconds);
+  EXPECT_EQ(c.fabric_min_nodes, dc.fabric_min_nodes);
+  EXPECT_EQ(c.fabric_window_seconds, dc.fabric_window_seconds);
 }
 
 TEST(config, drain_modes_are_read_and_bad_ones_named) {
@@ -102,13 +115,15 @@ drain:
   system_namespaces: "kube-["
   eviction_retry_seconds: 60
   eviction_retry_max_seconds: 10
+correlation:
+  fabric_min_nodes: 1
 )");
   ASSERT_FALSE(bad.has_value());
   const auto text = bad.error().to_string();
   for (const char* expected :
        {"drain.default_mode", "drain.namespaces[0].namespace",
         "drain.namespaces[1].timeout_minutes", "drain.system_namespaces",
-        "drain.eviction_retry_max_seconds"})
+        "drain.eviction_retry_max_seconds", "correlation.fabric_min_nodes"})
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 

@@ -181,9 +181,45 @@ void report_undecodable(fleet_actor* self, const rebuild_batch& batch) {
                   batch.undecodable.size() > 20 ? ", …" : "");
 }
 
+// One fabric incident (issue #7 item 6): journaled as one fleet-wide row, and
+// its nodes are told to drop their port-down records.
+void on_fabric_incident(fleet_actor* self, const control::fabric_incident& incident) {
+  auto& st = self->state;
+  ++st.settings->counters->fabric_incidents;
+  std::vector<std::string> nodes(incident.nodes.begin(), incident.nodes.end());
+  std::string names;
+  for (const auto& n : nodes)
+    names += (names.empty() ? "" : ", ") + n;
+  logger()->error("fabric incident: NIC ports down on {} nodes within the window ({}); "
+                  "not quarantining them for it",
+                  nodes.size(), names);
+  journal_record row;
+  row.recorded_at = st.time->wall_now();
+  row.kind = fabric_row;
+  row.body = json{{"opened", format_rfc3339(incident.opened)}, {"nodes", nodes}}.dump();
+  row.idempotency_key =
+    "fabric/" + format_rfc3339(incident.opened) + "/" + std::to_string(nodes.size());
+  self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
+    .then([](const append_outcome&) {},
+          [](const caf::error& err) {
+            logger()->warn("fabric incident not journaled: {}", caf::to_string(err));
+          });
+  for (const auto& n : nodes)
+    if (auto i = st.nodes.find(n); i != st.nodes.end())
+      self->send(i->second, fabric_atom::value);
+}
+
 void route(fleet_actor* self, health_event event, std::int64_t seq) {
   auto& st = self->state;
   ++st.stats.routed;
+  if (control::is_nic_port_down(event)) {
+    const auto now = st.time->wall_now();
+    if (auto incident = st.fabric.on_port_down(event.node_name, now))
+      on_fabric_incident(self, *incident);
+    // Inside an incident the event is kept and correlated, never acted on.
+    if (st.fabric.suppresses(event.node_name, now))
+      event.strategy = processing_strategy::store_and_analyse;
+  }
   auto name = event.node_name;
   if (auto waiting = st.replaying.find(name); waiting != st.replaying.end()) {
     waiting->second.emplace_back(std::move(event), seq);
@@ -253,6 +289,8 @@ std::string fleet_summary(const fleet_state& st) {
               {"drainsSkipped", c.drains_skipped.load()},
               {"drainsHeld", c.drains_held.load()},
               {"evictions", c.evictions.load()},
+              {"ruleFirings", c.rule_firings.load()},
+              {"fabricIncidents", c.fabric_incidents.load()},
               {"gpuNodes", st.gpu_nodes.size()},
               {"rebuilt", st.rebuilt},
               {"listed", st.listed},
@@ -290,6 +328,7 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
                     std::shared_ptr<const clock> time, bool watch_nodes) {
   auto& st = self->state;
   st.settings = std::move(settings);
+  st.fabric = control::fabric_correlator(st.settings->correlation);
   st.gateway = std::move(gateway);
   st.journal = std::move(journal);
   st.breaker = std::move(breaker);

@@ -17,6 +17,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/node/node_actor.hpp"
+#include "actors/control/rules/correlation_rules.hpp"
 #include "messages/health_event.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -51,6 +52,8 @@ struct fleet_state {
   bool listed = false;  ///< the Node list has been seen
   bool stopping = false;
   std::uint64_t watch_id = 0;
+  /// issue #7 item 6: NIC ports down on many nodes at once are one incident.
+  control::fabric_correlator fabric;
   fleet_stats stats;
   static inline const char* name = "fleet";
 };

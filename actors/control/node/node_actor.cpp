@@ -397,6 +397,41 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
   consider_drain(self);
 }
 
+// issue #7 item 6: the per-node correlation rules may escalate the event's
+// action; a firing is logged, counted and (when live, not replayed) journaled.
+health_event correlate(node_actor* self, const health_event& event, bool live) {
+  auto& st = self->state;
+  auto outcome = st.correlator.observe(event, st.time->wall_now());
+  if (!outcome.escalate || event.is_healthy)
+    return event;
+  auto escalated = event;
+  escalated.action = *outcome.escalate;
+  escalated.message = outcome.message + " (" + event.message + ")";
+  ++st.stats.rule_firings;
+  ++st.settings->counters->rule_firings;
+  logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, outcome.rule,
+                 event.id, outcome.message);
+  if (live) {
+    journal_record row;
+    row.recorded_at = st.time->wall_now();
+    row.node = st.node_name;
+    row.kind = correlation_row;
+    row.body = nlohmann::json{{"rule", outcome.rule},
+                              {"eventId", event.id},
+                              {"recommendedAction", to_string(*outcome.escalate)},
+                              {"message", outcome.message}}
+                 .dump();
+    row.idempotency_key = st.node_name + "/correlation/" + event.id + "/" + outcome.rule;
+    self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
+      .then([](const append_outcome&) {},
+            [=](const caf::error& err) {
+              logger()->warn("node {}: rule firing not journaled: {}",
+                             self->state.node_name, caf::to_string(err));
+            });
+  }
+  return escalated;
+}
+
 std::string summary_of(const node_state& st) {
   nlohmann::json active = nlohmann::json::array();
   for (const auto& r : st.active.records())
@@ -423,7 +458,8 @@ std::string summary_of(const node_state& st) {
                         {"drainsCancelled", st.stats.drains_cancelled},
                         {"drainsSkipped", st.stats.drains_skipped},
                         {"drainsHeld", st.stats.drains_held},
-                        {"evictions", st.stats.evictions}};
+                        {"evictions", st.stats.evictions},
+                        {"ruleFirings", st.stats.rule_firings}};
   if (st.node) {
     out["unschedulable"] = st.node->observation.unschedulable;
     out["cordonOwned"] = st.node->observation.cordon_owned;
@@ -444,9 +480,11 @@ caf::behavior node(node_actor* self, std::string name,
   st.journal = std::move(journal);
   st.breaker = std::move(breaker);
   st.time = std::move(time);
+  st.correlator = control::node_correlator(st.settings->correlation);
   return {
-    [=](route_atom, const health_event& event, std::int64_t) {
+    [=](route_atom, const health_event& routed, std::int64_t) {
       auto& st = self->state;
+      auto event = correlate(self, routed, true);
       auto outcome = st.active.apply(event, st.settings->quarantine);
       ++st.stats.events;
       if (!outcome.ignored.empty()) {
@@ -460,8 +498,26 @@ caf::behavior node(node_actor* self, std::string name,
     [=](replay_atom, const std::vector<health_event>& events) {
       auto& st = self->state;
       for (const auto& e : events)
-        st.active.apply(e, st.settings->quarantine);
+        st.active.apply(correlate(self, e, false), st.settings->quarantine);
       reconcile(self);
+    },
+    [=](fabric_atom) {
+      auto& st = self->state;
+      // A port-down record: either subject of a port-state event (NIC, NICPort).
+      auto dropped = st.active.remove_if([](const control::active_record& r) {
+        health_event as_event;
+        as_event.component_class = r.component_class;
+        as_event.check_name = r.check_name;
+        as_event.entities = r.reported_with;
+        as_event.entities.push_back(r.subject);
+        return control::is_nic_port_down(as_event);
+      });
+      if (dropped > 0) {
+        logger()->info(
+          "node {}: {} NIC port records dropped: a fabric incident covers them",
+          st.node_name, dropped);
+        reconcile(self);
+      }
     },
     [=](observe_atom, const std::string& node_json) {
       if (take_node(self, node_json))

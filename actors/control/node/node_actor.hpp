@@ -18,6 +18,7 @@
 
 #include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
+#include "actors/control/rules/correlation_rules.hpp"
 #include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "runtime/clock.hpp"
@@ -36,6 +37,8 @@ struct control_counters {
   std::atomic<std::uint64_t> drains_skipped{0}; ///< nothing to evict, or dry run
   std::atomic<std::uint64_t> drains_held{0};    ///< refused by the breaker
   std::atomic<std::uint64_t> evictions{0};
+  std::atomic<std::uint64_t> rule_firings{0};     ///< correlation escalations
+  std::atomic<std::uint64_t> fabric_incidents{0}; ///< opened or grown
 };
 
 /// What every node actor reads from configuration; shared and immutable
@@ -52,6 +55,7 @@ struct node_settings {
   /// The drains this node actor starts (drain.dry_run: plan and journal only).
   std::shared_ptr<const drain_settings> drain = std::make_shared<drain_settings>();
   std::shared_ptr<control_counters> counters = std::make_shared<control_counters>();
+  control::correlation_config correlation; ///< issue #7 item 6 thresholds
 };
 
 struct node_stats {
@@ -70,6 +74,7 @@ struct node_stats {
   std::uint64_t drains_skipped = 0; ///< nothing to evict, or dry run
   std::uint64_t drains_held = 0;    ///< refused by the breaker
   std::uint64_t evictions = 0;      ///< evictions the API server accepted
+  std::uint64_t rule_firings = 0;   ///< events escalated by a correlation rule
 };
 
 struct node_state {
@@ -80,6 +85,7 @@ struct node_state {
   caf::actor breaker;
   std::shared_ptr<const clock> time;
   control::active_events active;
+  control::node_correlator correlator;        ///< repeated XIDs, NIC flaps (item 6)
   std::optional<control::observed_node> node; ///< unset until read or watched
   bool busy = false;                          ///< a reconcile's requests are in flight
   bool again = false;                         ///< a trigger arrived while busy
@@ -101,7 +107,10 @@ using node_actor = caf::stateful_actor<node_state>;
 
 /// (route_atom, health_event, seq); (observe_atom, node JSON);
 /// (replay_atom, vector<health_event>); (reconcile_atom); (summary_atom) → JSON;
-/// (drained_atom, key, outcome, evictions) from its drain actor.
+/// (drained_atom, key, outcome, evictions) from its drain actor;
+/// (fabric_atom): drop NIC port-down records, a fabric incident covers them.
+/// Every event first passes the correlation rules, which may escalate its
+/// recommended action (journaled as a "correlation" row).
 /// Once the quarantine is in place the node actor runs the drain its active
 /// events want (issue #7 item 5) as a linked drain actor, one at a time: a
 /// different drain supersedes (cancels) the running one, a release cancels it.
@@ -112,5 +121,9 @@ caf::behavior node(node_actor* self, std::string name,
 
 /// Journal row kind of a quarantine decision.
 constexpr const char* quarantine_row = "quarantine";
+/// Journal row kind of a correlation rule's firing.
+constexpr const char* correlation_row = "correlation";
+/// Journal row kind of a fabric-wide NIC incident (fleet-wide: node "").
+constexpr const char* fabric_row = "fabric_incident";
 
 } // namespace vigil

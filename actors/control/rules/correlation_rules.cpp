@@ -40,10 +40,18 @@ wall_time self(wall_time t) {
 event_deduplicator::event_deduplicator(correlation_config config)
   : config_(std::move(config)) {}
 
-std::string event_deduplicator::key_of(const health_event& e) {
+namespace {
+
+std::string dedup_key(const health_event& e, bool healthy) {
   return e.node_name + "|" + e.agent + "|" + e.check_name + "|"
-         + (e.is_healthy ? "healthy" : "unhealthy") + "|" + joined_sorted(entity_texts(e))
+         + (healthy ? "healthy" : "unhealthy") + "|" + joined_sorted(entity_texts(e))
          + "|" + joined_sorted(e.error_codes);
+}
+
+} // namespace
+
+std::string event_deduplicator::key_of(const health_event& e) {
+  return dedup_key(e, e.is_healthy);
 }
 
 void event_deduplicator::prune(wall_time now) {
@@ -63,6 +71,8 @@ bool event_deduplicator::admit(const health_event& event, wall_time now) {
     return false;
   last_[key] = now;
   order_.emplace_back(now, std::move(key));
+  // A change of state ends the repeat: DOWN, UP, DOWN is three events.
+  last_.erase(dedup_key(event, !event.is_healthy));
   return true;
 }
 
@@ -189,6 +199,84 @@ bool fabric_correlator::suppresses(const std::string& node, wall_time now) {
 std::optional<fabric_incident> fabric_correlator::open_incident(wall_time now) {
   prune(now);
   return incident_;
+}
+
+namespace {
+
+std::string entity_value(const health_event& e, const char* type) {
+  for (const auto& ent : e.entities)
+    if (ent.type == type)
+      return ent.value;
+  return {};
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size()
+         && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The link_downed increase a NIC event reports: one for a port-state DOWN, the
+// counter's delta for a degradation event on link_downed, else zero.
+std::uint64_t link_downed_delta(const health_event& e) {
+  if (is_nic_port_down(e))
+    return 1;
+  if (e.is_healthy || e.component_class != "NIC"
+      || std::find(e.error_codes.begin(), e.error_codes.end(), "link_downed")
+           == e.error_codes.end())
+    return 0;
+  auto number = [&](const char* key) -> std::uint64_t {
+    auto i = e.metadata.find(key);
+    if (i == e.metadata.end())
+      return 0;
+    try {
+      return std::stoull(i->second);
+    } catch (const std::exception&) {
+      return 0;
+    }
+  };
+  const auto previous = number("previous"), current = number("current");
+  return current > previous ? current - previous : 1;
+}
+
+} // namespace
+
+bool is_nic_port_down(const health_event& e) {
+  return !e.is_healthy && e.component_class == "NIC"
+         && ends_with(e.check_name, "StateCheck") && !entity_value(e, "NICPort").empty();
+}
+
+node_correlator::node_correlator(correlation_config config)
+  : config_(config), dedup_(config) {}
+
+correlation_outcome node_correlator::observe(const health_event& e, wall_time now) {
+  correlation_outcome out;
+  const auto at = e.generated.value_or(now);
+  if (!dedup_.admit(e, at)) {
+    out.repeat = true;
+    return out;
+  }
+  const auto gpu = entity_value(e, "GPU_UUID");
+  if (!e.is_healthy && e.is_fatal && e.component_class == "GPU" && !gpu.empty()) {
+    auto& history = gpus_.try_emplace(gpu, config_).first->second;
+    if (auto action = history.on_fatal_xid(at)) {
+      out.escalate = action;
+      out.rule = "repeated-xid";
+      out.message = "GPU " + gpu + ": " + std::to_string(history.bursts())
+                    + " bursts of fatal errors within the window; "
+                    + std::string(to_string(*action));
+    }
+    return out;
+  }
+  if (auto delta = link_downed_delta(e)) {
+    const auto port = entity_value(e, "NIC") + "/" + entity_value(e, "NICPort");
+    auto& history = ports_.try_emplace(port, config_).first->second;
+    if (auto verdict = history.on_link_downed(delta, at)) {
+      out.escalate = verdict->action;
+      out.rule = "nic-flap";
+      out.message = "NIC port " + port + ": " + verdict->message;
+    }
+  }
+  return out;
 }
 
 } // namespace vigil::control

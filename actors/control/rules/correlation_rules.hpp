@@ -169,4 +169,34 @@ private:
   wall_time last_down_{};
 };
 
+/// What the per-node rules made of one event (issue #7 item 6).
+struct correlation_outcome {
+  bool repeat = false; ///< a copy within dedup_window: counted once already
+  /// The action the event must carry instead of its own; nullopt: unchanged.
+  std::optional<recommended_action> escalate;
+  std::string rule;    ///< "repeated-xid" or "nic-flap" when a rule fired
+  std::string message; ///< why, for logs, the journal and the node's condition
+};
+
+/// The per-node rules over one node's events, in event time (generatedTimestamp,
+/// else arrival), so that replaying the journal rebuilds the same verdicts:
+/// repeated fatal XIDs on one GPU escalate to CONTACT_SUPPORT; link_downed
+/// events of one NIC port (a port-state DOWN counts one, a counter event its
+/// delta) past nic_flap_threshold in nic_flap_window escalate to REPLACE_VM.
+/// Repeats within dedup_window are not counted twice.
+class node_correlator {
+public:
+  explicit node_correlator(correlation_config config = {});
+  correlation_outcome observe(const health_event& event, wall_time now);
+
+private:
+  correlation_config config_;
+  event_deduplicator dedup_;
+  std::map<std::string, gpu_xid_history> gpus_;   ///< by GPU UUID
+  std::map<std::string, nic_port_history> ports_; ///< by "device/port"
+};
+
+/// A NIC port-state event reporting a port down (the fabric rule's input).
+bool is_nic_port_down(const health_event& event);
+
 } // namespace vigil::control

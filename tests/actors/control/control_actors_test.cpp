@@ -134,7 +134,11 @@ control::quarantine_policy policy() {
   r.match.component_classes = {"GPU"};
   r.match.is_fatal = true;
   r.taints = {gpu_taint};
-  p.rules = {r};
+  control::quarantine_rule nic;
+  nic.name = "fatal-nic";
+  nic.match.component_classes = {"NIC"};
+  nic.match.is_fatal = true;
+  p.rules = {r, nic};
   return p;
 }
 
@@ -191,6 +195,20 @@ json pod_object(const std::string& name, const std::string& node,
                                            {"uid", "owner-uid"},
                                            {"controller", true}}};
   return pod;
+}
+
+health_event port_state(const std::string& node, bool up, int n) {
+  health_event e;
+  e.id = node + "-mlx5_0-1-" + (up ? "up-" : "down-") + std::to_string(n);
+  e.agent = "nic-monitor";
+  e.component_class = "NIC";
+  e.check_name = "InfiniBandStateCheck";
+  e.is_fatal = !up;
+  e.is_healthy = up;
+  e.action = up ? recommended_action::none : recommended_action::restart_vm;
+  e.entities = {{"NIC", "mlx5_0"}, {"NICPort", "1"}};
+  e.node_name = node;
+  return e;
 }
 
 json node_object(const std::string& name) {
@@ -618,6 +636,44 @@ CAF_TEST(dry_run_journals_the_drain_plan_and_evicts_nothing) {
   CAF_CHECK_EQUAL(drain_rows("started"), 1u);
   CAF_CHECK_EQUAL(drain_rows("dry_run"), 1u);
   CAF_CHECK(!terminating("train", "job-a"));
+}
+
+CAF_TEST(a_flapping_nic_port_escalates_to_replace_vm) {
+  start();
+  for (int i = 0; i < 3; ++i) {
+    advance(std::chrono::minutes{1});
+    post({port_state("node-1", false, i)});
+    CAF_CHECK(cordoned("node-1"));
+    post({port_state("node-1", true, i)});
+  }
+  CAF_CHECK_EQUAL(journal_rows(correlation_row), 1u);
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  for (const auto& r : *rows)
+    if (r.kind == correlation_row) {
+      auto body = json::parse(r.body);
+      CAF_CHECK_EQUAL(body["rule"], "nic-flap");
+      CAF_CHECK_EQUAL(body["recommendedAction"], "REPLACE_VM");
+    }
+  auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["ruleFirings"], 1);
+}
+
+CAF_TEST(nic_ports_down_on_many_nodes_are_one_fabric_incident_not_a_mass_quarantine) {
+  start();
+  post({port_state("node-1", false, 0)});
+  post({port_state("node-2", false, 0)});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(cordoned("node-2"));
+  post({port_state("node-3", false, 0)}); // the third node within 5 min: the fabric
+  CAF_CHECK_EQUAL(journal_rows(fabric_row), 1u);
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK(!cordoned("node-2"));
+  CAF_CHECK(!cordoned("node-3"));
+  post({port_state("node-4", false, 0)}); // joins the open incident
+  CAF_CHECK(!cordoned("node-4"));
+  CAF_CHECK_EQUAL(journal_rows("event"), 4u); // every event is still journaled
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 0u);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

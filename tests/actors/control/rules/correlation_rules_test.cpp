@@ -137,3 +137,82 @@ TEST(fabric_correlator, downs_outside_the_window_do_not_correlate) {
 
 } // namespace
 } // namespace vigil::control
+
+namespace vigil::control {
+namespace {
+
+health_event nic_state(const std::string& port, bool up) {
+  health_event e;
+  e.agent = "nic-monitor";
+  e.component_class = "NIC";
+  e.check_name = "InfiniBandStateCheck";
+  e.is_healthy = up;
+  e.is_fatal = !up;
+  e.action = up ? recommended_action::none : recommended_action::restart_vm;
+  e.entities = {{"NIC", "mlx5_0"}, {"NICPort", port}};
+  e.node_name = "node-1";
+  return e;
+}
+
+health_event gpu_xid(const std::string& gpu) {
+  health_event e;
+  e.agent = "xid-monitor";
+  e.component_class = "GPU";
+  e.check_name = "SysLogsXIDError";
+  e.is_fatal = true;
+  e.error_codes = {"79"};
+  e.action = recommended_action::restart_vm;
+  e.entities = {{"GPU_UUID", gpu}};
+  e.node_name = "node-1";
+  return e;
+}
+
+const wall_time start = from_unix(1'800'000'000, 0);
+
+TEST(node_correlator, a_port_down_three_times_in_ten_minutes_is_a_flap) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  EXPECT_FALSE(rules.observe(nic_state("1", false), start).escalate);
+  EXPECT_FALSE(rules.observe(nic_state("1", true), start + 1min).escalate);
+  // The same DOWN resent within the dedup window is not a second flap.
+  EXPECT_TRUE(rules.observe(nic_state("1", true), start + 1min + 10s).repeat);
+  EXPECT_FALSE(rules.observe(nic_state("1", false), start + 2min).escalate);
+  EXPECT_FALSE(rules.observe(nic_state("2", false), start + 2min).escalate); // other port
+  rules.observe(nic_state("1", true), start + 3min);
+  auto third = rules.observe(nic_state("1", false), start + 4min);
+  ASSERT_TRUE(third.escalate);
+  EXPECT_EQ(*third.escalate, recommended_action::replace_vm);
+  EXPECT_EQ(third.rule, "nic-flap");
+  EXPECT_NE(third.message.find("mlx5_0/1"), std::string::npos) << third.message;
+}
+
+TEST(node_correlator, five_bursts_of_fatal_xids_on_one_gpu_need_support) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  for (int i = 0; i < 4; ++i) {
+    auto e = gpu_xid("GPU-a");
+    e.error_codes = {std::to_string(79 + i)}; // not repeats of one another
+    EXPECT_FALSE(rules.observe(e, start + std::chrono::hours(i)).escalate) << i;
+  }
+  EXPECT_FALSE(rules.observe(gpu_xid("GPU-b"), start + 4h).escalate);
+  auto fifth = rules.observe(gpu_xid("GPU-a"), start + 5h);
+  ASSERT_TRUE(fifth.escalate);
+  EXPECT_EQ(*fifth.escalate, recommended_action::contact_support);
+  EXPECT_EQ(fifth.rule, "repeated-xid");
+}
+
+TEST(node_correlator, event_time_wins_over_arrival) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  for (int i = 0; i < 3; ++i) {
+    auto down = nic_state("1", false);
+    down.generated = start + std::chrono::minutes(20 * i); // 20 min apart: no flap
+    auto up = nic_state("1", true);
+    up.generated = start + std::chrono::minutes(20 * i + 1);
+    EXPECT_FALSE(rules.observe(down, start).escalate) << i; // all arrive at once
+    rules.observe(up, start);
+  }
+}
+
+} // namespace
+} // namespace vigil::control
