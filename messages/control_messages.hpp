@@ -50,6 +50,10 @@ using permit_atom = caf::atom_constant<caf::atom("permit")>;
 /// fabric-wide incident; drop those records, the fabric is not the node's fault.
 using fabric_atom = caf::atom_constant<caf::atom("fabric")>;
 
+/// (leader_atom, bool) from the leader elector: this replica starts (true) or
+/// stops (false) leading.
+using leader_atom = caf::atom_constant<caf::atom("leader")>;
+
 /// The journal's verdict on one event of an ingest request.
 enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 

@@ -247,6 +247,16 @@ void read_control(section_reader s, control_config& c) {
   s.read("gpu_node_label", c.gpu_node_label);
   s.read("ingest_deadline_ms", c.ingest_deadline_ms, 1u, 600000u);
   s.read("retry_after_seconds", c.retry_after_seconds, 1u, 3600u);
+  s.read("leader_election", c.leader_election);
+  s.read("lease_namespace", c.lease_namespace);
+  s.read("lease_name", c.lease_name);
+  s.read("lease_seconds", c.lease_seconds, 2u, 3600u);
+  s.read("renew_deadline_seconds", c.renew_deadline_seconds, 1u, 3600u);
+  s.read("retry_period_seconds", c.retry_period_seconds, 1u, 3600u);
+  if (c.renew_deadline_seconds >= c.lease_seconds)
+    s.error("renew_deadline_seconds", "must be less than lease_seconds");
+  if (c.retry_period_seconds >= c.renew_deadline_seconds)
+    s.error("retry_period_seconds", "must be less than renew_deadline_seconds");
   s.finish();
 }
 

@@ -56,6 +56,13 @@ struct control_config {
   std::string gpu_node_label = "nvidia.com/gpu.present=true";
   std::uint32_t ingest_deadline_ms = 5000; ///< answer 503 when the journal is slower
   std::uint32_t retry_after_seconds = 2;
+  /// Only the replica holding the Lease acts; the others stand by.
+  bool leader_election = true;
+  std::string lease_namespace = "vigil";
+  std::string lease_name = "vigil-control";
+  std::uint32_t lease_seconds = 15;
+  std::uint32_t renew_deadline_seconds = 10;
+  std::uint32_t retry_period_seconds = 2;
 };
 
 /// One quarantine rule as configured (quarantine.rules[]); every match list

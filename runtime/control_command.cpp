@@ -1,13 +1,16 @@
 #include "runtime/control_command.hpp"
 
 #include <cstdlib>
+
 #include <ostream>
+#include <unistd.h>
 
 #include <caf/all.hpp>
 
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
+#include "actors/control/leader/leader_actor.hpp"
 #include "actors/gateway/kube_gateway.hpp"
 #include "actors/journal/journal_actor.hpp"
 #include "messages/atoms.hpp"
@@ -130,6 +133,20 @@ control::correlation_config correlation_config_from(const correlation_section& s
   return c;
 }
 
+namespace {
+
+// $POD_NAME (the Deployment sets it from the downward API), else the host name.
+std::string replica_identity() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0')
+    return pod;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0')
+    return host;
+  return "vigil-control";
+}
+
+} // namespace
+
 std::vector<option_spec> control_option_specs() {
   return {
     {"listen", "HOST:PORT", "overrides control.listen"},
@@ -212,6 +229,14 @@ int run_control(command_context& ctx) {
   ingest_settings ingest_options;
   ingest_options.deadline = std::chrono::milliseconds{cc.ingest_deadline_ms};
   ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
+  ingest_options.await_leadership = cc.leader_election;
+  control::lease_config lease;
+  lease.ns = cc.lease_namespace;
+  lease.name = cc.lease_name;
+  lease.identity = replica_identity();
+  lease.duration = std::chrono::seconds{cc.lease_seconds};
+  lease.renew_deadline = std::chrono::seconds{cc.renew_deadline_seconds};
+  lease.retry_period = std::chrono::seconds{cc.retry_period_seconds};
   std::shared_ptr<journal_store> journal_db = std::move(*store);
   std::shared_ptr<kube::kube_client> kube_client = std::move(*client);
   const auto source = connection->source;
@@ -227,10 +252,15 @@ int run_control(command_context& ctx) {
     auto gateway = p.system.spawn(kube_gateway, kube_client);
     actors.breaker =
       p.system.spawn(breaker, breaker_config_from(config.breaker), actors.journal, time);
-    actors.fleet = p.system.spawn(fleet, std::shared_ptr<const node_settings>(settings),
-                                  gateway, actors.journal, actors.breaker, time, true);
+    actors.fleet =
+      p.system.spawn(fleet, std::shared_ptr<const node_settings>(settings), gateway,
+                     actors.journal, actors.breaker, time, true, cc.leader_election);
     actors.ingest =
       p.system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
+    if (cc.leader_election)
+      adopt("leader",
+            p.system.spawn(leader_elector, lease, gateway,
+                           std::vector<caf::actor>{actors.fleet, actors.ingest}, time));
     auto api = p.system.spawn(endpoints, actors);
     auto server = http::server::start(server_options,
                                       make_control_handler(actors, api, http_options));

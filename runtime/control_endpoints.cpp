@@ -185,6 +185,8 @@ caf::behavior endpoints(endpoints_actor* self, control_actors actors) {
         .then(
           [=](const std::string& summary) {
             auto s = object(summary);
+            if (number(s, "standby") > 0)
+              return reply(text(503, "standing by: another replica holds the Lease\n"));
             bool ready = number(s, "rebuilt") > 0 && number(s, "listed") > 0;
             reply(
               text(ready ? 200 : 503,

@@ -203,6 +203,9 @@ protected:
     auto line = control->wait_for("listening on 127.0.0.1:");
     EXPECT_FALSE(line.empty()) << control->seen();
     auto at = line.find("127.0.0.1:") + 10;
+    // Ingest answers 503 until this replica holds the Lease.
+    EXPECT_FALSE(control->wait_for("now leads (Lease vigil/vigil-control)").empty())
+      << control->seen();
     return std::atoi(line.c_str() + at);
   }
 

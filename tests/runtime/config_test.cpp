@@ -59,6 +59,13 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(loaded->control.gpu_node_label, defaults.control.gpu_node_label);
   EXPECT_EQ(loaded->control.ingest_deadline_ms, defaults.control.ingest_deadline_ms);
   EXPECT_EQ(loaded->control.retry_after_seconds, defaults.control.retry_after_seconds);
+  EXPECT_EQ(loaded->control.leader_election, defaults.control.leader_election);
+  EXPECT_EQ(loaded->control.lease_namespace, defaults.control.lease_namespace);
+  EXPECT_EQ(loaded->control.lease_name, defaults.control.lease_name);
+  EXPECT_EQ(loaded->control.lease_seconds, defaults.control.lease_seconds);
+  EXPECT_EQ(loaded->control.renew_deadline_seconds,
+            defaults.control.renew_deadline_seconds);
+  EXPECT_EQ(loaded->control.retry_period_seconds, defaults.control.retry_period_seconds);
   EXPECT_EQ(loaded->quarantine.opt_out_label, defaults.quarantine.opt_out_label);
   ASSERT_EQ(loaded->quarantine.rules.size(), 1u);
   const auto& rule = loaded->quarantine.rules[0];

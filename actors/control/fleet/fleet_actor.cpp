@@ -237,6 +237,8 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
   query.limit = fleet_rebuild_page;
   read_all(self, query, batch, [=] {
     auto& st = self->state;
+    if (st.standby) // leadership was lost meanwhile
+      return;
     report_undecodable(self, *batch);
     self->send(st.breaker, replay_atom::value, batch->breaker_rows);
     for (auto& [name, events] : batch->events)
@@ -280,6 +282,8 @@ void restart_node(fleet_actor* self, const std::string& name) {
 std::string fleet_summary(const fleet_state& st) {
   const auto& c = *st.settings->counters;
   return json{{"nodes", st.nodes.size()},
+              {"standby", st.standby},
+              {"droppedStandby", st.stats.dropped_standby},
               {"cordons", c.cordons.load()},
               {"uncordons", c.uncordons.load()},
               {"quarantinesHeld", c.quarantines_held.load()},
@@ -323,9 +327,41 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
   }
 }
 
+namespace {
+
+// Leadership changes (issue #7 item 7): the new leader rebuilds everything from
+// the journal (what the old leader did is there); a replica that stops
+// leading stops its node actors (and their drains) and its Node watch.
+void lead(fleet_actor* self, bool leading) {
+  auto& st = self->state;
+  if (leading != st.standby)
+    return;
+  st.standby = !leading;
+  if (leading) {
+    st.rebuilt = false;
+    st.listed = !st.watch_nodes;
+    st.held.clear();
+    rebuild_fleet(self, 0, std::make_shared<rebuild_batch>());
+    if (st.watch_nodes)
+      start_watch(self);
+    return;
+  }
+  for (auto& [name, child] : st.nodes)
+    self->send_exit(child, caf::exit_reason::user_shutdown);
+  st.replaying.clear();
+  st.held.clear();
+  if (st.watch_id != 0) {
+    self->send(st.gateway, unwatch_atom::value, st.watch_id);
+    st.watch_id = 0;
+  }
+}
+
+} // namespace
+
 caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
                     caf::actor gateway, caf::actor journal, caf::actor breaker,
-                    std::shared_ptr<const clock> time, bool watch_nodes) {
+                    std::shared_ptr<const clock> time, bool watch_nodes,
+                    bool await_leadership) {
   auto& st = self->state;
   st.settings = std::move(settings);
   st.fabric = control::fabric_correlator(st.settings->correlation);
@@ -353,19 +389,28 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
       self->send_exit(child, msg.reason);
     self->quit(msg.reason);
   });
-  rebuild_fleet(self, 0, std::make_shared<rebuild_batch>());
-  if (watch_nodes)
-    start_watch(self);
+  st.watch_nodes = watch_nodes;
+  st.standby = true;
+  if (!await_leadership)
+    lead(self, true);
   return {
+    [=](leader_atom, bool leading) { lead(self, leading); },
     [=](route_atom, health_event& event, std::int64_t seq) {
       auto& st = self->state;
+      if (st.standby) {
+        ++st.stats.dropped_standby; // journaled; the leader's rebuild has it
+        return;
+      }
       if (!st.rebuilt) {
         st.held.emplace_back(std::move(event), seq);
         return;
       }
       route(self, std::move(event), seq);
     },
-    [=](const kube_watch_event& event) { on_watch_event(self, event); },
+    [=](const kube_watch_event& event) {
+      if (!self->state.standby) // a late line of a watch given up on
+        on_watch_event(self, event);
+    },
     [=](const pending_read& retry) {
       read_all(self, retry.query, retry.batch, retry.done);
     },

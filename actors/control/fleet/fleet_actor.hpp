@@ -30,6 +30,7 @@ struct fleet_stats {
   std::uint64_t rows_replayed = 0;
   std::uint64_t undecodable_rows = 0; ///< journal rows that no longer decode
   std::uint64_t watch_events = 0;
+  std::uint64_t dropped_standby = 0; ///< routed while standing by (journaled only)
 };
 
 struct fleet_state {
@@ -51,6 +52,8 @@ struct fleet_state {
   bool rebuilt = false; ///< the journal has been folded in
   bool listed = false;  ///< the Node list has been seen
   bool stopping = false;
+  bool watch_nodes = true; ///< watch Nodes while leading
+  bool standby = false;    ///< another replica leads: no node actors, no watch
   std::uint64_t watch_id = 0;
   /// issue #7 item 6: NIC ports down on many nodes at once are one incident.
   control::fabric_correlator fabric;
@@ -67,9 +70,13 @@ constexpr std::size_t fleet_rebuild_page = 10000;
 /// (summary_atom) → JSON with the counts and readiness;
 /// (summary_atom, node) → that node actor's summary.
 /// `watch_nodes` false: no Node watch (tests feed observe messages directly).
+/// `await_leadership`: start as a standby and act only between
+/// (leader_atom, true) and (leader_atom, false); becoming leader rebuilds the
+/// whole state from the journal, losing it stops every node actor.
 caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
                     caf::actor gateway, caf::actor journal, caf::actor breaker,
-                    std::shared_ptr<const clock> time, bool watch_nodes);
+                    std::shared_ptr<const clock> time, bool watch_nodes,
+                    bool await_leadership);
 
 /// Groups journal rows for a rebuild: each node's events oldest first, and
 /// the fleet-wide breaker rows. Undecodable event rows are counted, reported

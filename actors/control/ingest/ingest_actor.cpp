@@ -81,10 +81,12 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor jo
                      caf::actor fleet, std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.settings = settings;
+  st.standby = settings.await_leadership;
   st.journal = std::move(journal);
   st.fleet = std::move(fleet);
   st.time = std::move(time);
   return {
+    [=](leader_atom, bool leading) { self->state.standby = !leading; },
     [=](ingest_atom, ingest_request& request) {
       auto& st = self->state;
       ++st.stats.requests;
@@ -96,7 +98,12 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor jo
       for (const auto& item : items) {
         control::item_result r;
         r.line = item.line;
-        if (item.event) {
+        if (item.event && st.standby) {
+          r.id = item.event->id;
+          r.status = control::item_status::unavailable;
+          r.error = "this replica is not the leader; retry";
+          ++st.stats.unavailable;
+        } else if (item.event) {
           r.id = item.event->id;
           r.status = control::item_status::unavailable; // until the journal says
           ++pending->remaining;

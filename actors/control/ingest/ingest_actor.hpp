@@ -32,6 +32,7 @@ struct ingest_request {
 struct ingest_settings {
   caf::timespan deadline = std::chrono::seconds{5}; ///< answer 503 after this
   int retry_after_seconds = 2;
+  bool await_leadership = false; ///< start as a standby (leader election on)
 };
 
 struct ingest_stats {
@@ -57,13 +58,16 @@ struct ingest_state {
   std::shared_ptr<const clock> time;
   std::uint64_t next_id = 0;
   std::map<std::uint64_t, std::shared_ptr<pending_ingest>> pending;
+  bool standby = false; ///< another replica leads: answer 503, journal nothing
   ingest_stats stats;
   static inline const char* name = "ingest";
 };
 
 using ingest_actor = caf::stateful_actor<ingest_state>;
 
-/// (ingest_atom, ingest_request); (stats_atom) → JSON counts.
+/// (ingest_atom, ingest_request); (stats_atom) → JSON counts;
+/// (leader_atom, bool): while not leading, every event is answered 503
+/// (the agents retry; the Service reaches the leader), nothing is journaled.
 caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor journal,
                      caf::actor fleet, std::shared_ptr<const clock> time);
 

@@ -10,6 +10,7 @@
 #include "actors/control/drain/drain_resource.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
+#include "actors/control/leader/leader_actor.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_actor.hpp"
 #include "messages/control_messages.hpp"
@@ -79,6 +80,18 @@ kube::kube_result pod_request(kube::object_store& store,
       return to_result(store.evict(parts[3], parts[5], json::parse(request.body)), 201);
     if (request.verb == "DELETE" && parts.size() == 6)
       return to_result(store.remove(*pods, parts[3], parts[5], {}), 200);
+  }
+  // /apis/coordination.k8s.io/v1/namespaces/<ns>/leases[/<name>]
+  if (parts.size() >= 6 && parts[0] == "apis" && parts[1] == "coordination.k8s.io"
+      && parts[5] == "leases") {
+    const auto* leases = store.find_type("coordination.k8s.io", "v1", "leases");
+    if (request.verb == "POST")
+      return to_result(store.create(*leases, parts[4], json::parse(request.body)), 201);
+    if (request.verb == "GET" && parts.size() == 7)
+      return to_result(store.get(*leases, parts[4], parts[6]), 200);
+    if (request.verb == "PUT" && parts.size() == 7)
+      return to_result(
+        store.update(*leases, parts[4], parts[6], json::parse(request.body), false), 200);
   }
   kube::kube_error e;
   e.status = 404;
@@ -240,6 +253,7 @@ struct fixture : test_coordinator_fixture<> {
   actor fleet;
   actor ingest;
   std::shared_ptr<node_settings> settings = std::make_shared<node_settings>();
+  bool elected = false; ///< fleet and ingest wait for leadership
   std::vector<control::ingest_reply> replies;
 
   fixture() {
@@ -295,8 +309,10 @@ struct fixture : test_coordinator_fixture<> {
   void start(control::breaker_config breaker_config = {}) {
     breaker = sys.spawn(vigil::breaker, breaker_config, journal, time);
     fleet = sys.spawn(vigil::fleet, std::shared_ptr<const node_settings>(settings),
-                      gateway, journal, breaker, time, false);
-    ingest = sys.spawn(vigil::ingest, ingest_settings{}, journal, fleet, time);
+                      gateway, journal, breaker, time, false, elected);
+    ingest_settings ingest_options;
+    ingest_options.await_leadership = elected;
+    ingest = sys.spawn(vigil::ingest, ingest_options, journal, fleet, time);
     sched.run();
     list_nodes();
   }
@@ -674,6 +690,58 @@ CAF_TEST(nic_ports_down_on_many_nodes_are_one_fabric_incident_not_a_mass_quarant
   CAF_CHECK(!cordoned("node-4"));
   CAF_CHECK_EQUAL(journal_rows("event"), 4u); // every event is still journaled
   CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 0u);
+}
+
+CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
+  // replica-b holds a fresh Lease (renewed "now" on the virtual clock).
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+  auto lease_of = [this](const std::string& holder) {
+    return json{{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "vigil-control"}, {"namespace", "vigil"}}},
+                {"spec",
+                 {{"holderIdentity", holder},
+                  {"leaseDurationSeconds", 15},
+                  {"renewTime", format_rfc3339(time->wall_now())}}}};
+  };
+  CAF_REQUIRE(store->create(*leases, "vigil", lease_of("replica-b")).ok());
+  elected = true;
+  start();
+  control::lease_config lease;
+  lease.identity = "replica-a";
+  auto elector =
+    sys.spawn(leader_elector, lease, gateway, std::vector<actor>{fleet, ingest}, time);
+  sched.run();
+  post({xid("node-1", "GPU-a")});
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 503); // standing by: the agent retries
+  CAF_CHECK_EQUAL(journal_rows("event"), 0u);
+  CAF_CHECK(!cordoned("node-1"));
+  // replica-b stops renewing: after the Lease's duration replica-a takes over,
+  // rebuilds from the journal and acts.
+  advance(std::chrono::seconds{16});
+  list_nodes();
+  auto summary = json::parse(ask(elector, summary_atom::value));
+  CAF_CHECK_EQUAL(summary["leading"], true);
+  auto held = *store->get(*leases, "vigil", "vigil-control").value;
+  CAF_CHECK_EQUAL(held["spec"]["holderIdentity"], "replica-a");
+  CAF_CHECK_EQUAL(held["spec"]["leaseTransitions"], 1);
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK(cordoned("node-1"));
+  // Another replica takes the Lease (a partition healed the wrong way):
+  // replica-a sees it on its next look and stands by.
+  auto taken = lease_of("replica-c");
+  taken["metadata"]["resourceVersion"] = held["metadata"]["resourceVersion"];
+  CAF_REQUIRE(store->update(*leases, "vigil", "vigil-control", taken, false).ok());
+  advance(std::chrono::seconds{2});
+  auto standby = json::parse(ask(fleet, summary_atom::value));
+  CAF_CHECK_EQUAL(standby["standby"], true);
+  CAF_CHECK_EQUAL(standby["nodes"], 0);
+  post({xid("node-2", "GPU-a")});
+  CAF_CHECK_EQUAL(replies.back().http_status, 503);
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,118 @@
+#include "actors/control/leader/leader_actor.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> logger() {
+  return component_logger("leader");
+}
+
+void set_leading(leader_actor* self, bool leading) {
+  auto& st = self->state;
+  if (st.leading == leading)
+    return;
+  st.leading = leading;
+  if (leading) {
+    ++st.acquisitions;
+    logger()->warn("{} now leads (Lease {}/{}): acting on the cluster",
+                   st.config.identity, st.config.ns, st.config.name);
+  } else {
+    logger()->warn("{} stopped leading (holder now '{}'): standing by",
+                   st.config.identity, st.holder);
+  }
+  for (const auto& s : st.subscribers)
+    self->send(s, leader_atom::value, leading);
+}
+
+// A renew that failed: the leader keeps acting until renew_deadline has passed
+// since its last successful write, then stops before anyone else may start.
+void renew_failed(leader_actor* self, const std::string& why) {
+  auto& st = self->state;
+  st.in_flight = false;
+  logger()->warn("Lease {}/{}: {}", st.config.ns, st.config.name, why);
+  if (st.leading && st.renewed
+      && st.time->wall_now() - *st.renewed >= st.config.renew_deadline)
+    set_leading(self, false);
+}
+
+void write(leader_actor* self, const control::lease_step& step) {
+  auto& st = self->state;
+  self->request(st.gateway, caf::infinite, control::lease_write_request(st.config, step))
+    .then([=](const kube::kube_result& result) {
+      auto& st = self->state;
+      if (!result.ok())
+        return renew_failed(self, "write failed: " + result.error().to_string());
+      st.in_flight = false;
+      st.renewed = st.time->wall_now();
+      st.holder = st.config.identity;
+      set_leading(self, true);
+    });
+}
+
+void look(leader_actor* self) {
+  auto& st = self->state;
+  if (st.in_flight)
+    return;
+  st.in_flight = true;
+  self->request(st.gateway, caf::infinite, control::lease_get_request(st.config))
+    .then([=](const kube::kube_result& result) {
+      auto& st = self->state;
+      std::optional<control::lease_record> observed;
+      if (result.ok()) {
+        auto lease = control::read_lease(result.response().body);
+        if (!lease)
+          return renew_failed(self, "unreadable Lease: " + lease.error().to_string());
+        observed = std::move(*lease);
+      } else if (!result.error().not_found()) {
+        return renew_failed(self, "read failed: " + result.error().to_string());
+      }
+      auto step = control::next_lease_step(observed, st.config, st.time->wall_now());
+      if (step.what == control::lease_step::kind::wait) {
+        st.in_flight = false;
+        st.holder = step.holder;
+        return set_leading(self, false);
+      }
+      if (step.takeover)
+        logger()->info("Lease {}/{} of '{}' expired; taking it over", st.config.ns,
+                       st.config.name, observed ? observed->holder : std::string{});
+      write(self, step);
+    });
+}
+
+} // namespace
+
+caf::behavior leader_elector(leader_actor* self, control::lease_config config,
+                             caf::actor gateway, std::vector<caf::actor> subscribers,
+                             std::shared_ptr<const clock> time) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  st.gateway = std::move(gateway);
+  st.subscribers = std::move(subscribers);
+  st.time = std::move(time);
+  look(self);
+  self->delayed_send(self, st.config.retry_period, reconcile_atom::value);
+  return {
+    [=](reconcile_atom) {
+      look(self);
+      self->delayed_send(self, self->state.config.retry_period, reconcile_atom::value);
+    },
+    [=](summary_atom) {
+      auto& st = self->state;
+      return nlohmann::json{{"leading", st.leading},
+                            {"holder", st.holder},
+                            {"identity", st.config.identity},
+                            {"acquisitions", st.acquisitions}}
+        .dump();
+    },
+  };
+}
+
+} // namespace vigil

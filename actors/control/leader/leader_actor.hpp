@@ -1,0 +1,40 @@
+// The leader elector (issue #7 item 7): holds or waits for the control plane's
+// Lease and tells its subscribers (fleet, ingest) when this replica starts or
+// stops leading. Only the leader acts on the cluster; a standby replica
+// answers ingest 503 (the agents retry, and the Service reaches the leader)
+// and /readyz 503.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/leader/lease_election.hpp"
+#include "runtime/clock.hpp"
+
+namespace vigil {
+
+struct leader_state {
+  control::lease_config config;
+  caf::actor gateway;
+  std::vector<caf::actor> subscribers;
+  std::shared_ptr<const clock> time;
+  bool leading = false;
+  bool in_flight = false;
+  std::optional<wall_time> renewed; ///< the last successful write of the Lease
+  std::string holder;               ///< the holder last seen
+  std::uint64_t acquisitions = 0;
+  static inline const char* name = "leader";
+};
+
+using leader_actor = caf::stateful_actor<leader_state>;
+
+/// Looks at the Lease every retry_period; subscribers get (leader_atom, bool)
+/// on every change. (summary_atom) → JSON {leading, holder, acquisitions}.
+caf::behavior leader_elector(leader_actor* self, control::lease_config config,
+                             caf::actor gateway, std::vector<caf::actor> subscribers,
+                             std::shared_ptr<const clock> time);
+
+} // namespace vigil

@@ -1,0 +1,66 @@
+// Leader election over a coordination.k8s.io/v1 Lease, as client-go's
+// leaderelection does it (issue #7 item 7): only the replica holding the
+// Lease acts on the cluster; the others ingest and journal. Pure: the elector
+// actor reads the Lease, asks next_lease_step what to write, and writes it
+// with the Lease's resourceVersion, so two candidates never both win.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "messages/expected.hpp"
+#include "messages/wall_time.hpp"
+#include "runtime/kube/kube_api.hpp"
+
+namespace vigil::control {
+
+struct lease_config {
+  std::string ns = "vigil";
+  std::string name = "vigil-control";
+  std::string identity; ///< this replica: pod name, else host name
+  /// A holder that has not renewed for this long has lost the Lease.
+  std::chrono::seconds duration{15};
+  /// The holder stops acting when it could not renew for this long (< duration,
+  /// so it stops before anyone else may start).
+  std::chrono::seconds renew_deadline{10};
+  /// How often candidates and the holder look at the Lease.
+  std::chrono::seconds retry_period{2};
+};
+
+/// The Lease as read from the API server.
+struct lease_record {
+  std::string holder;
+  std::chrono::seconds duration{0};
+  std::optional<wall_time> acquired;
+  std::optional<wall_time> renewed;
+  std::int64_t transitions = 0;
+  std::string resource_version;
+};
+
+/// Reads a Lease object; fails naming what is wrong.
+expected<lease_record> read_lease(const std::string& lease_json);
+
+struct lease_step {
+  enum class kind {
+    create, ///< no Lease yet: POST one holding it
+    update, ///< PUT: renew ours, or take over an expired one
+    wait,   ///< someone else holds a live Lease
+  };
+  kind what = kind::wait;
+  std::string body;      ///< the Lease to write (create, update)
+  bool takeover = false; ///< update of a Lease another replica held
+  std::string holder;    ///< who holds it now (wait)
+};
+
+/// What to do after reading the Lease (nullopt: it does not exist).
+lease_step next_lease_step(const std::optional<lease_record>& observed,
+                           const lease_config& config, wall_time now);
+
+/// GET, POST and PUT of the Lease.
+kube::kube_request lease_get_request(const lease_config& config);
+kube::kube_request lease_write_request(const lease_config& config,
+                                       const lease_step& step);
+
+} // namespace vigil::control
