@@ -130,9 +130,8 @@ void on_step_result(drain_actor* self, const control::drain_step& step,
       st.node_name, step.pod.ns, step.pod.name);
   else if (outcome == control::step_result::failed)
     logger()->warn("node {}: {} of {}/{} failed: {}", st.node_name,
-                   step.what == control::drain_step::kind::evict ? "eviction"
-                                                                 : "deletion",
-                   step.pod.ns, step.pod.name, result.error().to_string());
+                   evict ? "eviction" : "deletion", step.pod.ns, step.pod.name,
+                   result.error().to_string());
   st.progress->on_result(step.pod, outcome, st.time->wall_now());
   send_due(self);
 }

@@ -277,13 +277,13 @@ std::optional<control::drain_request> wanted_drain(const node_state& st) {
 }
 
 void post_drain_event(node_actor* self, const std::string& reason,
-                      const std::string& message, bool warning) {
+                      const std::string& message) {
   auto& st = self->state;
   if (st.settings->dry_run || st.settings->drain->dry_run)
     return;
   auto request =
     control::node_event_request(st.node_name, st.settings->events_namespace, reason,
-                                message, warning, st.time->wall_now(), ++st.decisions);
+                                message, false, st.time->wall_now(), ++st.decisions);
   self->request(st.gateway, caf::infinite, std::move(request))
     .then([=](const kube::kube_result& result) {
       if (!result.ok())
@@ -327,7 +327,7 @@ void start_drain(node_actor* self, control::drain_request request) {
         st.drain = self->spawn<caf::linked>(vigil::drain, st.node_name, request,
                                             std::move(settings), st.gateway, st.journal,
                                             caf::actor_cast<caf::actor>(self), st.time);
-        post_drain_event(self, "DrainStarted", "drain " + key + " started", false);
+        post_drain_event(self, "DrainStarted", "drain " + key + " started");
       },
       [=](const caf::error& err) {
         self->state.drain_permit_pending = false;
@@ -380,7 +380,7 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
   if (outcome == "cancelled") {
     ++st.stats.drains_cancelled;
     ++counters.drains_cancelled;
-    post_drain_event(self, "DrainCancelled", "drain " + key + " cancelled", false);
+    post_drain_event(self, "DrainCancelled", "drain " + key + " cancelled");
   } else {
     ++(outcome == "succeeded" ? st.stats.drains_succeeded : st.stats.drains_skipped);
     ++(outcome == "succeeded" ? counters.drains_succeeded : counters.drains_skipped);
@@ -391,14 +391,15 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
     if (outcome == "succeeded")
       post_drain_event(self, "Drained",
                        "drain " + key + " completed (" + std::to_string(evictions)
-                         + " pods evicted)",
-                       false);
+                         + " pods evicted)");
   }
   consider_drain(self);
 }
 
 // issue #7 item 6: the per-node correlation rules may escalate the event's
 // action; a firing is logged, counted and (when live, not replayed) journaled.
+// The escalation follows from journaled events in event time, so a replay
+// reaches it again; the correlation row records why it happened.
 health_event correlate(node_actor* self, const health_event& event, bool live) {
   auto& st = self->state;
   auto outcome = st.correlator.observe(event, st.time->wall_now());

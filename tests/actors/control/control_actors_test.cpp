@@ -599,6 +599,45 @@ CAF_TEST(a_full_drain_waits_for_the_disruption_budget_and_skips_daemonsets) {
   CAF_CHECK_EQUAL(drain_rows("started"), 1u);
 }
 
+CAF_TEST(namespaces_drain_by_their_modes) {
+  auto drain = std::make_shared<drain_settings>();
+  drain->config.namespaces = {
+    {"batch", control::drain_mode::allow_completion, {}},
+    {"serve", control::drain_mode::delete_after_timeout, std::chrono::minutes{2}}};
+  settings->drain = drain;
+  add_pod("batch", pod_object("etl", "node-1"));
+  add_pod("serve", pod_object("api", "node-1"));
+  add_pod("train", pod_object("job", "node-1", {"GPU-a"}));
+  start();
+  post({reboot_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("train", "job"));  // Immediate: evicted now
+  CAF_CHECK(!terminating("batch", "etl")); // AllowCompletion: never evicted
+  CAF_CHECK(!terminating("serve", "api")); // DeleteAfterTimeout: not yet
+  kubelet_finishes();
+  advance(std::chrono::minutes{1});
+  CAF_CHECK(!terminating("serve", "api"));
+  advance(std::chrono::minutes{1}); // the namespace's timeout: deleted
+  CAF_CHECK(terminating("serve", "api"));
+  kubelet_finishes();
+  // The batch pod finishes on its own; the drain sees it and is done.
+  CAF_REQUIRE(store
+                ->patch(*pods(), "batch", "etl",
+                        json{{"status", {{"phase", "Succeeded"}}}},
+                        kube::patch_type::merge, true)
+                .ok());
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 0u);
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  for (const auto& r : *rows)
+    if (r.kind == control::drain_row && json::parse(r.body)["phase"] == "succeeded") {
+      auto body = json::parse(r.body);
+      CAF_CHECK_EQUAL(body["evictions"], 1);
+      CAF_CHECK_EQUAL(body["deletions"], 1);
+    }
+}
+
 CAF_TEST(a_recovery_cancels_a_drain) {
   add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
   add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));
