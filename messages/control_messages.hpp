@@ -54,6 +54,9 @@ using fabric_atom = caf::atom_constant<caf::atom("fabric")>;
 /// stops (false) leading.
 using leader_atom = caf::atom_constant<caf::atom("leader")>;
 
+/// (nicdrop_atom) a node actor's own timer: evaluate the NIC port drop rule.
+using nicdrop_atom = caf::atom_constant<caf::atom("nicdrop")>;
+
 /// The journal's verdict on one event of an ingest request.
 enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 

@@ -396,41 +396,81 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
   consider_drain(self);
 }
 
-// issue #7 item 6: the per-node correlation rules may escalate the event's
-// action; a firing is logged, counted and (when live, not replayed) journaled.
-// The escalation follows from journaled events in event time, so a replay
-// reaches it again; the correlation row records why it happened.
-health_event correlate(node_actor* self, const health_event& event, bool live) {
+void journal_firing(node_actor* self, const std::string& rule, const health_event& event,
+                    const std::string& message) {
   auto& st = self->state;
-  auto outcome = st.correlator.observe(event, st.time->wall_now());
-  if (!outcome.escalate || event.is_healthy)
-    return event;
-  auto escalated = event;
-  escalated.action = *outcome.escalate;
-  escalated.message = outcome.message + " (" + event.message + ")";
   ++st.stats.rule_firings;
   ++st.settings->counters->rule_firings;
-  logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, outcome.rule,
-                 event.id, outcome.message);
-  if (live) {
-    journal_record row;
-    row.recorded_at = st.time->wall_now();
-    row.node = st.node_name;
-    row.kind = correlation_row;
-    row.body = nlohmann::json{{"rule", outcome.rule},
-                              {"eventId", event.id},
-                              {"recommendedAction", to_string(*outcome.escalate)},
-                              {"message", outcome.message}}
-                 .dump();
-    row.idempotency_key = st.node_name + "/correlation/" + event.id + "/" + outcome.rule;
-    self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
-      .then([](const append_outcome&) {},
-            [=](const caf::error& err) {
-              logger()->warn("node {}: rule firing not journaled: {}",
-                             self->state.node_name, caf::to_string(err));
-            });
+  logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, rule, event.id,
+                 message);
+  journal_record row;
+  row.recorded_at = st.time->wall_now();
+  row.node = st.node_name;
+  row.kind = correlation_row;
+  row.body = nlohmann::json{
+    {"rule", rule},
+    {"eventId", event.id},
+    {"recommendedAction", to_string(event.action)},
+    {"message",
+     message}}.dump();
+  row.idempotency_key = st.node_name + "/correlation/" + event.id + "/" + rule;
+  self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
+    .then([](const append_outcome&) {},
+          [=](const caf::error& err) {
+            logger()->warn("node {}: rule firing not journaled: {}",
+                           self->state.node_name, caf::to_string(err));
+          });
+}
+
+// seed 002 §6.2: the drop rule runs on a timer while a port is down.
+void arm_drop_check(node_actor* self) {
+  auto& st = self->state;
+  if (st.drop_check_armed)
+    return;
+  if (auto at = st.correlator.next_drop_check()) {
+    st.drop_check_armed = true;
+    auto delay = std::max(caf::timespan{0}, caf::timespan{*at - st.time->wall_now()});
+    self->delayed_send(self, delay, nicdrop_atom::value);
   }
-  return escalated;
+}
+
+// issue #7 item 6: the per-node correlation rules may escalate the event's
+// action and derive events of their own; the event (escalated or not) comes
+// first. A firing is logged, counted and, when live (not replayed), journaled.
+// The escalation follows from journaled events in event time, so a replay
+// reaches it again; the correlation row records why it happened.
+std::vector<health_event> correlate(node_actor* self, const health_event& event,
+                                    bool live) {
+  auto& st = self->state;
+  auto outcome = st.correlator.observe(event, st.time->wall_now());
+  std::vector<health_event> out{event};
+  if (outcome.escalate && !event.is_healthy) {
+    auto& escalated = out.front();
+    escalated.action = *outcome.escalate;
+    escalated.message = outcome.message + " (" + event.message + ")";
+    if (live)
+      journal_firing(self, outcome.rule, escalated, outcome.message);
+  }
+  for (auto& derived : outcome.derived)
+    out.push_back(std::move(derived));
+  arm_drop_check(self);
+  return out;
+}
+
+// Applies events to the active set; true when it changed.
+bool apply_events(node_actor* self, const std::vector<health_event>& events) {
+  auto& st = self->state;
+  bool changed = false;
+  for (const auto& e : events) {
+    auto outcome = st.active.apply(e, st.settings->quarantine);
+    if (!outcome.ignored.empty()) {
+      ++st.stats.ignored;
+      logger()->debug("node {}: event {} not acted on: {}", st.node_name, e.id,
+                      outcome.ignored);
+    }
+    changed = changed || outcome.changed;
+  }
+  return changed;
 }
 
 std::string summary_of(const node_state& st) {
@@ -483,24 +523,25 @@ caf::behavior node(node_actor* self, std::string name,
   st.time = std::move(time);
   st.correlator = control::node_correlator(st.settings->correlation);
   return {
-    [=](route_atom, const health_event& routed, std::int64_t) {
-      auto& st = self->state;
-      auto event = correlate(self, routed, true);
-      auto outcome = st.active.apply(event, st.settings->quarantine);
-      ++st.stats.events;
-      if (!outcome.ignored.empty()) {
-        ++st.stats.ignored;
-        logger()->debug("node {}: event {} not acted on: {}", st.node_name, event.id,
-                        outcome.ignored);
-      }
-      if (outcome.changed)
+    [=](route_atom, const health_event& event, std::int64_t) {
+      ++self->state.stats.events;
+      if (apply_events(self, correlate(self, event, true)))
         reconcile(self);
     },
     [=](replay_atom, const std::vector<health_event>& events) {
-      auto& st = self->state;
       for (const auto& e : events)
-        st.active.apply(correlate(self, e, false), st.settings->quarantine);
+        apply_events(self, correlate(self, e, false));
       reconcile(self);
+    },
+    [=](nicdrop_atom) {
+      auto& st = self->state;
+      st.drop_check_armed = false;
+      auto drops = st.correlator.due_drops(st.node_name, st.time->wall_now());
+      for (const auto& e : drops)
+        journal_firing(self, "nic-drop", e, e.message);
+      arm_drop_check(self);
+      if (apply_events(self, drops))
+        reconcile(self);
     },
     [=](fabric_atom) {
       auto& st = self->state;
@@ -511,8 +552,10 @@ caf::behavior node(node_actor* self, std::string name,
         as_event.check_name = r.check_name;
         as_event.entities = r.reported_with;
         as_event.entities.push_back(r.subject);
-        return control::is_nic_port_down(as_event);
+        return control::is_nic_port_down(as_event)
+               || r.check_name == control::nic_port_dropped_check;
       });
+      st.correlator.explain_port_downs();
       if (dropped > 0) {
         logger()->info(
           "node {}: {} NIC port records dropped: a fabric incident covers them",

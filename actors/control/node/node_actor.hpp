@@ -86,6 +86,7 @@ struct node_state {
   std::shared_ptr<const clock> time;
   control::active_events active;
   control::node_correlator correlator;        ///< repeated XIDs, NIC flaps (item 6)
+  bool drop_check_armed = false;              ///< the NIC drop rule's timer is pending
   std::optional<control::observed_node> node; ///< unset until read or watched
   bool busy = false;                          ///< a reconcile's requests are in flight
   bool again = false;                         ///< a trigger arrived while busy

@@ -238,6 +238,20 @@ std::uint64_t link_downed_delta(const health_event& e) {
   return current > previous ? current - previous : 1;
 }
 
+// An event of the drop rule: unhealthy unless the caller says otherwise.
+health_event dropped_event(const std::string& node, std::vector<entity> entities,
+                           wall_time at) {
+  health_event e;
+  e.agent = "vigil-correlation";
+  e.component_class = "NIC";
+  e.check_name = nic_port_dropped_check;
+  e.is_fatal = true;
+  e.entities = std::move(entities);
+  e.node_name = node;
+  e.generated = at;
+  return e;
+}
+
 } // namespace
 
 bool is_nic_port_down(const health_event& e) {
@@ -267,14 +281,64 @@ correlation_outcome node_correlator::observe(const health_event& e, wall_time no
     }
     return out;
   }
+  const auto port = entity_value(e, "NIC") + "/" + entity_value(e, "NICPort");
   if (auto delta = link_downed_delta(e)) {
-    const auto port = entity_value(e, "NIC") + "/" + entity_value(e, "NICPort");
     auto& history = ports_.try_emplace(port, config_).first->second;
     if (auto verdict = history.on_link_downed(delta, at)) {
       out.escalate = verdict->action;
       out.rule = "nic-flap";
       out.message = "NIC port " + port + ": " + verdict->message;
     }
+  }
+  // Port-state events move the port DOWN/UP for the drop rule (after the
+  // delta above: the DOWN itself is not a recovery attempt). Analyse-only
+  // events (a fabric incident's) do not: the fabric explains them.
+  if (e.component_class == "NIC" && ends_with(e.check_name, "StateCheck")
+      && !entity_value(e, "NICPort").empty()
+      && e.strategy == processing_strategy::execute_remediation) {
+    auto& history = ports_.try_emplace(port, config_).first->second;
+    if (e.is_healthy && history.drop_reported()) {
+      auto back = dropped_event(e.node_name, e.entities, at);
+      back.id = e.id + "-" + nic_port_dropped_check;
+      back.is_healthy = true;
+      back.is_fatal = false;
+      back.action = recommended_action::none;
+      back.message = "NIC port " + port + " is back up";
+      out.derived.push_back(std::move(back));
+    }
+    history.on_state(e.is_healthy, at);
+  }
+  return out;
+}
+
+std::optional<wall_time> node_correlator::next_drop_check() const {
+  std::optional<wall_time> out;
+  for (const auto& [port, history] : ports_)
+    if (auto at = history.next_check(); at && (!out || *at < *out))
+      out = at;
+  return out;
+}
+
+void node_correlator::explain_port_downs() {
+  for (auto& [port, history] : ports_)
+    history.explain_down();
+}
+
+std::vector<health_event> node_correlator::due_drops(const std::string& node,
+                                                     wall_time now) {
+  std::vector<health_event> out;
+  for (auto& [port, history] : ports_) {
+    auto verdict = history.evaluate(now);
+    if (!verdict)
+      continue;
+    const auto slash = port.rfind('/');
+    auto e = dropped_event(
+      node, {{"NIC", port.substr(0, slash)}, {"NICPort", port.substr(slash + 1)}}, now);
+    e.id = node + "-" + port + "-" + nic_port_dropped_check + "-"
+           + std::to_string(unix_seconds(now));
+    e.action = verdict->action;
+    e.message = "NIC port " + port + ": " + verdict->message;
+    out.push_back(std::move(e));
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "messages/health_event.hpp"
 #include "messages/wall_time.hpp"
@@ -111,6 +112,11 @@ public:
   std::optional<nic_verdict> evaluate(wall_time now);
   /// When evaluate() should next run for the drop rule; nullopt when not down.
   std::optional<wall_time> next_check() const;
+  /// A drop was reported for the current DOWN period.
+  bool drop_reported() const { return drop_reported_; }
+  /// The current DOWN period is explained elsewhere (a fabric incident): the
+  /// drop rule stays quiet until the port has been up again.
+  void explain_down() { drop_reported_ = down_since_.has_value() || drop_reported_; }
 
 private:
   correlation_config config_;
@@ -176,6 +182,8 @@ struct correlation_outcome {
   std::optional<recommended_action> escalate;
   std::string rule;    ///< "repeated-xid" or "nic-flap" when a rule fired
   std::string message; ///< why, for logs, the journal and the node's condition
+  /// Events the rules derive (a dropped port coming back up: its healthy twin).
+  std::vector<health_event> derived;
 };
 
 /// The per-node rules over one node's events, in event time (generatedTimestamp,
@@ -189,6 +197,16 @@ public:
   explicit node_correlator(correlation_config config = {});
   correlation_outcome observe(const health_event& event, wall_time now);
 
+  /// seed 002 §6.2: when the drop rule must next be evaluated; nullopt: no
+  /// port is down without recovery attempts.
+  std::optional<wall_time> next_drop_check() const;
+  /// The ports of `node` DOWN for nic_drop_after with no link_downed delta,
+  /// each as a derived unhealthy event (check NICPortDropped, action
+  /// nic_drop_action); reported once per DOWN period.
+  std::vector<health_event> due_drops(const std::string& node, wall_time now);
+  /// A fabric incident covers this node's down ports: no drop for them.
+  void explain_port_downs();
+
 private:
   correlation_config config_;
   event_deduplicator dedup_;
@@ -198,5 +216,8 @@ private:
 
 /// A NIC port-state event reporting a port down (the fabric rule's input).
 bool is_nic_port_down(const health_event& event);
+
+/// The check name of the events the drop rule derives.
+inline constexpr const char* nic_port_dropped_check = "NICPortDropped";
 
 } // namespace vigil::control

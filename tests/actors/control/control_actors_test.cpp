@@ -714,6 +714,25 @@ CAF_TEST(a_flapping_nic_port_escalates_to_replace_vm) {
   CAF_CHECK_EQUAL(summary["ruleFirings"], 1);
 }
 
+CAF_TEST(a_port_down_without_recovery_attempts_is_dropped_and_replace_vm) {
+  start();
+  post({port_state("node-1", false, 0)});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(journal_rows(correlation_row), 0u);
+  advance(std::chrono::minutes{4});
+  CAF_CHECK_EQUAL(journal_rows(correlation_row), 1u);
+  {
+    auto summary = node_summary("node-1"); // a named copy: the check keeps references
+    bool dropped = false;
+    for (const auto& a : summary["active"])
+      dropped = dropped || a["check"] == control::nic_port_dropped_check;
+    CAF_CHECK(dropped);
+  }
+  // The port comes back: the drop's record goes with the port's.
+  post({port_state("node-1", true, 0)});
+  CAF_CHECK(!cordoned("node-1"));
+}
+
 CAF_TEST(nic_ports_down_on_many_nodes_are_one_fabric_incident_not_a_mass_quarantine) {
   start();
   post({port_state("node-1", false, 0)});
@@ -727,6 +746,11 @@ CAF_TEST(nic_ports_down_on_many_nodes_are_one_fabric_incident_not_a_mass_quarant
   CAF_CHECK(!cordoned("node-3"));
   post({port_state("node-4", false, 0)}); // joins the open incident
   CAF_CHECK(!cordoned("node-4"));
+  // Ports still down after the drop rule's time: the fabric explains them.
+  advance(std::chrono::minutes{5});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK(!cordoned("node-4"));
+  CAF_CHECK_EQUAL(journal_rows(correlation_row), 0u);
   CAF_CHECK_EQUAL(journal_rows("event"), 4u); // every event is still journaled
   CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 0u);
 }

@@ -201,6 +201,50 @@ TEST(node_correlator, five_bursts_of_fatal_xids_on_one_gpu_need_support) {
   EXPECT_EQ(fifth.rule, "repeated-xid");
 }
 
+TEST(node_correlator, a_port_down_for_four_minutes_without_recovery_is_dropped) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  rules.observe(nic_state("1", false), start);
+  ASSERT_TRUE(rules.next_drop_check().has_value());
+  EXPECT_EQ(*rules.next_drop_check(), start + 4min);
+  EXPECT_TRUE(rules.due_drops("node-1", start + 3min).empty());
+  auto drops = rules.due_drops("node-1", start + 4min);
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0].check_name, nic_port_dropped_check);
+  EXPECT_EQ(drops[0].action, recommended_action::replace_vm);
+  EXPECT_FALSE(drops[0].is_healthy);
+  EXPECT_EQ(drops[0].entities,
+            (std::vector<entity>{{"NIC", "mlx5_0"}, {"NICPort", "1"}}));
+  EXPECT_TRUE(rules.due_drops("node-1", start + 10min).empty()); // once per DOWN
+  EXPECT_FALSE(rules.next_drop_check().has_value());
+  // Back up: the drop's healthy twin clears what the drop raised.
+  auto up = rules.observe(nic_state("1", true), start + 11min);
+  ASSERT_EQ(up.derived.size(), 1u);
+  EXPECT_TRUE(up.derived[0].is_healthy);
+  EXPECT_EQ(up.derived[0].check_name, nic_port_dropped_check);
+}
+
+TEST(node_correlator, recovery_attempts_or_a_fabric_incident_are_not_a_drop) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  rules.observe(nic_state("1", false), start);
+  auto counter = nic_state("1", false);
+  counter.check_name = "InfiniBandDegradationCheck";
+  counter.error_codes = {"link_downed"};
+  counter.metadata = {{"previous", "4"}, {"current", "5"}};
+  rules.observe(counter, start + 1min); // the port tries to come back: a flap
+  EXPECT_TRUE(rules.due_drops("node-1", start + 5min).empty());
+
+  node_correlator fabric;
+  fabric.observe(nic_state("2", false), start);
+  fabric.explain_port_downs();
+  EXPECT_TRUE(fabric.due_drops("node-1", start + 5min).empty());
+  auto analysed = nic_state("3", false);
+  analysed.strategy = processing_strategy::store_and_analyse;
+  fabric.observe(analysed, start);
+  EXPECT_FALSE(fabric.next_drop_check().has_value());
+}
+
 TEST(node_correlator, event_time_wins_over_arrival) {
   node_correlator rules;
   using namespace std::chrono_literals;
