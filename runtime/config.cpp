@@ -374,6 +374,10 @@ void read_correlation(section_reader s, correlation_section& c) {
   s.read("xid_sticky_seconds", c.xid_sticky_seconds, 0u, week);
   s.read("nic_flap_threshold", c.nic_flap_threshold, 1u, 1000u);
   s.read("nic_flap_window_seconds", c.nic_flap_window_seconds, 1u, week);
+  s.read("nic_drop_after_seconds", c.nic_drop_after_seconds, 1u, week);
+  s.read("nic_drop_action", c.nic_drop_action);
+  if (!parse_recommended_action(c.nic_drop_action))
+    s.error("nic_drop_action", "'" + c.nic_drop_action + "' is not a recommendedAction");
   s.read("remediation_repeat_threshold", c.remediation_repeat_threshold, 1u, 1000u);
   s.read("remediation_window_seconds", c.remediation_window_seconds, 1u, 4 * week);
   s.read("fabric_min_nodes", c.fabric_min_nodes, 2u, 100000u);

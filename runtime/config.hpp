@@ -128,6 +128,9 @@ struct correlation_section {
   std::uint32_t xid_sticky_seconds = 10800;    ///< the escalation outlives the last XID
   std::uint32_t nic_flap_threshold = 3;        ///< link_downed events on one port …
   std::uint32_t nic_flap_window_seconds = 600; ///< … within this → REPLACE_VM
+  /// A port DOWN this long with no link_downed delta is dropped (seed 002 §6.2).
+  std::uint32_t nic_drop_after_seconds = 240;
+  std::string nic_drop_action = "REPLACE_VM";
   std::uint32_t remediation_repeat_threshold = 5;
   std::uint32_t remediation_window_seconds = 604800;
   std::uint32_t fabric_min_nodes = 3;        ///< NIC ports down on this many nodes …

@@ -126,6 +126,9 @@ control::correlation_config correlation_config_from(const correlation_section& s
   c.xid_sticky = seconds{s.xid_sticky_seconds};
   c.nic_flap_threshold = s.nic_flap_threshold;
   c.nic_flap_window = seconds{s.nic_flap_window_seconds};
+  c.nic_drop_after = seconds{s.nic_drop_after_seconds};
+  c.nic_drop_action =
+    parse_recommended_action(s.nic_drop_action).value_or(recommended_action::replace_vm);
   c.remediation_repeat_threshold = s.remediation_repeat_threshold;
   c.remediation_window = seconds{s.remediation_window_seconds};
   c.fabric_min_nodes = s.fabric_min_nodes;

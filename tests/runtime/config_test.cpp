@@ -95,6 +95,8 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(c.xid_sticky_seconds, dc.xid_sticky_seconds);
   EXPECT_EQ(c.nic_flap_threshold, dc.nic_flap_threshold);
   EXPECT_EQ(c.nic_flap_window_seconds, dc.nic_flap_window_seconds);
+  EXPECT_EQ(c.nic_drop_after_seconds, dc.nic_drop_after_seconds);
+  EXPECT_EQ(c.nic_drop_action, dc.nic_drop_action);
   EXPECT_EQ(c.remediation_repeat_threshold, dc.remediation_repeat_threshold);
   EXPECT_EQ(c.remediation_window_seconds, dc.remediation_window_seconds);
   EXPECT_EQ(c.fabric_min_nodes, dc.fabric_min_nodes);
@@ -124,13 +126,15 @@ drain:
   eviction_retry_max_seconds: 10
 correlation:
   fabric_min_nodes: 1
+  nic_drop_action: UNPLUG_IT
 )");
   ASSERT_FALSE(bad.has_value());
   const auto text = bad.error().to_string();
   for (const char* expected :
        {"drain.default_mode", "drain.namespaces[0].namespace",
         "drain.namespaces[1].timeout_minutes", "drain.system_namespaces",
-        "drain.eviction_retry_max_seconds", "correlation.fabric_min_nodes"})
+        "drain.eviction_retry_max_seconds", "correlation.fabric_min_nodes",
+        "correlation.nic_drop_action"})
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 

@@ -53,6 +53,8 @@ void write(leader_actor* self, const control::lease_step& step) {
       st.in_flight = false;
       st.renewed = st.time->wall_now();
       st.holder = st.config.identity;
+      if (auto written = control::read_lease(result.response().body))
+        st.lease = std::move(*written);
       set_leading(self, true);
     });
 }
@@ -89,6 +91,29 @@ void look(leader_actor* self) {
 
 } // namespace
 
+// Shutdown: a leader gives the Lease up so a successor need not wait out its
+// duration; whatever the answer, the actor then quits with the exit reason.
+void release(leader_actor* self, caf::error reason) {
+  auto& st = self->state;
+  std::optional<control::lease_step> step;
+  if (st.leading && st.lease)
+    step = control::release_step(*st.lease, st.config, st.time->wall_now());
+  if (!step)
+    return self->quit(std::move(reason));
+  set_leading(self, false);
+  self->request(st.gateway, caf::infinite, control::lease_write_request(st.config, *step))
+    .then(
+      [=](const kube::kube_result& result) {
+        if (result.ok())
+          logger()->info("Lease {}/{} released", self->state.config.ns,
+                         self->state.config.name);
+        else
+          logger()->warn("Lease not released: {}", result.error().to_string());
+        self->quit(reason);
+      },
+      [=](const caf::error&) { self->quit(reason); });
+}
+
 caf::behavior leader_elector(leader_actor* self, control::lease_config config,
                              caf::actor gateway, std::vector<caf::actor> subscribers,
                              std::shared_ptr<const clock> time) {
@@ -97,6 +122,7 @@ caf::behavior leader_elector(leader_actor* self, control::lease_config config,
   st.gateway = std::move(gateway);
   st.subscribers = std::move(subscribers);
   st.time = std::move(time);
+  self->set_exit_handler([=](const caf::exit_msg& msg) { release(self, msg.reason); });
   look(self);
   self->delayed_send(self, st.config.retry_period, reconcile_atom::value);
   return {

@@ -23,8 +23,9 @@ struct leader_state {
   std::shared_ptr<const clock> time;
   bool leading = false;
   bool in_flight = false;
-  std::optional<wall_time> renewed; ///< the last successful write of the Lease
-  std::string holder;               ///< the holder last seen
+  std::optional<wall_time> renewed;           ///< the last successful write of the Lease
+  std::string holder;                         ///< the holder last seen
+  std::optional<control::lease_record> lease; ///< as last read or written
   std::uint64_t acquisitions = 0;
   static inline const char* name = "leader";
 };
@@ -33,6 +34,7 @@ using leader_actor = caf::stateful_actor<leader_state>;
 
 /// Looks at the Lease every retry_period; subscribers get (leader_atom, bool)
 /// on every change. (summary_atom) → JSON {leading, holder, acquisitions}.
+/// On an exit message a leader releases the Lease (best effort), then quits.
 caf::behavior leader_elector(leader_actor* self, control::lease_config config,
                              caf::actor gateway, std::vector<caf::actor> subscribers,
                              std::shared_ptr<const clock> time);

@@ -107,6 +107,21 @@ lease_step next_lease_step(const std::optional<lease_record>& observed,
   return step;
 }
 
+std::optional<lease_step> release_step(const lease_record& observed,
+                                       const lease_config& config, wall_time now) {
+  if (observed.holder != config.identity)
+    return std::nullopt;
+  lease_record released;
+  released.duration = std::chrono::seconds{1};
+  released.acquired = now;
+  released.renewed = now;
+  released.transitions = observed.transitions;
+  lease_step step;
+  step.what = lease_step::kind::update;
+  step.body = lease_object(config, released, observed.resource_version).dump();
+  return step;
+}
+
 kube::kube_request lease_get_request(const lease_config& config) {
   return kube::make_request("GET", kube::resource_path(leases, config.ns, config.name));
 }

@@ -58,6 +58,12 @@ struct lease_step {
 lease_step next_lease_step(const std::optional<lease_record>& observed,
                            const lease_config& config, wall_time now);
 
+/// The Lease as its holder gives it up at shutdown: no holder, so a successor
+/// takes it at its next look instead of waiting out the duration (client-go's
+/// ReleaseOnCancel). nullopt when `observed` is not ours.
+std::optional<lease_step> release_step(const lease_record& observed,
+                                       const lease_config& config, wall_time now);
+
 /// GET, POST and PUT of the Lease.
 kube::kube_request lease_get_request(const lease_config& config);
 kube::kube_request lease_write_request(const lease_config& config,

@@ -807,4 +807,28 @@ CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
   sched.run();
 }
 
+CAF_TEST(a_leader_creates_the_lease_and_releases_it_when_it_stops) {
+  elected = true;
+  start();
+  control::lease_config lease;
+  lease.identity = "replica-a";
+  auto elector =
+    sys.spawn(leader_elector, lease, gateway, std::vector<actor>{fleet, ingest}, time);
+  sched.run();
+  list_nodes();
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+  auto created = *store->get(*leases, "vigil", "vigil-control").value;
+  CAF_CHECK_EQUAL(created["spec"]["holderIdentity"], "replica-a");
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  // An orderly shutdown gives the Lease up: a successor takes it at once.
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
+  auto released = *store->get(*leases, "vigil", "vigil-control").value;
+  CAF_CHECK_EQUAL(released["spec"]["holderIdentity"], "");
+  auto step = control::next_lease_step(*control::read_lease(released.dump()),
+                                       control::lease_config{}, time->wall_now());
+  CAF_CHECK(step.what == control::lease_step::kind::update);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

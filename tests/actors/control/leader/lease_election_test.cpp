@@ -67,6 +67,20 @@ TEST(lease_election, an_expired_or_released_lease_is_taken_over) {
   EXPECT_EQ(released.what, lease_step::kind::update);
 }
 
+TEST(lease_election, only_the_holder_releases_and_a_released_lease_is_free) {
+  EXPECT_FALSE(release_step(held_by("replica-b", now), config(), now));
+  auto step = release_step(held_by("replica-a", now), config(), now);
+  ASSERT_TRUE(step.has_value());
+  auto body = json::parse(step->body);
+  EXPECT_EQ(body["spec"]["holderIdentity"], "");
+  EXPECT_EQ(body["metadata"]["resourceVersion"], "42");
+  auto released = read_lease(body.dump());
+  ASSERT_TRUE(released.has_value());
+  lease_config other = config();
+  other.identity = "replica-b";
+  EXPECT_EQ(next_lease_step(*released, other, now).what, lease_step::kind::update);
+}
+
 TEST(lease_election, leases_are_read_and_garbage_named) {
   auto lease = read_lease(R"({"kind":"Lease","metadata":{"resourceVersion":"7"},
     "spec":{"holderIdentity":"b","leaseDurationSeconds":30,"leaseTransitions":2,
