@@ -346,8 +346,12 @@ void lead(fleet_actor* self, bool leading) {
       start_watch(self);
     return;
   }
+  // Forget them at once: their down messages then find no name (no restart),
+  // and a quick re-election never routes to a dying actor.
   for (auto& [name, child] : st.nodes)
     self->send_exit(child, caf::exit_reason::user_shutdown);
+  st.nodes.clear();
+  st.names.clear();
   st.replaying.clear();
   st.held.clear();
   if (st.watch_id != 0) {
