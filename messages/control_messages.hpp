@@ -19,8 +19,9 @@ namespace vigil {
 using route_atom = caf::atom_constant<caf::atom("route")>;
 /// (observe_atom, node JSON) to a node actor: the Node as the API server has it.
 using observe_atom = caf::atom_constant<caf::atom("observe")>;
-/// (replay_atom, vector<health_event>) to a node actor: its journaled events,
-/// oldest first, folded in without side effects before it reconciles.
+/// (replay_atom, vector<health_event>, vector<drain_mark>) to a node actor: its
+/// journaled events, oldest first, and its completed drains, folded in without
+/// side effects before it reconciles.
 using replay_atom = caf::atom_constant<caf::atom("replay")>;
 /// (reconcile_atom) to a node actor: compare desired with observed and converge.
 using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
@@ -57,9 +58,18 @@ using leader_atom = caf::atom_constant<caf::atom("leader")>;
 /// (nicdrop_atom) a node actor's own timer: evaluate the NIC port drop rule.
 using nicdrop_atom = caf::atom_constant<caf::atom("nicdrop")>;
 
+/// A drain that completed, as the journal has it: after how many of the node's
+/// replayed events, and its key (control::drain_key). Replayed, it keeps a
+/// restarted node actor from draining again what its quarantine already drained.
+struct drain_mark {
+  std::size_t after_events = 0;
+  std::string key;
+};
+
 /// The journal's verdict on one event of an ingest request.
 enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 
 } // namespace vigil
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::ingest_verdict>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::drain_mark>)

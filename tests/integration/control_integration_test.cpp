@@ -265,12 +265,8 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
   // posted to it releases the node.
   port = start(control);
   ASSERT_GT(port, 0);
-  // The drain history is not journaled yet: the rebuilt node actor drains
-  // again, finds nothing on the GPU and is done.
-  ASSERT_FALSE(control->wait_for("drain partial:GPU-a succeeded").empty())
-    << control->seen();
-  EXPECT_NE(control->seen().find("1 nodes with events"), std::string::npos)
-    << control->seen();
+  // The rebuilt node actor knows its fault and that its drain completed.
+  EXPECT_FALSE(control->wait_for("1 nodes with events").empty()) << control->seen();
   EXPECT_TRUE(cordoned("node-1"));
   std::tie(status, body) =
     post_events(port, "ingest-token", xid_event("e2", "GPU-a", true).dump());
@@ -292,8 +288,7 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
     if (r.kind == "event" || r.kind == control::drain_row)
       kinds.push_back(
         r.kind == "event" ? "event" : json::parse(r.body)["phase"].get<std::string>());
-  EXPECT_EQ(kinds, (std::vector<std::string>{"event", "started", "succeeded", "started",
-                                             "succeeded", "event"}));
+  EXPECT_EQ(kinds, (std::vector<std::string>{"event", "started", "succeeded", "event"}));
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/drain/drain_resource.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
@@ -242,7 +243,8 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
     report_undecodable(self, *batch);
     self->send(st.breaker, replay_atom::value, batch->breaker_rows);
     for (auto& [name, events] : batch->events)
-      self->send(node_for(self, name), replay_atom::value, std::move(events));
+      self->send(node_for(self, name), replay_atom::value, std::move(events),
+                 std::move(batch->drains[name]));
     st.rebuilt_seq = batch->last_seq;
     st.rebuilt = true;
     logger()->info(
@@ -270,7 +272,8 @@ void restart_node(fleet_actor* self, const std::string& name) {
   read_all(self, query, batch, [=] {
     report_undecodable(self, *batch);
     auto& st = self->state;
-    self->send(child, replay_atom::value, std::move(batch->events[name]));
+    self->send(child, replay_atom::value, std::move(batch->events[name]),
+               std::move(batch->drains[name]));
     auto waiting = std::move(st.replaying[name]);
     st.replaying.erase(name);
     for (auto& [event, seq] : waiting)
@@ -314,6 +317,15 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
     into.last_seq = std::max(into.last_seq, row.seq);
     if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset) {
       into.breaker_rows.push_back(row);
+      continue;
+    }
+    if (row.kind == control::drain_row) {
+      // A completed drain (succeeded, skipped, dry run): not cancelled ones.
+      auto body = json::parse(row.body, nullptr, false);
+      const auto phase = body.is_object() ? body.value("phase", "") : "";
+      if (phase == "succeeded" || phase == "skipped" || phase == "dry_run")
+        into.drains[row.node].push_back(
+          {into.events[row.node].size(), body.value("drain", "")});
       continue;
     }
     if (row.kind != event_row)

@@ -18,6 +18,7 @@
 
 #include "actors/control/node/node_actor.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
+#include "messages/control_messages.hpp"
 #include "messages/health_event.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -83,6 +84,7 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
 /// by seq, and skipped.
 struct rebuild_batch {
   std::map<std::string, std::vector<health_event>> events;
+  std::map<std::string, std::vector<drain_mark>> drains; ///< completed drains by node
   std::vector<journal_record> breaker_rows;
   std::vector<std::int64_t> undecodable;
   std::int64_t last_seq = 0;

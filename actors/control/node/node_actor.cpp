@@ -335,6 +335,20 @@ void start_drain(node_actor* self, control::drain_request request) {
       });
 }
 
+// seed 000 §3.1: what this quarantine has drained; a full drain covers all.
+void note_drained(node_state& st, const std::string& key) {
+  st.drained_key = key;
+  if (st.drain_history != control::drain_history::full_done)
+    st.drain_history = key == "full" ? control::drain_history::full_done
+                                     : control::drain_history::partial_done;
+}
+
+// A released quarantine starts the next one with nothing drained.
+void forget_drains(node_state& st) {
+  st.drain_history = control::drain_history::none;
+  st.drained_key.clear();
+}
+
 // Level-based like the quarantine: compares the drain the active events want
 // with the running one. seed 000 §3.1: after a completed full drain nothing
 // more is drained in this quarantine; a completed drain is not repeated.
@@ -343,10 +357,8 @@ void consider_drain(node_actor* self) {
   auto& st = self->state;
   if (st.busy || st.drain_permit_pending)
     return;
-  if (st.active.empty()) {
-    st.drain_history = control::drain_history::none;
-    st.drained_key.clear();
-  }
+  if (st.active.empty())
+    forget_drains(st);
   auto wanted = wanted_drain(st);
   if (st.drain) {
     if (st.drain_cancelling)
@@ -384,10 +396,7 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
   } else {
     ++(outcome == "succeeded" ? st.stats.drains_succeeded : st.stats.drains_skipped);
     ++(outcome == "succeeded" ? counters.drains_succeeded : counters.drains_skipped);
-    st.drained_key = key;
-    if (st.drain_history != control::drain_history::full_done)
-      st.drain_history = key == "full" ? control::drain_history::full_done
-                                       : control::drain_history::partial_done;
+    note_drained(st, key);
     if (outcome == "succeeded")
       post_drain_event(self, "Drained",
                        "drain " + key + " completed (" + std::to_string(evictions)
@@ -528,9 +537,23 @@ caf::behavior node(node_actor* self, std::string name,
       if (apply_events(self, correlate(self, event, true)))
         reconcile(self);
     },
-    [=](replay_atom, const std::vector<health_event>& events) {
-      for (const auto& e : events)
-        apply_events(self, correlate(self, e, false));
+    [=](replay_atom, const std::vector<health_event>& events,
+        const std::vector<drain_mark>& drains) {
+      auto& st = self->state;
+      auto mark = drains.begin();
+      // A drain completed in the quarantine still active counts as done.
+      auto take_marks = [&](std::size_t applied) {
+        for (; mark != drains.end() && mark->after_events <= applied; ++mark)
+          if (!st.active.empty())
+            note_drained(st, mark->key);
+      };
+      take_marks(0);
+      for (std::size_t i = 0; i < events.size(); ++i) {
+        apply_events(self, correlate(self, events[i], false));
+        if (st.active.empty())
+          forget_drains(st);
+        take_marks(i + 1);
+      }
       reconcile(self);
     },
     [=](nicdrop_atom) {

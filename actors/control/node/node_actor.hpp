@@ -107,7 +107,8 @@ struct node_state {
 using node_actor = caf::stateful_actor<node_state>;
 
 /// (route_atom, health_event, seq); (observe_atom, node JSON);
-/// (replay_atom, vector<health_event>); (reconcile_atom); (summary_atom) → JSON;
+/// (replay_atom, vector<health_event>, vector<drain_mark>); (reconcile_atom);
+/// (summary_atom) → JSON;
 /// (drained_atom, key, outcome, evictions) from its drain actor;
 /// (fabric_atom): drop NIC port-down records, a fabric incident covers them.
 /// Every event first passes the correlation rules, which may escalate its

@@ -569,6 +569,16 @@ CAF_TEST(a_partial_drain_evicts_only_the_pod_on_the_bad_gpu) {
   CAF_CHECK_EQUAL(summary["drainedKey"], "partial:GPU-a");
   CAF_CHECK_EQUAL(summary["evictions"], 1);
   CAF_CHECK_EQUAL(summary["draining"], "");
+  // A new control plane over the same journal knows the drain completed.
+  anon_send_exit(fleet, exit_reason::user_shutdown);
+  anon_send_exit(breaker, exit_reason::user_shutdown);
+  anon_send_exit(ingest, exit_reason::user_shutdown);
+  sched.run();
+  start();
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+  auto rebuilt = node_summary("node-1");
+  CAF_CHECK_EQUAL(rebuilt["drainedKey"], "partial:GPU-a");
 }
 
 CAF_TEST(a_full_drain_waits_for_the_disruption_budget_and_skips_daemonsets) {
