@@ -4,6 +4,7 @@
 
 #include "runtime/agent_command.hpp"
 #include "runtime/agent_commands.hpp"
+#include "runtime/breaker_command.hpp"
 #include "runtime/control_command.hpp"
 #include "runtime/replay_command.hpp"
 #include "runtime/version.hpp"
@@ -77,6 +78,8 @@ std::vector<subcommand> command_table() {
      "[options]", agent_option_specs(), run_agent},
     {"control", "control plane: ingest, journal, node actors, quarantine, breaker",
      "[options]", control_option_specs(), run_control},
+    {"breaker", "reset the control plane's circuit breaker after a trip",
+     "reset [options]", breaker_option_specs(), run_breaker_reset},
     {"janitor",
      "GPUReset and RebootNode controllers on their own",
      "[options]",

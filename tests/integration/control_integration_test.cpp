@@ -3,9 +3,12 @@
 // cordon → partial drain → restart → recovery → uncordon. The test waits on
 // the process's log lines (blocking reads, no sleeps); ctest's timeout is the
 // only deadline.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -259,6 +262,17 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
   });
   ASSERT_FALSE(control->wait_for("drain partial:GPU-a succeeded").empty())
     << control->seen();
+  // The operator's reset, through `vigil breaker reset`: journaled, then answered.
+  const auto reset_out = dir_ + "/reset.out";
+  const auto reset = std::string(VIGIL_BINARY)
+                     + " breaker reset --url http://127.0.0.1:" + std::to_string(port)
+                     + " --token-file " + dir_ + "/token > " + reset_out + " 2>&1";
+  const int reset_status = std::system(reset.c_str());
+  std::ifstream reset_file(reset_out);
+  const std::string reset_text((std::istreambuf_iterator<char>(reset_file)),
+                               std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(reset_status) && WEXITSTATUS(reset_status) == 0) << reset_text;
+  EXPECT_NE(reset_text.find("circuit breaker reset"), std::string::npos) << reset_text;
   EXPECT_EQ(control->stop(), 0) << control->seen();
 
   // A new process rebuilds node-1's fault from the journal; the recovery
@@ -289,6 +303,10 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
       kinds.push_back(
         r.kind == "event" ? "event" : json::parse(r.body)["phase"].get<std::string>());
   EXPECT_EQ(kinds, (std::vector<std::string>{"event", "started", "succeeded", "event"}));
+  EXPECT_EQ(
+    std::count_if(rows->begin(), rows->end(),
+                  [](const journal_record& r) { return r.kind == "breaker_reset"; }),
+    1);
 }
 
 } // namespace

@@ -23,8 +23,8 @@ cli_result run(const std::vector<std::string>& args) {
 TEST(cli, help_lists_every_subcommand) {
   auto r = run({"--help"});
   EXPECT_EQ(r.code, 0);
-  for (const char* name :
-       {"agent", "control", "janitor", "demo", "replay", "parse", "nic", "version"})
+  for (const char* name : {"agent", "control", "breaker", "janitor", "demo", "replay",
+                           "parse", "nic", "version"})
     EXPECT_NE(r.out.find("  " + std::string(name)), std::string::npos) << name;
 }
 
@@ -72,6 +72,23 @@ TEST(cli, version_and_demo_run) {
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.out.rfind("vigil ", 0), 0u);
   EXPECT_EQ(run({"demo", "--log-format=text"}).code, 0);
+}
+
+TEST(cli, breaker_reset_needs_its_verb_and_url_and_names_what_failed) {
+  auto no_verb = run({"breaker"});
+  EXPECT_EQ(no_verb.code, 2);
+  EXPECT_NE(no_verb.err.find("expected 'reset'"), std::string::npos) << no_verb.err;
+  auto no_url = run({"breaker", "reset"});
+  EXPECT_EQ(no_url.code, 2);
+  EXPECT_NE(no_url.err.find("--url"), std::string::npos) << no_url.err;
+  auto no_token = run({"breaker", "reset", "--url", "http://127.0.0.1:1", "--token-file",
+                       "/nonexistent/token"});
+  EXPECT_EQ(no_token.code, 1);
+  EXPECT_NE(no_token.err.find("/nonexistent/token"), std::string::npos) << no_token.err;
+  auto refused = run({"breaker", "reset", "--url", "http://127.0.0.1:1"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("http://127.0.0.1:1/v1/breaker/reset"), std::string::npos)
+    << refused.err;
 }
 
 TEST(cli, unfinished_subcommands_say_so) {
