@@ -10,6 +10,7 @@
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
+#include "runtime/backoff.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -87,16 +88,14 @@ void end_from_progress(drain_actor* self) {
 // A failed list or journal write: try again after a doubling delay.
 void retry_later(drain_actor* self, const std::string& what) {
   auto& st = self->state;
-  if (st.backoff == caf::timespan{})
-    st.backoff = st.settings->retry_initial;
-  logger()->warn(
-    "node {}: drain {}: {}; retrying in {} ms", st.node_name, st.key, what,
-    std::chrono::duration_cast<std::chrono::milliseconds>(st.backoff).count());
+  const auto delay =
+    take_backoff(st.backoff, st.settings->retry_initial, st.settings->retry_max);
+  logger()->warn("node {}: drain {}: {}; retrying in {} ms", st.node_name, st.key, what,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
   if (!st.tick_armed) {
     st.tick_armed = true;
-    self->delayed_send(self, st.backoff, dtick_atom::value);
+    self->delayed_send(self, delay, dtick_atom::value);
   }
-  st.backoff = std::min(st.backoff * 2, st.settings->retry_max);
 }
 
 // The next wake-up: the earliest retry or deadline, never later than a poll.

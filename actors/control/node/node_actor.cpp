@@ -9,6 +9,7 @@
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
+#include "runtime/backoff.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -82,16 +83,14 @@ void retry_later(node_actor* self, const std::string& what) {
   auto& st = self->state;
   ++st.stats.failures;
   st.busy = false;
-  if (st.backoff == caf::timespan{})
-    st.backoff = st.settings->retry_initial;
-  logger()->warn(
-    "node {}: {}; retrying in {} ms", st.node_name, what,
-    std::chrono::duration_cast<std::chrono::milliseconds>(st.backoff).count());
+  const auto delay =
+    take_backoff(st.backoff, st.settings->retry_initial, st.settings->retry_max);
+  logger()->warn("node {}: {}; retrying in {} ms", st.node_name, what,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
   if (!st.retry_armed) {
     st.retry_armed = true;
-    self->delayed_send(self, st.backoff, reconcile_atom::value);
+    self->delayed_send(self, delay, reconcile_atom::value);
   }
-  st.backoff = std::min(st.backoff * 2, st.settings->retry_max);
 }
 
 // A request failed: 409 means the Node moved on (re-read it), 404 that it is

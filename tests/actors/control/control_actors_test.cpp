@@ -317,6 +317,15 @@ struct fixture : test_coordinator_fixture<> {
     list_nodes();
   }
 
+  // A new control plane over the same journal and cluster (a process restart).
+  void restart(control::breaker_config breaker_config = {}) {
+    anon_send_exit(fleet, exit_reason::user_shutdown);
+    anon_send_exit(breaker, exit_reason::user_shutdown);
+    anon_send_exit(ingest, exit_reason::user_shutdown);
+    sched.run();
+    start(breaker_config);
+  }
+
   // What the Node watch delivers first: the whole list.
   void list_nodes() {
     auto list = store->list(*nodes(), "", {});
@@ -474,12 +483,7 @@ CAF_TEST(a_tripped_breaker_survives_a_restart) {
   post({xid("node-1", "GPU-a")});
   post({xid("node-2", "GPU-a")});
   CAF_CHECK(!cordoned("node-2"));
-  // A new control plane over the same journal.
-  anon_send_exit(fleet, exit_reason::user_shutdown);
-  anon_send_exit(breaker, exit_reason::user_shutdown);
-  anon_send_exit(ingest, exit_reason::user_shutdown);
-  sched.run();
-  start(config);
+  restart(config); // a new control plane over the same journal
   auto summary = ask(breaker, summary_atom::value);
   CAF_CHECK(json::parse(summary)["tripped"].get<bool>());
   CAF_CHECK(!cordoned("node-2"));
@@ -570,11 +574,7 @@ CAF_TEST(a_partial_drain_evicts_only_the_pod_on_the_bad_gpu) {
   CAF_CHECK_EQUAL(summary["evictions"], 1);
   CAF_CHECK_EQUAL(summary["draining"], "");
   // A new control plane over the same journal knows the drain completed.
-  anon_send_exit(fleet, exit_reason::user_shutdown);
-  anon_send_exit(breaker, exit_reason::user_shutdown);
-  anon_send_exit(ingest, exit_reason::user_shutdown);
-  sched.run();
-  start();
+  restart();
   CAF_CHECK(cordoned("node-1"));
   CAF_CHECK_EQUAL(drain_rows("started"), 1u);
   auto rebuilt = node_summary("node-1");
