@@ -58,6 +58,17 @@ using leader_atom = caf::atom_constant<caf::atom("leader")>;
 /// (nicdrop_atom) a node actor's own timer: evaluate the NIC port drop rule.
 using nicdrop_atom = caf::atom_constant<caf::atom("nicdrop")>;
 
+/// (rstart_atom) a node actor's own timer: start the remediation in flight
+/// once its cooldown or backoff has passed (issue #8 item 3).
+using rstart_atom = caf::atom_constant<caf::atom("rstart")>;
+/// (rpoll_atom) a node actor's own timer: read the maintenance CR in flight.
+using rpoll_atom = caf::atom_constant<caf::atom("rpoll")>;
+/// (rverify_atom) a node actor's own timer: a remediation's verification
+/// deadline passed without its healthy event; escalate.
+using rverify_atom = caf::atom_constant<caf::atom("rverify")>;
+/// (jtick_atom) the janitor's own timer: list the CRs, take each a step on.
+using jtick_atom = caf::atom_constant<caf::atom("jtick")>;
+
 /// A drain that completed, as the journal has it: after how many of the node's
 /// replayed events, and its key (control::drain_key). Replayed, it keeps a
 /// restarted node actor from draining again what its quarantine already drained.

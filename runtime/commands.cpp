@@ -13,16 +13,6 @@ namespace vigil {
 
 namespace {
 
-// Exit code of a subcommand whose issue has not landed yet.
-constexpr int exit_not_implemented = 3;
-
-std::function<int(command_context&)> not_implemented(const char* what, int issue) {
-  return [what, issue](command_context& ctx) {
-    ctx.err << "vigil " << what << ": not implemented yet (issue #" << issue << ")\n";
-    return exit_not_implemented;
-  };
-}
-
 // Sub-verbs such as `parse kmsg`: exactly one, from the allowed list.
 bool check_verb(command_context& ctx, const char* command,
                 std::initializer_list<const char*> verbs) {
@@ -80,11 +70,8 @@ std::vector<subcommand> command_table() {
      "[options]", control_option_specs(), run_control},
     {"breaker", "reset the control plane's circuit breaker after a trip",
      "reset [options]", breaker_option_specs(), run_breaker_reset},
-    {"janitor",
-     "GPUReset and RebootNode controllers on their own",
-     "[options]",
-     {},
-     not_implemented("janitor", 8)},
+    {"janitor", "GPUReset and RebootNode controllers on their own", "[options]",
+     janitor_option_specs(), run_janitor},
     {"demo",
      "a simulated GPU cluster healed end to end",
      "[options]",

@@ -385,6 +385,49 @@ void read_correlation(section_reader s, correlation_section& c) {
   s.finish();
 }
 
+void read_remediation(section_reader s, remediation_section& c) {
+  constexpr std::uint32_t week = 7 * 86400;
+  s.read("enabled", c.enabled);
+  s.read("poll_seconds", c.poll_seconds, 1u, 3600u);
+  s.read_one_of("replace_with", c.replace_with, {"TerminateNode", "ProviderHook"});
+  s.read("allow_unknown_gpu_model", c.allow_unknown_gpu_model);
+  s.read("max_resets_per_gpu", c.max_resets_per_gpu, 1u, 100u);
+  s.read("reset_window_seconds", c.reset_window_seconds, 60u, 4 * week);
+  s.read("max_reboots_per_node", c.max_reboots_per_node, 1u, 100u);
+  s.read("reboot_window_seconds", c.reboot_window_seconds, 60u, 4 * week);
+  s.read_one_of("after_reboots", c.after_reboots, {"REPLACE_VM", "CONTACT_SUPPORT"});
+  s.read("max_replaces_per_node", c.max_replaces_per_node, 1u, 100u);
+  s.read("replace_window_seconds", c.replace_window_seconds, 60u, 4 * week);
+  s.read("cooldown_seconds", c.cooldown_seconds, 0u, week);
+  s.read("backoff_initial_seconds", c.backoff_initial_seconds, 0u, week);
+  s.read("backoff_multiplier", c.backoff_multiplier, 1.0, 10.0);
+  s.read("backoff_max_seconds", c.backoff_max_seconds, 0u, week);
+  if (c.backoff_max_seconds < c.backoff_initial_seconds)
+    s.error("backoff_max_seconds", "must be >= backoff_initial_seconds");
+  s.read("verify_reset_seconds", c.verify_reset_seconds, 1u, week);
+  s.read("verify_reboot_seconds", c.verify_reboot_seconds, 1u, week);
+  s.read("verify_replace_seconds", c.verify_replace_seconds, 1u, week);
+  s.finish();
+}
+
+void read_janitor(section_reader s, janitor_section& c) {
+  s.read("in_process", c.in_process);
+  s.read("poll_seconds", c.poll_seconds, 1u, 3600u);
+  s.read("job_namespace", c.job_namespace);
+  if (c.job_namespace.empty())
+    s.error("job_namespace", "must not be empty");
+  s.read("reset_image", c.reset_image);
+  s.read("reset_service_account", c.reset_service_account);
+  s.read("reset_script_config_map", c.reset_script_config_map);
+  s.read("runtime_class", c.runtime_class);
+  s.read("teardown_timeout_seconds", c.teardown_timeout_seconds, 1u, 86400u);
+  s.read("reset_timeout_seconds", c.reset_timeout_seconds, 1u, 86400u);
+  s.read("reboot_image", c.reboot_image);
+  s.read("reboot_service_account", c.reboot_service_account);
+  s.read("reboot_timeout_seconds", c.reboot_timeout_seconds, 1u, 86400u);
+  s.finish();
+}
+
 } // namespace
 
 expected<vigil_config> parse_config(const std::string& yaml_text) {
@@ -407,6 +450,8 @@ expected<vigil_config> parse_config(const std::string& yaml_text) {
   read_breaker(top.section("breaker"), config.breaker);
   read_drain(top.section("drain"), config.drain);
   read_correlation(top.section("correlation"), config.correlation);
+  read_remediation(top.section("remediation"), config.remediation);
+  read_janitor(top.section("janitor"), config.janitor);
   top.finish();
   if (errors.empty())
     return config;

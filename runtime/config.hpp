@@ -137,6 +137,44 @@ struct correlation_section {
   std::uint32_t fabric_window_seconds = 300; ///< … within this: one fabric incident
 };
 
+/// Remediation and its escalation ladder (issue #8 items 2 and 3); seconds.
+struct remediation_section {
+  bool enabled = true;                        ///< false: quarantine and drain only
+  std::uint32_t poll_seconds = 10;            ///< how often the CR in flight is read
+  std::string replace_with = "TerminateNode"; ///< REPLACE_VM: or "ProviderHook"
+  bool allow_unknown_gpu_model = false;       ///< reset GPUs of no known generation
+  std::uint32_t max_resets_per_gpu = 3;
+  std::uint32_t reset_window_seconds = 86400;
+  std::uint32_t max_reboots_per_node = 3;
+  std::uint32_t reboot_window_seconds = 86400;
+  std::string after_reboots = "REPLACE_VM"; ///< or CONTACT_SUPPORT
+  std::uint32_t max_replaces_per_node = 1;
+  std::uint32_t replace_window_seconds = 86400;
+  std::uint32_t cooldown_seconds = 300;
+  std::uint32_t backoff_initial_seconds = 120;
+  double backoff_multiplier = 2.0;
+  std::uint32_t backoff_max_seconds = 3600;
+  std::uint32_t verify_reset_seconds = 600;
+  std::uint32_t verify_reboot_seconds = 1800;
+  std::uint32_t verify_replace_seconds = 3600;
+};
+
+/// The GPUReset and RebootNode controllers (issue #8 item 4); seconds.
+struct janitor_section {
+  bool in_process = true; ///< `vigil control` runs the controllers too
+  std::uint32_t poll_seconds = 5;
+  std::string job_namespace = "vigil-system";
+  std::string reset_image = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04";
+  std::string reset_service_account = "vigil-gpu-reset";
+  std::string reset_script_config_map = "vigil-gpu-reset-script";
+  std::string runtime_class; ///< "" leaves runtimeClassName out
+  std::uint32_t teardown_timeout_seconds = 300;
+  std::uint32_t reset_timeout_seconds = 1500;
+  std::string reboot_image = "busybox:1.36";
+  std::string reboot_service_account = "vigil-reboot";
+  std::uint32_t reboot_timeout_seconds = 1800;
+};
+
 struct vigil_config {
   log_config log;
   runtime_config runtime;
@@ -147,6 +185,8 @@ struct vigil_config {
   breaker_settings breaker;
   drain_section drain;
   correlation_section correlation;
+  remediation_section remediation;
+  janitor_section janitor;
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values fail

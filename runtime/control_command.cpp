@@ -136,6 +136,54 @@ control::correlation_config correlation_config_from(const correlation_section& s
   return c;
 }
 
+remediation_settings remediation_settings_from(const remediation_section& s) {
+  using std::chrono::seconds;
+  remediation_settings r;
+  r.enabled = s.enabled;
+  r.poll = seconds{s.poll_seconds};
+  r.options.replace = s.replace_with == "ProviderHook"
+                        ? control::replace_target::provider_hook
+                        : control::replace_target::terminate_node;
+  r.options.allow_unknown_model = s.allow_unknown_gpu_model;
+  auto& e = r.escalation;
+  e.max_resets_per_gpu = s.max_resets_per_gpu;
+  e.reset_window = seconds{s.reset_window_seconds};
+  e.max_reboots_per_node = s.max_reboots_per_node;
+  e.reboot_window = seconds{s.reboot_window_seconds};
+  e.after_reboots =
+    parse_recommended_action(s.after_reboots).value_or(recommended_action::replace_vm);
+  e.max_replaces_per_node = s.max_replaces_per_node;
+  e.replace_window = seconds{s.replace_window_seconds};
+  e.cooldown = seconds{s.cooldown_seconds};
+  e.backoff_initial = seconds{s.backoff_initial_seconds};
+  e.backoff_multiplier = s.backoff_multiplier;
+  e.backoff_max = seconds{s.backoff_max_seconds};
+  e.verify_reset_timeout = seconds{s.verify_reset_seconds};
+  e.verify_reboot_timeout = seconds{s.verify_reboot_seconds};
+  e.verify_replace_timeout = seconds{s.verify_replace_seconds};
+  return r;
+}
+
+janitor_settings janitor_settings_from(const janitor_section& s) {
+  using std::chrono::seconds;
+  janitor_settings j;
+  j.poll = seconds{s.poll_seconds};
+  auto& g = j.gpu_reset;
+  g.job_namespace = s.job_namespace;
+  g.image = s.reset_image;
+  g.service_account = s.reset_service_account;
+  g.script_config_map = s.reset_script_config_map;
+  g.runtime_class = s.runtime_class;
+  g.teardown_timeout = seconds{s.teardown_timeout_seconds};
+  g.job_timeout = seconds{s.reset_timeout_seconds};
+  auto& r = j.reboot;
+  r.job_namespace = s.job_namespace;
+  r.image = s.reboot_image;
+  r.service_account = s.reboot_service_account;
+  r.timeout = seconds{s.reboot_timeout_seconds};
+  return j;
+}
+
 namespace {
 
 // $POD_NAME (the Deployment sets it from the downward API), else the host name.
@@ -229,6 +277,9 @@ int run_control(command_context& ctx) {
   if (auto valid = control::validate(settings->drain->config); !valid)
     return fail(valid.error());
   settings->correlation = correlation_config_from(config.correlation);
+  settings->remediation = remediation_settings_from(config.remediation);
+  auto janitor_options = janitor_settings_from(config.janitor);
+  janitor_options.await_leadership = cc.leader_election;
   ingest_settings ingest_options;
   ingest_options.deadline = std::chrono::milliseconds{cc.ingest_deadline_ms};
   ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
@@ -260,10 +311,16 @@ int run_control(command_context& ctx) {
                      actors.journal, actors.breaker, time, true, cc.leader_election);
     actors.ingest =
       p.system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
+    std::vector<caf::actor> followers{actors.fleet, actors.ingest};
+    if (config.janitor.in_process) {
+      // issue #8 item 4: the controllers run in this process by default.
+      actors.janitor_figures = janitor_options.metrics;
+      auto janitor = p.system.spawn(janitor_controllers, janitor_options, gateway, time);
+      followers.push_back(janitor);
+      adopt("janitor", janitor);
+    }
     if (cc.leader_election)
-      adopt("leader",
-            p.system.spawn(leader_elector, lease, gateway,
-                           std::vector<caf::actor>{actors.fleet, actors.ingest}, time));
+      adopt("leader", p.system.spawn(leader_elector, lease, gateway, followers, time));
     auto api = p.system.spawn(endpoints, actors);
     auto server = http::server::start(server_options,
                                       make_control_handler(actors, api, http_options));
@@ -282,6 +339,47 @@ int run_control(command_context& ctx) {
     adopt("endpoints", api);
     adopt("http", p.system.spawn<caf::detached>(
                     http_host, std::shared_ptr<http::server>(std::move(*server))));
+    return ok();
+  });
+}
+
+std::vector<option_spec> janitor_option_specs() {
+  return {
+    {"kubeconfig", "FILE", "overrides control.kubeconfig"},
+  };
+}
+
+int run_janitor(command_context& ctx) {
+  auto fail = [&](const failure& f) {
+    ctx.err << "vigil janitor: " << f.to_string() << "\n";
+    return 1;
+  };
+  auto config = ctx.config;
+  config.control.kubeconfig =
+    ctx.args.value("kubeconfig").value_or(config.control.kubeconfig);
+  auto connection =
+    kube::resolve_connection(config.control.kubeconfig, "", [](const std::string& name) {
+      const char* v = std::getenv(name.c_str());
+      return std::string(v != nullptr ? v : "");
+    });
+  if (!connection)
+    return fail(connection.error());
+  block_handled_signals(); // before the client's I/O thread exists
+  auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
+  if (!client)
+    return fail(client.error());
+  std::shared_ptr<kube::kube_client> kube_client = std::move(*client);
+  auto options = janitor_settings_from(config.janitor);
+  const auto source = connection->source;
+  return run_process(config, [&](process_context& p) -> status {
+    auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
+    auto gateway = p.system.spawn(kube_gateway, kube_client);
+    auto janitor = p.system.spawn(janitor_controllers, options, gateway, time);
+    component_logger("janitor")->info(
+      "GPUReset and RebootNode controllers running; API server via {}; Jobs in {}",
+      source, options.gpu_reset.job_namespace);
+    caf::anon_send(p.root, adopt_atom::value, std::string("gateway"), gateway);
+    caf::anon_send(p.root, adopt_atom::value, std::string("janitor"), janitor);
     return ok();
   });
 }

@@ -78,9 +78,12 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
                                 stats_atom::value)
                       .then(
                         [=](const journal_stats& j) {
-                          reply(text(200, render_metrics((*out)[0], (*out)[1], (*out)[2],
-                                                         j.committed, j.queue_depth,
-                                                         j.lag_ns, j.available)));
+                          auto body =
+                            render_metrics((*out)[0], (*out)[1], (*out)[2], j.committed,
+                                           j.queue_depth, j.lag_ns, j.available);
+                          if (const auto& m = self->state.actors.janitor_figures)
+                            body += render_janitor_metrics(*m);
+                          reply(text(200, body));
                         },
                         [=](const caf::error& e) {
                           reply(text(503, caf::to_string(e)));
@@ -162,6 +165,22 @@ std::string render_metrics(const std::string& ingest_stats,
          number(fleet, "ruleFirings"));
   family(out, "vigil_fabric_incidents_total", "counter",
          "fabric-wide NIC incidents opened or grown", number(fleet, "fabricIncidents"));
+  std::string remediations;
+  for (auto [label, key] :
+       {std::pair<const char*, const char*>{"started", "remediationsStarted"},
+        {"succeeded", "remediationsSucceeded"},
+        {"failed", "remediationsFailed"},
+        {"skipped", "remediationsSkipped"},
+        {"manual", "remediationsManual"}})
+    remediations += std::string("vigil_remediations_total{step=\"") + label + "\"} "
+                    + std::to_string(static_cast<std::uint64_t>(number(fleet, key)))
+                    + "\n";
+  out += "# HELP vigil_remediations_total maintenance CRs by step (skipped: redundant "
+         "by seed 000 4.3; manual: left to an operator)\n"
+         "# TYPE vigil_remediations_total counter\n"
+         + remediations;
+  family(out, "vigil_escalations_total", "counter",
+         "remediations moved up the escalation ladder", number(fleet, "escalations"));
   family(out, "vigil_breaker_tripped", "gauge", "1 while the circuit breaker is tripped",
          number(breaker, "tripped"));
   family(out, "vigil_breaker_cordons_in_window", "gauge",

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/ingest/ingest_logic.hpp"
+#include "actors/janitor/janitor_actor.hpp"
 #include "runtime/http/http_server.hpp"
 
 namespace vigil {
@@ -21,6 +22,8 @@ struct control_actors {
   caf::actor journal;
   caf::actor fleet;
   caf::actor breaker;
+  /// The in-process janitor's figures; null when it runs elsewhere.
+  std::shared_ptr<const janitor_metrics> janitor_figures;
 };
 
 /// Asks the actors for their figures and answers /metrics, /readyz and the

@@ -91,10 +91,10 @@ TEST(cli, breaker_reset_needs_its_verb_and_url_and_names_what_failed) {
     << refused.err;
 }
 
-TEST(cli, unfinished_subcommands_say_so) {
-  auto r = run({"janitor"});
-  EXPECT_EQ(r.code, 3);
-  EXPECT_NE(r.err.find("not implemented yet (issue #8)"), std::string::npos);
+TEST(cli, janitor_names_an_unreadable_kubeconfig) {
+  auto r = run({"janitor", "--kubeconfig", "/nonexistent/kubeconfig"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/kubeconfig"), std::string::npos) << r.err;
 }
 
 // Bad settings stop `vigil control` before anything starts, naming the key or file.

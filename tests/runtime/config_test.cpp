@@ -101,6 +101,62 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(c.remediation_window_seconds, dc.remediation_window_seconds);
   EXPECT_EQ(c.fabric_min_nodes, dc.fabric_min_nodes);
   EXPECT_EQ(c.fabric_window_seconds, dc.fabric_window_seconds);
+  const auto& r = loaded->remediation;
+  const auto& dr = defaults.remediation;
+  EXPECT_EQ(r.enabled, dr.enabled);
+  EXPECT_EQ(r.poll_seconds, dr.poll_seconds);
+  EXPECT_EQ(r.replace_with, dr.replace_with);
+  EXPECT_EQ(r.allow_unknown_gpu_model, dr.allow_unknown_gpu_model);
+  EXPECT_EQ(r.max_resets_per_gpu, dr.max_resets_per_gpu);
+  EXPECT_EQ(r.reset_window_seconds, dr.reset_window_seconds);
+  EXPECT_EQ(r.max_reboots_per_node, dr.max_reboots_per_node);
+  EXPECT_EQ(r.reboot_window_seconds, dr.reboot_window_seconds);
+  EXPECT_EQ(r.after_reboots, dr.after_reboots);
+  EXPECT_EQ(r.max_replaces_per_node, dr.max_replaces_per_node);
+  EXPECT_EQ(r.replace_window_seconds, dr.replace_window_seconds);
+  EXPECT_EQ(r.cooldown_seconds, dr.cooldown_seconds);
+  EXPECT_EQ(r.backoff_initial_seconds, dr.backoff_initial_seconds);
+  EXPECT_EQ(r.backoff_multiplier, dr.backoff_multiplier);
+  EXPECT_EQ(r.backoff_max_seconds, dr.backoff_max_seconds);
+  EXPECT_EQ(r.verify_reset_seconds, dr.verify_reset_seconds);
+  EXPECT_EQ(r.verify_reboot_seconds, dr.verify_reboot_seconds);
+  EXPECT_EQ(r.verify_replace_seconds, dr.verify_replace_seconds);
+  const auto& j = loaded->janitor;
+  const auto& dj = defaults.janitor;
+  EXPECT_EQ(j.in_process, dj.in_process);
+  EXPECT_EQ(j.poll_seconds, dj.poll_seconds);
+  EXPECT_EQ(j.job_namespace, dj.job_namespace);
+  EXPECT_EQ(j.reset_image, dj.reset_image);
+  EXPECT_EQ(j.reset_service_account, dj.reset_service_account);
+  EXPECT_EQ(j.reset_script_config_map, dj.reset_script_config_map);
+  EXPECT_EQ(j.runtime_class, dj.runtime_class);
+  EXPECT_EQ(j.teardown_timeout_seconds, dj.teardown_timeout_seconds);
+  EXPECT_EQ(j.reset_timeout_seconds, dj.reset_timeout_seconds);
+  EXPECT_EQ(j.reboot_image, dj.reboot_image);
+  EXPECT_EQ(j.reboot_service_account, dj.reboot_service_account);
+  EXPECT_EQ(j.reboot_timeout_seconds, dj.reboot_timeout_seconds);
+}
+
+TEST(config, remediation_and_janitor_errors_name_the_key) {
+  auto bad = parse_config(R"(
+remediation:
+  replace_with: Pray
+  after_reboots: RESTART_VM
+  backoff_initial_seconds: 600
+  backoff_max_seconds: 60
+  max_resets_per_gpu: 0
+janitor:
+  job_namespace: ""
+  reset_timeout_seconds: 0
+  poll_interval: 3
+)");
+  ASSERT_FALSE(bad.has_value());
+  const auto text = bad.error().to_string();
+  for (const char* expected : {"remediation.replace_with", "remediation.after_reboots",
+                               "remediation.backoff_max_seconds",
+                               "remediation.max_resets_per_gpu", "janitor.job_namespace",
+                               "janitor.reset_timeout_seconds", "janitor.poll_interval"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 
 TEST(config, drain_modes_are_read_and_bad_ones_named) {

@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/control/node/node_remediation.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
@@ -352,10 +353,8 @@ void forget_drains(node_state& st) {
 // with the running one. seed 000 §3.1: after a completed full drain nothing
 // more is drained in this quarantine; a completed drain is not repeated.
 // seed 000 §3.2: a release cancels the running drain.
-void consider_drain(node_actor* self) {
+void converge_drain(node_actor* self) {
   auto& st = self->state;
-  if (st.busy || st.drain_permit_pending)
-    return;
   if (st.active.empty())
     forget_drains(st);
   auto wanted = wanted_drain(st);
@@ -378,6 +377,16 @@ void consider_drain(node_actor* self) {
     return;
   wanted->history = st.drain_history;
   start_drain(self, std::move(*wanted));
+}
+
+// After the quarantine converged: the drain, then (once drained) the
+// remediations (seed 000 §3, §4).
+void consider_drain(node_actor* self) {
+  auto& st = self->state;
+  if (st.busy || st.drain_permit_pending)
+    return;
+  converge_drain(self);
+  node_remediation_steps::consider(self);
 }
 
 void on_drained(node_actor* self, const std::string& key, const std::string& outcome,
@@ -508,7 +517,8 @@ std::string summary_of(const node_state& st) {
                         {"drainsSkipped", st.stats.drains_skipped},
                         {"drainsHeld", st.stats.drains_held},
                         {"evictions", st.stats.evictions},
-                        {"ruleFirings", st.stats.rule_firings}};
+                        {"ruleFirings", st.stats.rule_firings},
+                        {"remediation", node_remediation_steps::summary(st)}};
   if (st.node) {
     out["unschedulable"] = st.node->observation.unschedulable;
     out["cordonOwned"] = st.node->observation.cordon_owned;
@@ -530,9 +540,13 @@ caf::behavior node(node_actor* self, std::string name,
   st.breaker = std::move(breaker);
   st.time = std::move(time);
   st.correlator = control::node_correlator(st.settings->correlation);
+  st.remediation.escalation =
+    control::escalation_tracker(st.settings->remediation.escalation);
   return {
     [=](route_atom, const health_event& event, std::int64_t) {
       ++self->state.stats.events;
+      if (event.is_healthy)
+        node_remediation_steps::on_healthy_event(self, event);
       if (apply_events(self, correlate(self, event, true)))
         reconcile(self);
     },
@@ -594,6 +608,9 @@ caf::behavior node(node_actor* self, std::string name,
       reconcile(self);
     },
     [=](summary_atom) { return summary_of(self->state); },
+    [=](rstart_atom) { node_remediation_steps::on_start_timer(self); },
+    [=](rpoll_atom) { node_remediation_steps::on_poll_timer(self); },
+    [=](rverify_atom) { node_remediation_steps::on_verify_timer(self); },
     [=](drained_atom, const std::string& key, const std::string& outcome,
         std::uint64_t evictions) { on_drained(self, key, outcome, evictions); },
   };

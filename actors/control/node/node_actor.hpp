@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -18,6 +19,9 @@
 
 #include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
+#include "actors/control/remediation/escalation.hpp"
+#include "actors/control/remediation/remediation_queue.hpp"
+#include "actors/control/remediation/remediation_state.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
 #include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
@@ -37,8 +41,22 @@ struct control_counters {
   std::atomic<std::uint64_t> drains_skipped{0}; ///< nothing to evict, or dry run
   std::atomic<std::uint64_t> drains_held{0};    ///< refused by the breaker
   std::atomic<std::uint64_t> evictions{0};
-  std::atomic<std::uint64_t> rule_firings{0};     ///< correlation escalations
-  std::atomic<std::uint64_t> fabric_incidents{0}; ///< opened or grown
+  std::atomic<std::uint64_t> rule_firings{0};           ///< correlation escalations
+  std::atomic<std::uint64_t> fabric_incidents{0};       ///< opened or grown
+  std::atomic<std::uint64_t> remediations_started{0};   ///< CRs created
+  std::atomic<std::uint64_t> remediations_succeeded{0}; ///< CRs that succeeded
+  std::atomic<std::uint64_t> remediations_failed{0};    ///< CRs that failed
+  std::atomic<std::uint64_t> remediations_skipped{0};   ///< same group or covered
+  std::atomic<std::uint64_t> remediations_manual{0};    ///< left to an operator
+  std::atomic<std::uint64_t> escalations{0};            ///< moved up the ladder
+};
+
+/// Config `remediation.*` (issue #8 items 2 and 3).
+struct remediation_settings {
+  bool enabled = true; ///< false: quarantine and drain only, never a CR
+  control::escalation_policy escalation;
+  control::remediation_options options;
+  caf::timespan poll = std::chrono::seconds{10}; ///< how often the CR in flight is read
 };
 
 /// What every node actor reads from configuration; shared and immutable
@@ -56,6 +74,7 @@ struct node_settings {
   std::shared_ptr<const drain_settings> drain = std::make_shared<drain_settings>();
   std::shared_ptr<control_counters> counters = std::make_shared<control_counters>();
   control::correlation_config correlation; ///< issue #7 item 6 thresholds
+  remediation_settings remediation;
 };
 
 struct node_stats {
@@ -75,6 +94,23 @@ struct node_stats {
   std::uint64_t drains_held = 0;    ///< refused by the breaker
   std::uint64_t evictions = 0;      ///< evictions the API server accepted
   std::uint64_t rule_firings = 0;   ///< events escalated by a correlation rule
+  std::uint64_t remediations_started = 0;
+  std::uint64_t remediations_succeeded = 0;
+  std::uint64_t remediations_failed = 0;
+};
+
+/// The node's remediations (seed 000 §4, issue #8): the queue of seed 000
+/// §4.3, the escalation ladder, and the latestFaultRemediationState annotation.
+struct node_remediation {
+  control::remediation_queue queue;
+  control::escalation_tracker escalation;
+  control::remediation_state annotation; ///< as last written to the Node
+  std::set<std::string> handled;         ///< event ids already planned
+  std::string cr_name;                   ///< the CR of the request in flight
+  bool starting = false;                 ///< journal, breaker or POST pending
+  bool poll_armed = false;
+  bool start_armed = false; ///< a deferred start's timer is pending
+  bool verify_armed = false;
 };
 
 struct node_state {
@@ -100,6 +136,7 @@ struct node_state {
   /// seed 000 §3.1: what this quarantine already drained; reset on release.
   control::drain_history drain_history = control::drain_history::none;
   std::string drained_key; ///< key of the last drain that completed
+  node_remediation remediation;
   node_stats stats;
   static inline const char* name = "node";
 };

@@ -189,6 +189,15 @@ std::optional<escalation_record> escalation_tracker::verified(const std::string&
   return r;
 }
 
+std::vector<escalation_record> escalation_tracker::verify_all(wall_time now) {
+  std::vector<escalation_record> out;
+  for (const auto& [target, pending] : pending_)
+    out.push_back(make_record(escalation_event::verified, pending.action, pending.action,
+                              target, pending.gpu_uuid, now));
+  pending_.clear();
+  return out;
+}
+
 escalation_decision escalation_tracker::escalate_from(recommended_action action,
                                                       std::string_view gpu_uuid,
                                                       escalation_event cause,

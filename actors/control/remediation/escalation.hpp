@@ -96,6 +96,10 @@ public:
   /// The healthy event for `target` arrived; nullopt if nothing was pending.
   std::optional<escalation_record> verified(const std::string& target, wall_time now);
 
+  /// The node's quarantine was released (every event healthy again): each
+  /// pending verification is met. One record per target, in target order.
+  std::vector<escalation_record> verify_all(wall_time now);
+
   /// The CR for `action` failed (or was judged failed): disarms its
   /// verification and admits the next rung.
   escalation_decision attempt_failed(recommended_action action, std::string_view gpu_uuid,

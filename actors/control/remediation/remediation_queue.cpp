@@ -94,6 +94,23 @@ std::optional<remediation_request> remediation_queue::finish(const std::string& 
   return in_flight_;
 }
 
+std::vector<remediation_request>
+remediation_queue::escalate_in_flight(remediation_plan plan) {
+  std::vector<remediation_request> dropped;
+  if (!in_flight_)
+    return dropped;
+  in_flight_->plan = std::move(plan);
+  std::deque<remediation_request> kept;
+  for (auto& w : waiting_) {
+    if (covers(in_flight_->plan, w.plan))
+      dropped.push_back(std::move(w));
+    else
+      kept.push_back(std::move(w));
+  }
+  waiting_ = std::move(kept);
+  return dropped;
+}
+
 void remediation_queue::restore_in_flight(remediation_request request) {
   in_flight_ = std::move(request);
 }

@@ -62,6 +62,12 @@ public:
   /// duplicate completion, ignored).
   std::optional<remediation_request> finish(const std::string& group);
 
+  /// The request in flight moves up the escalation ladder before its CR is
+  /// created (a cap within its window was reached): it carries out `plan`
+  /// instead. Returns the waiting requests the new plan covers (same group or
+  /// weaker), dropped for the caller to journal as covered.
+  std::vector<remediation_request> escalate_in_flight(remediation_plan plan);
+
   /// After a restart: the request the journal says is in flight.
   void restore_in_flight(remediation_request request);
 

@@ -11,7 +11,9 @@
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/leader/leader_actor.hpp"
+#include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/janitor/janitor_actor.hpp"
 #include "actors/journal/journal_actor.hpp"
 #include "messages/control_messages.hpp"
 #include "runtime/actor_clock.hpp"
@@ -80,6 +82,42 @@ kube::kube_result pod_request(kube::object_store& store,
       return to_result(store.evict(parts[3], parts[5], json::parse(request.body)), 201);
     if (request.verb == "DELETE" && parts.size() == 6)
       return to_result(store.remove(*pods, parts[3], parts[5], {}), 200);
+  }
+  // /apis/vigil.dev/v1alpha1/<plural>[/<name>[/status]]: the maintenance CRs
+  if (parts.size() >= 4 && parts[0] == "apis" && parts[1] == "vigil.dev") {
+    const auto* type = store.find_type("vigil.dev", "v1alpha1", parts[3]);
+    if (type == nullptr)
+      return kube::kube_error{404, "NotFound", "no such resource", {}};
+    if (request.verb == "POST" && parts.size() == 4)
+      return to_result(store.create(*type, "", json::parse(request.body)), 201);
+    if (request.verb == "GET" && parts.size() == 4)
+      return to_result(store.list(*type, "", {}), 200);
+    if (request.verb == "GET" && parts.size() == 5)
+      return to_result(store.get(*type, "", parts[4]), 200);
+    if (request.verb == "PATCH" && parts.size() >= 5)
+      return to_result(store.patch(*type, "", parts[4], json::parse(request.body),
+                                   kube::patch_type::merge, parts.size() == 6),
+                       200);
+  }
+  // /apis/batch/v1/namespaces/<ns>/jobs[/<name>]
+  if (parts.size() >= 6 && parts[0] == "apis" && parts[1] == "batch"
+      && parts[5] == "jobs") {
+    const auto* jobs = store.find_type("batch", "v1", "jobs");
+    if (request.verb == "POST" && parts.size() == 6)
+      return to_result(store.create(*jobs, parts[4], json::parse(request.body)), 201);
+    if (request.verb == "GET" && parts.size() == 7)
+      return to_result(store.get(*jobs, parts[4], parts[6]), 200);
+    if (request.verb == "DELETE" && parts.size() == 7)
+      return to_result(store.remove(*jobs, parts[4], parts[6], {}), 200);
+  }
+  // /api/v1/namespaces/<ns>/pods?labelSelector=…: a Job's pods
+  if (request.verb == "GET" && parts.size() == 5 && parts[2] == "namespaces"
+      && parts[4] == "pods") {
+    kube::list_options options;
+    const std::string label = "labelSelector=";
+    if (request.query.rfind(label, 0) == 0)
+      options.label_selector = unescape(request.query.substr(label.size()));
+    return to_result(store.list(*pods, parts[3], options), 200);
   }
   // /apis/coordination.k8s.io/v1/namespaces/<ns>/leases[/<name>]
   if (parts.size() >= 6 && parts[0] == "apis" && parts[1] == "coordination.k8s.io"
@@ -225,11 +263,14 @@ health_event port_state(const std::string& node, bool up, int n) {
 }
 
 json node_object(const std::string& name) {
-  return {
-    {"apiVersion", "v1"},
-    {"kind", "Node"},
-    {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
-    {"spec", json::object()}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"labels",
+             {{"nvidia.com/gpu.present", "true"},
+              {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
+          {"spec", json::object()}};
 }
 
 struct fixture : test_coordinator_fixture<> {
@@ -258,9 +299,25 @@ struct fixture : test_coordinator_fixture<> {
 
   fixture() {
     settings->quarantine = policy();
+    // Remediation has tests of its own; elsewhere the node stops at the drain.
+    settings->remediation.enabled = false;
+    for (auto [plural, kind] :
+         {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
+          {"rebootnodes", "RebootNode"},
+          {"terminatenodes", "TerminateNode"}})
+      store->register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
     for (int i = 1; i <= 4; ++i)
       CAF_REQUIRE(
         store->create(*nodes(), "", node_object("node-" + std::to_string(i))).ok());
+  }
+
+  // The coordinator's shutdown fires every pending timer until none is left:
+  // actors with periodic timers (a CR poll) must be gone first.
+  ~fixture() {
+    for (auto* a : {&fleet, &breaker, &ingest})
+      if (*a)
+        anon_send_exit(*a, exit_reason::user_shutdown);
+    run();
   }
 
   const kube::resource_type* nodes() { return store->find_type("", "v1", "nodes"); }
@@ -289,10 +346,22 @@ struct fixture : test_coordinator_fixture<> {
     for (const auto& [ns, name] : store->terminating_pods())
       store->finish_pod_deletion(ns, name);
   }
+  /// Timers fire only when a test lets time pass (advance): for tests with
+  /// periodic timers (a CR poll, the janitor's passes), which would make
+  /// sched.run() go on for ever.
+  bool jobs_only = false;
+  void run() {
+    if (!jobs_only) {
+      sched.run();
+      return;
+    }
+    while (sched.try_run_once()) {
+    }
+  }
   // Lets `d` of virtual time pass: drains re-list pods, retries come due.
   void advance(timespan d) {
     sched.advance_time(d);
-    sched.run();
+    run();
   }
   std::size_t drain_rows(const std::string& phase) {
     auto rows = journal_db->read({});
@@ -306,6 +375,41 @@ struct fixture : test_coordinator_fixture<> {
     return json::parse(ask(fleet, summary_atom::value, name));
   }
 
+  // The maintenance CRs of one kind ("gpuresets", "rebootnodes").
+  std::vector<json> crs(const std::string& plural) {
+    auto list = store->list(*store->find_type("vigil.dev", "v1alpha1", plural), "", {});
+    CAF_REQUIRE(list.ok());
+    return (*list.value)["items"].get<std::vector<json>>();
+  }
+  // The janitor's part, played by the test: the CR reaches `phase`.
+  void cr_phase(const std::string& plural, const std::string& name,
+                const std::string& phase, const std::string& failure = "") {
+    json status = {{"phase", phase}};
+    if (!failure.empty())
+      status["failureReason"] = failure;
+    CAF_REQUIRE(store
+                  ->patch(*store->find_type("vigil.dev", "v1alpha1", plural), "", name,
+                          json{{"status", status}}, kube::patch_type::merge, true)
+                  .ok());
+  }
+  std::vector<std::string> remediation_phases() {
+    auto rows = journal_db->read({});
+    CAF_REQUIRE(rows.has_value());
+    std::vector<std::string> out;
+    for (const auto& r : *rows)
+      if (r.kind == control::remediation_row) {
+        auto body = json::parse(r.body);
+        out.push_back(body["phase"].get<std::string>() + " "
+                      + body["group"].get<std::string>());
+      }
+    return out;
+  }
+  std::string remediation_annotation(const std::string& name) {
+    auto n = node(name);
+    auto a = n["metadata"].value("annotations", json::object());
+    return a.value(std::string{control::remediation_state_annotation}, "");
+  }
+
   void start(control::breaker_config breaker_config = {}) {
     breaker = sys.spawn(vigil::breaker, breaker_config, journal, time);
     fleet = sys.spawn(vigil::fleet, std::shared_ptr<const node_settings>(settings),
@@ -313,7 +417,7 @@ struct fixture : test_coordinator_fixture<> {
     ingest_settings ingest_options;
     ingest_options.await_leadership = elected;
     ingest = sys.spawn(vigil::ingest, ingest_options, journal, fleet, time);
-    sched.run();
+    run();
     list_nodes();
   }
 
@@ -322,7 +426,7 @@ struct fixture : test_coordinator_fixture<> {
     anon_send_exit(fleet, exit_reason::user_shutdown);
     anon_send_exit(breaker, exit_reason::user_shutdown);
     anon_send_exit(ingest, exit_reason::user_shutdown);
-    sched.run();
+    run();
     start(breaker_config);
   }
 
@@ -331,7 +435,7 @@ struct fixture : test_coordinator_fixture<> {
     auto list = store->list(*nodes(), "", {});
     CAF_REQUIRE(list.ok());
     self->send(fleet, kube_watch_event{1, "LISTED", list.value->dump(), ""});
-    sched.run();
+    run();
   }
 
   void post(std::vector<health_event> events) {
@@ -341,7 +445,7 @@ struct fixture : test_coordinator_fixture<> {
       request.items.push_back({++line, std::move(e), {}});
     request.reply = [this](control::ingest_reply r) { replies.push_back(std::move(r)); };
     self->send(ingest, ingest_atom::value, std::move(request));
-    sched.run();
+    run();
   }
 
   json node(const std::string& name) { return *store->get(*nodes(), "", name).value; }
@@ -365,7 +469,7 @@ struct fixture : test_coordinator_fixture<> {
   template <class... Ts>
   std::string ask(const actor& whom, Ts... xs) {
     self->send(whom, xs...);
-    sched.run();
+    run();
     std::string out;
     self->receive([&](const std::string& s) { out = s; },
                   [](const error& err) { CAF_FAIL("no answer: " << to_string(err)); });
@@ -839,6 +943,288 @@ CAF_TEST(a_leader_creates_the_lease_and_releases_it_when_it_stops) {
   auto step = control::next_lease_step(*control::read_lease(released.dump()),
                                        control::lease_config{}, time->wall_now());
   CAF_CHECK(step.what == control::lease_step::kind::update);
+}
+
+// ---- remediation (issue #8) ----
+
+CAF_TEST(a_reset_xid_creates_one_gpureset_once_the_node_is_drained) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  auto resets = crs("gpuresets");
+  CAF_REQUIRE_EQUAL(resets.size(), 1u);
+  auto spec = resets[0]["spec"];
+  CAF_CHECK_EQUAL(spec["nodeName"], "node-1");
+  CAF_CHECK_EQUAL(spec["gpuUUIDs"], json::array({"GPU-a"}));
+  CAF_CHECK_EQUAL(spec["sourceEventId"], "node-1-GPU-a-48");
+  // seed 000 §4.1: the group and its CR on the Node.
+  auto state = control::decode_remediation_state(remediation_annotation("node-1"));
+  CAF_REQUIRE(state.has_value());
+  const auto* group = control::find_group(*state, "reset-GPU-a");
+  CAF_REQUIRE(group != nullptr);
+  CAF_CHECK_EQUAL(group->maintenance_cr, resets[0]["metadata"]["name"]);
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 0u);
+  CAF_CHECK_EQUAL(drain_rows("skipped") + drain_rows("succeeded"), 1u);
+}
+
+CAF_TEST(the_four_ordering_cases_hold_through_the_mailbox) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  auto again = reset_needed("node-1", "GPU-a");
+  again.id = "node-1-GPU-a-48-again";
+  post({again});                           // case 2: same GPU, in flight → skipped
+  post({reset_needed("node-1", "GPU-b")}); // case 2: another GPU → waits
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+  post({reboot_needed("node-1", "GPU-c")}); // case 3: a reboot during a reset waits
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 0u);
+  auto reset_a = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset_a, "Succeeded");
+  advance(std::chrono::seconds{10}); // the CR poll
+  // The reboot runs next; GPU-b's waiting reset was covered by it.
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+  post({reset_needed("node-1", "GPU-d")}); // case 4: a reset during a reboot → covered
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+  auto phases = remediation_phases();
+  auto has = [&](const std::string& p) {
+    return std::find(phases.begin(), phases.end(), p) != phases.end();
+  };
+  CAF_CHECK(has("created reset-GPU-a"));
+  CAF_CHECK(has("succeeded reset-GPU-a"));
+  CAF_CHECK(has("covered reset-GPU-b"));
+  CAF_CHECK(has("created restart"));
+  CAF_CHECK(!has("created reset-GPU-b"));
+  CAF_CHECK(!has("created reset-GPU-d"));
+  auto state = control::decode_remediation_state(remediation_annotation("node-1"));
+  CAF_REQUIRE(state.has_value());
+  const auto* covered = control::find_group(*state, "reset-GPU-d");
+  CAF_REQUIRE(covered != nullptr); // recorded with the reboot's CR (case 4)
+  CAF_CHECK_EQUAL(to_string(covered->kind), "RebootNode");
+}
+
+CAF_TEST(a_failed_reset_falls_back_to_a_reboot_whose_success_uncordons) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Failed", "reset_command_failed");
+  advance(std::chrono::seconds{10});
+  auto reboots = crs("rebootnodes");
+  CAF_REQUIRE_EQUAL(reboots.size(), 1u);
+  CAF_CHECK(cordoned("node-1"));
+  // The janitor saw a new boot ID and the node Ready: the reboot closes the loop.
+  cr_phase("rebootnodes", reboots[0]["metadata"]["name"].get<std::string>(), "Succeeded");
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(remediation_annotation("node-1"), "");
+  auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["active"].size(), 0u);
+}
+
+CAF_TEST(the_healthy_event_after_a_reset_releases_the_node) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Succeeded");
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(cordoned("node-1"));
+  auto healthy = xid("node-1", "GPU-a", true); // the agent read "GPU reset occurred"
+  post({healthy});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(remediation_annotation("node-1"), "");
+  // Verified: no escalation when the deadline would have passed.
+  advance(std::chrono::seconds{3600});
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 0u);
+}
+
+CAF_TEST(a_reset_not_verified_in_time_escalates_to_a_reboot) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Succeeded");
+  advance(std::chrono::seconds{10});
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 0u);
+  advance(settings->remediation.escalation.verify_reset_timeout);
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
+}
+
+CAF_TEST(contact_support_creates_nothing_and_keeps_the_quarantine) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  auto e = xid("node-1", "GPU-a");
+  e.action = recommended_action::contact_support;
+  post({e});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(crs("gpuresets").size() + crs("rebootnodes").size(), 0u);
+  auto phases = remediation_phases();
+  CAF_REQUIRE_EQUAL(phases.size(), 1u);
+  CAF_CHECK_EQUAL(phases[0], "manual ");
+  auto events = store->list(*store->find_type("", "v1", "events"), "default", {});
+  CAF_REQUIRE(events.ok());
+  bool told = false;
+  for (const auto& ev : (*events.value)["items"])
+    told = told || ev.value("reason", "") == "RemediationNeedsOperator";
+  CAF_CHECK(told);
+}
+
+// ---- the janitor's controllers (issue #8 item 4), the test playing the
+// GPU operator, the Job controller and the kubelet ----
+
+CAF_TEST(the_janitor_resets_a_gpu_and_restores_only_its_own_labels) {
+  jobs_only = true;
+  auto metrics = std::make_shared<janitor_metrics>();
+  janitor_settings js;
+  js.metrics = metrics;
+  auto n = node("node-1");
+  for (auto label : janitor::operand_deploy_labels)
+    n["metadata"]["labels"][std::string{label}] = "true";
+  CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
+  json operand = pod_object("dcgm-xyz", "node-1", {}, {{"app", "nvidia-dcgm"}});
+  add_pod("gpu-operator", operand);
+  store->create(*store->find_type("", "v1", "namespaces"), "",
+                {{"metadata", {{"name", "vigil-system"}}}});
+  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+             {"kind", "GPUReset"},
+             {"metadata", {{"name", "reset-1"}}},
+             {"spec", {{"nodeName", "node-1"}, {"gpuUUIDs", {"GPU-a"}}}}};
+  CAF_REQUIRE(
+    store->create(*store->find_type("vigil.dev", "v1alpha1", "gpuresets"), "", cr).ok());
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  auto labels = node("node-1")["metadata"]["labels"];
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm", ""), "false");
+  auto status = [&] { return crs("gpuresets")[0]["status"]; };
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "TearingDown");
+  // The GPU operator removes its operand.
+  store->remove(*pods(), "gpu-operator", "dcgm-xyz", {});
+  kubelet_finishes();
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Resetting");
+  auto job_name = status()["jobName"].get<std::string>();
+  auto job =
+    store->get(*store->find_type("batch", "v1", "jobs"), "vigil-system", job_name);
+  CAF_REQUIRE(job.ok());
+  auto pod_spec = (*job.value)["spec"]["template"]["spec"];
+  CAF_CHECK_EQUAL(pod_spec.value("nodeName", ""), "node-1");
+  // Someone else sets one of the labels while the reset runs.
+  CAF_REQUIRE(
+    store
+      ->patch(*nodes(), "", "node-1",
+              json{{"metadata",
+                    {{"labels", {{"nvidia.com/gpu.deploy.dcgm-exporter", "pinned"}}}}}},
+              kube::patch_type::merge, false)
+      .ok());
+  // The Job completes.
+  CAF_REQUIRE(
+    store
+      ->patch(*store->find_type("batch", "v1", "jobs"), "vigil-system", job_name,
+              json{{"status",
+                    {{"succeeded", 1},
+                     {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}}}},
+              kube::patch_type::merge, true)
+      .ok());
+  advance(js.poll);
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
+  labels = node("node-1")["metadata"]["labels"];
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm", ""), "true");
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.device-plugin", ""), "true");
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm-exporter", ""), "pinned");
+  CAF_CHECK_EQUAL(metrics->gpu_reset.requests.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->gpu_reset.succeeded.load(), 1u);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST(the_janitor_restores_labels_after_a_failed_reset) {
+  jobs_only = true;
+  janitor_settings js;
+  auto metrics = js.metrics;
+  store->create(*store->find_type("", "v1", "namespaces"), "",
+                {{"metadata", {{"name", "vigil-system"}}}});
+  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+             {"kind", "GPUReset"},
+             {"metadata", {{"name", "reset-2"}}},
+             {"spec", {{"nodeName", "node-2"}, {"gpuUUIDs", {"GPU-b"}}}}};
+  CAF_REQUIRE(
+    store->create(*store->find_type("vigil.dev", "v1alpha1", "gpuresets"), "", cr).ok());
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  advance(js.poll); // no operands: straight to the Job
+  auto status = [&] { return crs("gpuresets")[0]["status"]; };
+  CAF_REQUIRE_EQUAL(status().value("phase", std::string{}), "Resetting");
+  auto job_name = status()["jobName"].get<std::string>();
+  CAF_REQUIRE(store
+                ->patch(*store->find_type("batch", "v1", "jobs"), "vigil-system",
+                        job_name,
+                        json{{"status",
+                              {{"failed", 1},
+                               {"conditions",
+                                {{{"type", "Failed"},
+                                  {"status", "True"},
+                                  {"reason", "BackoffLimitExceeded"}}}}}}},
+                        kube::patch_type::merge, true)
+                .ok());
+  advance(js.poll);
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Failed");
+  CAF_CHECK_EQUAL(status().value("failureReason", std::string{}), "job_failed");
+  auto labels = node("node-2")["metadata"]["labels"];
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK(!labels.contains(std::string{label})); // absent before, absent again
+  CAF_CHECK_EQUAL(metrics->gpu_reset.failed.load(), 1u);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST(the_janitor_calls_a_reboot_done_when_the_boot_id_changed_and_the_node_is_ready) {
+  jobs_only = true;
+  janitor_settings js;
+  auto boot = [&](const std::string& id, const std::string& ready) {
+    CAF_REQUIRE(
+      store
+        ->patch(*nodes(), "", "node-3",
+                json{{"status",
+                      {{"nodeInfo", {{"bootID", id}}},
+                       {"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}},
+                kube::patch_type::merge, true)
+        .ok());
+  };
+  boot("boot-1", "True");
+  store->create(*store->find_type("", "v1", "namespaces"), "",
+                {{"metadata", {{"name", "vigil-system"}}}});
+  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+             {"kind", "RebootNode"},
+             {"metadata", {{"name", "reboot-3"}}},
+             {"spec", {{"nodeName", "node-3"}}}};
+  CAF_REQUIRE(
+    store->create(*store->find_type("vigil.dev", "v1alpha1", "rebootnodes"), "", cr)
+      .ok());
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  auto status = [&] { return crs("rebootnodes")[0]["status"]; };
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
+  CAF_CHECK_EQUAL(status().value("bootIdBefore", std::string{}), "boot-1");
+  boot("boot-2", "False"); // back, not Ready yet
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
+  boot("boot-2", "True");
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
+  CAF_CHECK_EQUAL(status().value("bootIdAfter", std::string{}), "boot-2");
+  CAF_CHECK_EQUAL(js.metrics->reboot.succeeded.load(), 1u);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,381 @@
+#include "actors/janitor/janitor_resource.hpp"
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace vigil::janitor {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::array<std::string_view, 4> operand_apps{
+  "nvidia-device-plugin-daemonset",
+  "nvidia-dcgm",
+  "nvidia-dcgm-exporter",
+  "gpu-feature-discovery",
+};
+
+constexpr std::size_t max_job_name = 63;
+
+const json* at(const json& doc, std::initializer_list<const char*> path) {
+  const json* node = &doc;
+  for (const char* key : path) {
+    if (!node->is_object())
+      return nullptr;
+    auto it = node->find(key);
+    if (it == node->end())
+      return nullptr;
+    node = &*it;
+  }
+  return node;
+}
+
+std::string text_at(const json& doc, std::initializer_list<const char*> path) {
+  const json* v = at(doc, path);
+  return v && v->is_string() ? v->get<std::string>() : std::string{};
+}
+
+std::optional<wall_time> time_at(const json& doc,
+                                 std::initializer_list<const char*> path) {
+  auto text = text_at(doc, path);
+  if (text.empty())
+    return std::nullopt;
+  auto t = parse_rfc3339(text);
+  return t ? std::optional<wall_time>{*t} : std::nullopt;
+}
+
+// metadata.name, metadata.uid, metadata.creationTimestamp and spec.nodeName:
+// what every maintenance CR has.
+failure* check_common(const json& cr, failure& out) {
+  if (!cr.is_object()) {
+    out = {"", "not a JSON object"};
+    return &out;
+  }
+  if (text_at(cr, {"metadata", "name"}).empty()) {
+    out = {"metadata.name", "missing"};
+    return &out;
+  }
+  if (text_at(cr, {"spec", "nodeName"}).empty()) {
+    out = {"spec.nodeName", "missing"};
+    return &out;
+  }
+  return nullptr;
+}
+
+std::string hash_suffix(std::string_view text) {
+  std::uint32_t hash = 2166136261u;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  char out[9];
+  std::snprintf(out, sizeof out, "%08x", hash);
+  return out;
+}
+
+std::string short_name(std::string prefix, std::string_view cr_name) {
+  std::string name = prefix + std::string{cr_name};
+  if (name.size() <= max_job_name)
+    return name;
+  auto hash = hash_suffix(cr_name);
+  name.resize(max_job_name - hash.size() - 1);
+  while (!name.empty() && (name.back() == '-' || name.back() == '.'))
+    name.pop_back();
+  return name + "-" + hash;
+}
+
+} // namespace
+
+expected<gpu_reset_object> read_gpu_reset(const json& cr) {
+  failure problem;
+  if (check_common(cr, problem))
+    return problem;
+  gpu_reset_object out;
+  auto& r = out.request;
+  r.name = text_at(cr, {"metadata", "name"});
+  r.uid = text_at(cr, {"metadata", "uid"});
+  r.node_name = text_at(cr, {"spec", "nodeName"});
+  r.reason = text_at(cr, {"spec", "reason"});
+  r.source_event_id = text_at(cr, {"spec", "sourceEventId"});
+  const json* uuids = at(cr, {"spec", "gpuUUIDs"});
+  if (!uuids || !uuids->is_array() || uuids->size() != 1 || !(*uuids)[0].is_string())
+    return failure{"spec.gpuUUIDs", "must hold exactly one GPU UUID"};
+  r.gpu_uuid = (*uuids)[0].get<std::string>();
+  out.created = time_at(cr, {"metadata", "creationTimestamp"}).value_or(wall_time{});
+  auto& s = out.status;
+  if (auto phase = parse_reset_phase(text_at(cr, {"status", "phase"})))
+    s.phase = *phase;
+  s.started_at = time_at(cr, {"status", "startedAt"});
+  s.completed_at = time_at(cr, {"status", "completedAt"});
+  s.job_created_at = time_at(cr, {"status", "jobCreatedAt"});
+  s.job_name = text_at(cr, {"status", "jobName"});
+  s.failure_reason = text_at(cr, {"status", "failureReason"});
+  if (const json* saved = at(cr, {"status", "savedLabels"}); saved && saved->is_object())
+    for (const auto& [key, value] : saved->items())
+      if (value.is_string())
+        s.saved_labels[key] = value.get<std::string>();
+  if (const json* conditions = at(cr, {"status", "conditions"});
+      conditions && conditions->is_array())
+    for (const auto& c : *conditions) {
+      reset_condition condition;
+      condition.type = text_at(c, {"type"});
+      condition.status = text_at(c, {"status"}) == "True";
+      condition.reason = text_at(c, {"reason"});
+      condition.message = text_at(c, {"message"});
+      condition.last_transition =
+        time_at(c, {"lastTransitionTime"}).value_or(wall_time{});
+      if (!condition.type.empty())
+        s.conditions.push_back(std::move(condition));
+    }
+  // Defensive: a resumed step needs startedAt (the teardown timeout counts from it).
+  if (s.phase != reset_phase::pending && !s.started_at)
+    s.started_at = out.created;
+  return out;
+}
+
+std::string_view to_string(reboot_phase phase) {
+  switch (phase) {
+    case reboot_phase::pending: return "Pending";
+    case reboot_phase::rebooting: return "Rebooting";
+    case reboot_phase::succeeded: return "Succeeded";
+    case reboot_phase::failed: return "Failed";
+  }
+  return "Pending";
+}
+
+expected<reboot_object> read_reboot_node(const json& cr) {
+  failure problem;
+  if (check_common(cr, problem))
+    return problem;
+  reboot_object out;
+  out.name = text_at(cr, {"metadata", "name"});
+  out.uid = text_at(cr, {"metadata", "uid"});
+  out.node_name = text_at(cr, {"spec", "nodeName"});
+  out.reason = text_at(cr, {"spec", "reason"});
+  out.created = time_at(cr, {"metadata", "creationTimestamp"}).value_or(wall_time{});
+  auto& s = out.status;
+  auto phase = text_at(cr, {"status", "phase"});
+  for (auto p : {reboot_phase::rebooting, reboot_phase::succeeded, reboot_phase::failed})
+    if (phase == to_string(p))
+      s.phase = p;
+  s.started_at = time_at(cr, {"status", "startedAt"});
+  s.completed_at = time_at(cr, {"status", "completedAt"});
+  s.job_name = text_at(cr, {"status", "jobName"});
+  s.boot_id_before = text_at(cr, {"status", "bootIdBefore"});
+  s.boot_id_after = text_at(cr, {"status", "bootIdAfter"});
+  s.failure_reason = text_at(cr, {"status", "failureReason"});
+  if (s.phase != reboot_phase::pending && !s.started_at)
+    s.started_at = out.created;
+  return out;
+}
+
+json reboot_status_json(const reboot_status& s) {
+  json out = {{"phase", to_string(s.phase)}};
+  const std::pair<const char*, const std::string*> texts[] = {
+    {"jobName", &s.job_name},
+    {"bootIdBefore", &s.boot_id_before},
+    {"bootIdAfter", &s.boot_id_after},
+    {"failureReason", &s.failure_reason}};
+  for (const auto& [key, value] : texts)
+    if (!value->empty())
+      out[key] = *value;
+  if (s.started_at)
+    out["startedAt"] = format_rfc3339(*s.started_at);
+  if (s.completed_at)
+    out["completedAt"] = format_rfc3339(*s.completed_at);
+  if (s.phase == reboot_phase::succeeded || s.phase == reboot_phase::failed) {
+    bool ok = s.phase == reboot_phase::succeeded;
+    out["conditions"] = json::array(
+      {{{"type", "Complete"},
+        {"status", ok ? "True" : "False"},
+        {"reason", ok ? std::string{"Succeeded"} : s.failure_reason},
+        {"message", s.message},
+        {"lastTransitionTime", format_rfc3339(s.completed_at.value_or(wall_time{}))}}});
+  }
+  return out;
+}
+
+std::string reboot_job_name(std::string_view cr_name) {
+  return short_name("vigil-reboot-", cr_name);
+}
+
+json build_reboot_job(const reboot_object& cr, const std::string& job_name,
+                      const reboot_options& options) {
+  json labels = {{"app.kubernetes.io/managed-by", "vigil"},
+                 {"vigil.dev/reboot-node", cr.name}};
+  json metadata = {
+    {"name", job_name}, {"namespace", options.job_namespace}, {"labels", labels}};
+  if (!cr.uid.empty())
+    metadata["ownerReferences"] = json::array({{{"apiVersion", "vigil.dev/v1alpha1"},
+                                                {"kind", "RebootNode"},
+                                                {"name", cr.name},
+                                                {"uid", cr.uid},
+                                                {"controller", true},
+                                                {"blockOwnerDeletion", false}}});
+  json container = {
+    {"name", "reboot"},
+    {"image", options.image},
+    {"command", json::array({"nsenter", "--target", "1", "--mount", "--uts", "--ipc",
+                             "--net", "--pid", "--", "systemctl", "reboot"})},
+    {"securityContext", {{"privileged", true}}}};
+  json pod_spec = {{"nodeName", cr.node_name},
+                   {"hostPID", true},
+                   {"restartPolicy", "Never"},
+                   {"serviceAccountName", options.service_account},
+                   {"automountServiceAccountToken", false},
+                   {"priorityClassName", "system-node-critical"},
+                   {"tolerations", json::array({{{"operator", "Exists"}}})},
+                   {"containers", json::array({container})}};
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", metadata},
+          {"spec",
+           {{"backoffLimit", 0},
+            {"activeDeadlineSeconds", options.timeout.count()},
+            {"ttlSecondsAfterFinished", 3600},
+            {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}}}};
+}
+
+reboot_step reconcile_reboot(const reboot_object& cr,
+                             const std::optional<node_boot_observation>& node,
+                             wall_time now, const reboot_options& options) {
+  reboot_step step;
+  step.status = cr.status;
+  auto& s = step.status;
+  auto finish = [&](reboot_phase phase, std::string reason, std::string message) {
+    s.phase = phase;
+    s.failure_reason = std::move(reason);
+    s.message = std::move(message);
+    s.completed_at = now;
+    step.status_changed = true;
+    step.finished = true;
+  };
+  if (s.phase == reboot_phase::succeeded || s.phase == reboot_phase::failed)
+    return step;
+  if (!node) {
+    finish(reboot_phase::failed, "node_not_found", "node " + cr.node_name + " not found");
+    return step;
+  }
+  if (s.phase == reboot_phase::pending) {
+    // The baseline: a boot ID that differs from this one proves the reboot.
+    s.phase = reboot_phase::rebooting;
+    s.started_at = now;
+    s.boot_id_before = node->boot_id;
+    s.job_name = reboot_job_name(cr.name);
+    step.create_job = build_reboot_job(cr, s.job_name, options).dump();
+    step.status_changed = true;
+    return step;
+  }
+  switch (evaluate_reboot(s.boot_id_before, *node, s.started_at.value_or(now), now,
+                          options.timeout)) {
+    case reboot_progress::succeeded:
+      s.boot_id_after = node->boot_id;
+      finish(reboot_phase::succeeded, "", "boot ID changed and the node is Ready");
+      break;
+    case reboot_progress::timed_out:
+      finish(reboot_phase::failed, "timeout",
+             "no new boot ID with the node Ready in time");
+      break;
+    case reboot_progress::waiting: break;
+  }
+  return step;
+}
+
+node_boot_observation read_boot(const json& node) {
+  node_boot_observation out;
+  out.boot_id = text_at(node, {"status", "nodeInfo", "bootID"});
+  if (const json* conditions = at(node, {"status", "conditions"});
+      conditions && conditions->is_array())
+    for (const auto& c : *conditions)
+      if (text_at(c, {"type"}) == "Ready")
+        out.ready = text_at(c, {"status"}) == "True";
+  return out;
+}
+
+std::map<std::string, std::string> read_labels(const json& node) {
+  std::map<std::string, std::string> out;
+  if (const json* labels = at(node, {"metadata", "labels"});
+      labels && labels->is_object())
+    for (const auto& [key, value] : labels->items())
+      if (value.is_string())
+        out[key] = value.get<std::string>();
+  return out;
+}
+
+std::size_t count_operand_pods(const json& pod_list) {
+  std::size_t n = 0;
+  const json* items = at(pod_list, {"items"});
+  if (!items || !items->is_array())
+    return 0;
+  for (const auto& pod : *items) {
+    auto app = text_at(pod, {"metadata", "labels", "app"});
+    auto phase = text_at(pod, {"status", "phase"});
+    if (phase == "Succeeded" || phase == "Failed")
+      continue;
+    for (auto operand : operand_apps)
+      if (app == operand)
+        ++n;
+  }
+  return n;
+}
+
+job_observation read_job(const json& job) {
+  job_observation out;
+  const json* status = at(job, {"status"});
+  if (!status || !status->is_object())
+    return out;
+  auto count = [&](const char* key) {
+    auto it = status->find(key);
+    return it != status->end() && it->is_number_integer() ? it->get<long>() : 0L;
+  };
+  out.active = count("active") > 0;
+  if (const json* conditions = at(job, {"status", "conditions"});
+      conditions && conditions->is_array())
+    for (const auto& c : *conditions) {
+      if (text_at(c, {"status"}) != "True")
+        continue;
+      auto type = text_at(c, {"type"});
+      if (type == "Complete")
+        out.succeeded = true;
+      if (type == "Failed") {
+        out.failed = true;
+        out.deadline_exceeded = text_at(c, {"reason"}) == "DeadlineExceeded";
+        out.message = text_at(c, {"message"});
+      }
+    }
+  out.succeeded = out.succeeded || (count("succeeded") > 0 && !out.failed);
+  out.failed = out.failed || count("failed") > 0;
+  if (out.message.empty() && out.failed)
+    out.message = "reset Job failed";
+  return out;
+}
+
+std::optional<int> terminated_exit_code(const json& pod_list) {
+  const json* items = at(pod_list, {"items"});
+  if (!items || !items->is_array())
+    return std::nullopt;
+  for (const auto& pod : *items) {
+    const json* statuses = at(pod, {"status", "containerStatuses"});
+    if (!statuses || !statuses->is_array())
+      continue;
+    for (const auto& c : *statuses)
+      if (const json* code = at(c, {"state", "terminated", "exitCode"});
+          code && code->is_number_integer())
+        return code->get<int>();
+  }
+  return std::nullopt;
+}
+
+std::string
+label_patch_body(const std::map<std::string, std::optional<std::string>>& patch) {
+  json labels = json::object();
+  for (const auto& [key, value] : patch)
+    labels[key] = value ? json(*value) : json(nullptr);
+  return json{{"metadata", {{"labels", labels}}}}.dump();
+}
+
+} // namespace vigil::janitor
