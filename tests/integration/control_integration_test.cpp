@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "actors/control/drain/drain_resource.hpp"
+#include "actors/control/remediation/remediation_resource.hpp"
+#include "actors/janitor/gpu_reset_plan.hpp"
 #include "runtime/journal/journal_store.hpp"
 #include "runtime/kube/kube_test_server.hpp"
 #include "tests/support/test_databases.hpp"
@@ -141,11 +143,32 @@ json xid_event(const std::string& id, const std::string& gpu, bool healthy) {
 }
 
 json node_object(const std::string& name) {
-  return {
-    {"apiVersion", "v1"},
-    {"kind", "Node"},
-    {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
-    {"spec", json::object()}};
+  json labels = {{"nvidia.com/gpu.present", "true"},
+                 {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}};
+  for (auto label : {"nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm",
+                     "nvidia.com/gpu.deploy.dcgm-exporter",
+                     "nvidia.com/gpu.deploy.gpu-feature-discovery"})
+    labels[label] = "true";
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", labels}}},
+          {"spec", json::object()},
+          {"status",
+           {{"nodeInfo", {{"bootID", "boot-1"}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+// Runs a shell command and returns what it printed on stdout.
+std::string output_of(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr)
+    return out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    out.append(buffer, n);
+  pclose(pipe);
+  return out;
 }
 
 json gpu_pod(const std::string& name, const std::string& gpu) {
@@ -173,6 +196,14 @@ protected:
     api_ = std::move(*server);
     api_->with_store([](kube::object_store& store) {
       store.create_system_namespaces();
+      // The CRDs of deploy/crds, installed; the janitor's namespace.
+      for (auto [plural, kind] :
+           {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
+            {"rebootnodes", "RebootNode"},
+            {"terminatenodes", "TerminateNode"}})
+        store.register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
+      store.create(*store.find_type("", "v1", "namespaces"), "",
+                   {{"metadata", {{"name", "vigil-system"}}}});
       const auto* nodes = store.find_type("", "v1", "nodes");
       const auto* pods = store.find_type("", "v1", "pods");
       for (int i = 1; i <= 4; ++i)
@@ -196,7 +227,9 @@ protected:
       << "journal: {url: \"" << journal_url_ << "\"}\n"
       << "control:\n  listen: 127.0.0.1:0\n  token_file: " << dir_ << "/token\n"
       << "  kubeconfig: " << dir_ << "/kubeconfig\n"
-      << "drain: {poll_seconds: 1}\n";
+      << "drain: {poll_seconds: 1}\n"
+      << "remediation: {poll_seconds: 1}\n"
+      << "janitor: {poll_seconds: 1}\n";
   }
 
   // Starts `vigil control` and returns its ingest port.
@@ -227,6 +260,54 @@ protected:
       out = n.ok() && (*n.value)["spec"].value("unschedulable", false);
     });
     return out;
+  }
+
+  json get(const char* group, const char* version, const char* plural,
+           const std::string& ns, const std::string& name) {
+    json out;
+    api_->with_store([&](kube::object_store& store) {
+      auto o = store.get(*store.find_type(group, version, plural), ns, name);
+      out = o.ok() ? *o.value : json();
+    });
+    return out;
+  }
+  json items(const char* group, const char* version, const char* plural) {
+    json out;
+    api_->with_store([&](kube::object_store& store) {
+      auto l = store.list(*store.find_type(group, version, plural), "", {});
+      out = l.ok() ? (*l.value)["items"] : json::array();
+    });
+    return out;
+  }
+  // The Job controller's part: the Job ends, its pod with `exit_code`.
+  void job_ends(const std::string& name, bool succeeded) {
+    api_->with_store([&](kube::object_store& store) {
+      const auto* jobs = store.find_type("batch", "v1", "jobs");
+      json status = succeeded
+                      ? json{{"succeeded", 1},
+                             {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}}
+                      : json{{"failed", 1},
+                             {"conditions",
+                              {{{"type", "Failed"},
+                                {"status", "True"},
+                                {"reason", "BackoffLimitExceeded"}}}}};
+      store.patch(*jobs, "vigil-system", name, json{{"status", status}},
+                  kube::patch_type::merge, true);
+    });
+  }
+  // The agent: kernel-log lines through the real XID parser, as HealthEvents.
+  std::string agent_events(const std::string& lines) {
+    const std::string source = std::getenv("VIGIL_SOURCE_DIR");
+    const std::string bin = VIGIL_BINARY;
+    if (!std::ifstream(dir_ + "/gpu_metadata.json"))
+      output_of(bin + " parse topo --node node-1 --topo " + source
+                + "/tests/data/topo/h100_8gpu_wrapped_ansi.txt --gpus " + source
+                + "/tests/data/topo/h100_8gpu_query.csv > " + dir_
+                + "/gpu_metadata.json");
+    std::ofstream(dir_ + "/kmsg.log") << lines;
+    return output_of(bin + " parse kmsg --node node-1 --boot-id boot-1 --boot-time "
+                     + "2026-11-23T10:00:00Z --metadata " + dir_ + "/gpu_metadata.json < "
+                     + dir_ + "/kmsg.log 2>/dev/null");
   }
 
   std::unique_ptr<kube::kube_test_server> api_;
@@ -307,6 +388,127 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
     std::count_if(rows->begin(), rows->end(),
                   [](const journal_record& r) { return r.kind == "breaker_reset"; }),
     1);
+}
+
+// issue #8 tests: XID 48 from the kernel log → partial drain → GPUReset → the
+// janitor tears the GPU operator's operands down, runs the reset Job (played
+// by the test), restores the labels → the agent reads "GPU reset occurred"
+// → uncordon. Then a second GPU whose reset Job fails falls back to a reboot,
+// which the new boot ID proves.
+TEST_F(control_integration, gpu_reset_and_reboot_fallback_end_to_end) {
+  const std::string gpu0 = "GPU-00000000-2051-db6c-0430-ffc457bff830"; // 0000:18:00
+  const std::string gpu1 = "GPU-00000001-2051-db6c-0430-ffc457bff831"; // 0000:2a:00
+  api_->with_store([&](kube::object_store& store) {
+    store.create(*store.find_type("", "v1", "pods"), "default", gpu_pod("train-0", gpu0));
+    store.create(*store.find_type("", "v1", "pods"), "default", gpu_pod("train-1", gpu1));
+  });
+  std::unique_ptr<child_process> control;
+  int port = start(control);
+  ASSERT_GT(port, 0);
+
+  auto xid48 = agent_events("NVRM: Xid (PCI:0000:18:00): 48, pid='<unknown>', "
+                            "name=<unknown>, An uncorrectable double bit error (DBE) has "
+                            "been detected on GPU in the framebuffer at partition 6, "
+                            "subpartition 0.\n");
+  ASSERT_NE(xid48.find(gpu0), std::string::npos) << xid48;
+  ASSERT_NE(xid48.find("COMPONENT_RESET"), std::string::npos) << xid48;
+  EXPECT_EQ(post_events(port, "ingest-token", xid48).first, 200);
+
+  ASSERT_FALSE(control->wait_for("node node-1: evicted default/train-0").empty())
+    << control->seen();
+  api_->with_store([](kube::object_store& store) {
+    for (const auto& [ns, name] : store.terminating_pods())
+      store.finish_pod_deletion(ns, name);
+  });
+  ASSERT_FALSE(control->wait_for("created for reset-" + gpu0).empty()) << control->seen();
+  auto resets = items("vigil.dev", "v1alpha1", "gpuresets");
+  ASSERT_EQ(resets.size(), 1u);
+  const auto reset_name = resets[0]["metadata"]["name"].get<std::string>();
+  ASSERT_FALSE(control->wait_for("GPUReset " + reset_name + ": Resetting").empty())
+    << control->seen();
+  auto node = get("", "v1", "nodes", "", "node-1");
+  EXPECT_EQ(node["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"], "false");
+  // The Job exists before the log line; the CR's status may still be on its way.
+  const auto job_name = janitor::reset_job_name(reset_name);
+  auto job = get("batch", "v1", "jobs", "vigil-system", job_name);
+  ASSERT_FALSE(job.is_null());
+  EXPECT_EQ(job["spec"]["template"]["spec"]["nodeName"], "node-1");
+  job_ends(job_name, true);
+  ASSERT_FALSE(control->wait_for("GPU " + gpu0 + " on node node-1 reset").empty())
+    << control->seen();
+  node = get("", "v1", "nodes", "", "node-1");
+  EXPECT_EQ(node["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"], "true");
+  ASSERT_FALSE(
+    control->wait_for("node node-1: GPUReset " + reset_name + " succeeded").empty())
+    << control->seen();
+  EXPECT_TRUE(cordoned("node-1")); // until the agent sees the GPU come back
+  // The reset Job's kernel-log line, read by the agent.
+  auto healthy = agent_events("GPU reset occurred: " + gpu0 + "\n");
+  ASSERT_NE(healthy.find("\"isHealthy\":true"), std::string::npos) << healthy;
+  EXPECT_EQ(post_events(port, "ingest-token", healthy).first, 200);
+  ASSERT_FALSE(control->wait_for("node node-1: applied: uncordon").empty())
+    << control->seen();
+  EXPECT_FALSE(pod("train-1")["metadata"].contains("deletionTimestamp"));
+
+  // The second GPU: its reset Job fails (exit 2: nvidia-smi could not reset).
+  auto xid48b =
+    agent_events("NVRM: Xid (PCI:0000:2a:00): 48, pid='<unknown>', "
+                 "name=<unknown>, An uncorrectable double bit error (DBE) has "
+                 "been detected on GPU in the framebuffer at partition 2, "
+                 "subpartition 0.\n");
+  EXPECT_EQ(post_events(port, "ingest-token", xid48b).first, 200);
+  ASSERT_FALSE(control->wait_for("node node-1: evicted default/train-1").empty())
+    << control->seen();
+  api_->with_store([](kube::object_store& store) {
+    for (const auto& [ns, name] : store.terminating_pods())
+      store.finish_pod_deletion(ns, name);
+  });
+  ASSERT_FALSE(control->wait_for("created for reset-" + gpu1).empty()) << control->seen();
+  std::string second;
+  for (const auto& r : items("vigil.dev", "v1alpha1", "gpuresets"))
+    if (r["spec"]["gpuUUIDs"][0] == gpu1)
+      second = r["metadata"]["name"].get<std::string>();
+  ASSERT_FALSE(control->wait_for("GPUReset " + second + ": Resetting").empty())
+    << control->seen();
+  job_ends(janitor::reset_job_name(second), false);
+  ASSERT_FALSE(control->wait_for("RebootNode").empty()) << control->seen();
+  ASSERT_FALSE(control->wait_for("rebooting node node-1 (boot ID boot-1)").empty())
+    << control->seen();
+  node = get("", "v1", "nodes", "", "node-1");
+  EXPECT_EQ(node["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm"], "true");
+  EXPECT_TRUE(cordoned("node-1"));
+  // The node comes back with a new boot ID and Ready.
+  api_->with_store([](kube::object_store& store) {
+    store.patch(*store.find_type("", "v1", "nodes"), "", "node-1",
+                json{{"status", {{"nodeInfo", {{"bootID", "boot-2"}}}}}},
+                kube::patch_type::merge, true);
+  });
+  ASSERT_FALSE(control->wait_for("node node-1: applied: uncordon").empty())
+    << control->seen();
+  auto reboots = items("vigil.dev", "v1alpha1", "rebootnodes");
+  ASSERT_EQ(reboots.size(), 1u);
+  EXPECT_EQ(reboots[0]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(reboots[0]["status"]["bootIdAfter"], "boot-2");
+  EXPECT_EQ(control->stop(), 0) << control->seen();
+
+  // Every step is journaled.
+  auto store = make_journal_store(journal_url_);
+  ASSERT_TRUE(store.has_value());
+  ASSERT_TRUE((*store)->open().has_value());
+  auto rows = (*store)->read({});
+  ASSERT_TRUE(rows.has_value());
+  std::vector<std::string> steps;
+  for (const auto& r : *rows)
+    if (r.kind == control::remediation_row) {
+      auto body = json::parse(r.body);
+      steps.push_back(body["phase"].get<std::string>() + " "
+                      + body["kind"].get<std::string>());
+    }
+  for (const char* expected :
+       {"requested GPUReset", "created GPUReset", "succeeded GPUReset",
+        "verified GPUReset", "failed GPUReset", "created RebootNode",
+        "succeeded RebootNode"})
+    EXPECT_NE(std::find(steps.begin(), steps.end(), expected), steps.end()) << expected;
 }
 
 } // namespace

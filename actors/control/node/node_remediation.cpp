@@ -495,8 +495,13 @@ void release(node_actor* self) {
   for (const auto& dropped : r.queue.clear())
     journal_step(self, "released", dropped);
   // The release is the verification of whatever was pending.
-  for (const auto& v : r.escalation.verify_all(now))
-    journal_step(self, "verified", {{}, v.target, now}, {{"target", v.target}});
+  for (const auto& v : r.escalation.verify_all(now)) {
+    remediation_request verified;
+    verified.plan =
+      control::plan_remediation(v.to, v.gpu_uuid, facts_of(st), settings(st).options);
+    verified.event_id = "release";
+    journal_step(self, "verified", verified, {{"target", v.target}});
+  }
   r.cr_name.clear();
   r.handled.clear();
   if (!r.annotation.groups.empty()) {
@@ -571,8 +576,13 @@ void on_healthy_event(node_actor* self, const health_event& event) {
     if (auto v = st.remediation.escalation.verified(target, now)) {
       logger()->info("node {}: reset of {} verified by event {}", st.node_name, e.value,
                      event.id);
-      journal_step(self, "verified", {{}, event.id, now},
-                   {{"target", target}, {"gpuUUID", e.value}});
+      remediation_request verified;
+      verified.plan.kind = remediation_kind::gpu_reset;
+      verified.plan.action = recommended_action::component_reset;
+      verified.plan.group = target;
+      verified.plan.gpu_uuid = e.value;
+      verified.event_id = event.id;
+      journal_step(self, "verified", verified, {{"target", target}});
     }
   }
 }
