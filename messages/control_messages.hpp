@@ -77,6 +77,18 @@ struct drain_mark {
   std::string key;
 };
 
+/// A maintenance CR the journal says was created (its "created" remediation
+/// row): replayed after a restart so attempt caps and backoff survive it.
+struct remediation_attempt {
+  recommended_action action = recommended_action::none;
+  std::string gpu_uuid;
+  wall_time at{};
+};
+
+/// (attempts_atom, vector<remediation_attempt>) from the fleet to a node actor
+/// at a rebuild: its remediation attempts, oldest first.
+using attempts_atom = caf::atom_constant<caf::atom("attempts")>;
+
 /// The journal's verdict on one event of an ingest request.
 enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 
@@ -84,3 +96,4 @@ enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::ingest_verdict>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::drain_mark>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::remediation_attempt>)

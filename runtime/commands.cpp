@@ -39,9 +39,10 @@ int run_version(command_context& ctx) {
 
 int run_demo(command_context& ctx) {
   ctx.out << "vigil demo: the simulated cluster arrives with issue #9.\n"
-             "What exists now: the `vigil` command and its subcommands, the\n"
-             "HealthEvent contract (NVSentinel-compatible JSON), validated YAML\n"
-             "configuration, JSON logging, the actor runtime and its supervisor.\n"
+             "What exists now: the node agent (XID and NIC monitors), the control\n"
+             "plane (ingest, journal, quarantine, drain, correlation, breaker,\n"
+             "remediation) and the janitor (GPUReset, RebootNode); the end-to-end\n"
+             "flow runs in tests/integration against the Kubernetes API test server.\n"
              "Try: vigil --help\n";
   return 0;
 }

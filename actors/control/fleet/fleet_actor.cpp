@@ -7,6 +7,7 @@
 
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/drain/drain_resource.hpp"
+#include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
@@ -242,6 +243,9 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
       return;
     report_undecodable(self, *batch);
     self->send(st.breaker, replay_atom::value, batch->breaker_rows);
+    // Attempts first: the replay ends in a reconcile that may plan new ones.
+    for (auto& [name, attempts] : batch->attempts)
+      self->send(node_for(self, name), attempts_atom::value, std::move(attempts));
     for (auto& [name, events] : batch->events)
       self->send(node_for(self, name), replay_atom::value, std::move(events),
                  std::move(batch->drains[name]));
@@ -272,6 +276,8 @@ void restart_node(fleet_actor* self, const std::string& name) {
   read_all(self, query, batch, [=] {
     report_undecodable(self, *batch);
     auto& st = self->state;
+    if (auto a = batch->attempts.find(name); a != batch->attempts.end())
+      self->send(child, attempts_atom::value, std::move(a->second));
     self->send(child, replay_atom::value, std::move(batch->events[name]),
                std::move(batch->drains[name]));
     auto waiting = std::move(st.replaying[name]);
@@ -332,6 +338,17 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
       if (phase == "succeeded" || phase == "skipped" || phase == "dry_run")
         into.drains[row.node].push_back(
           {into.events[row.node].size(), body.value("drain", "")});
+      continue;
+    }
+    if (row.kind == control::remediation_row) {
+      auto body = json::parse(row.body, nullptr, false);
+      if (!body.is_object() || body.value("phase", "") != "created"
+          || body.value("dryRun", false))
+        continue;
+      auto action = parse_recommended_action(body.value("action", ""));
+      if (action)
+        into.attempts[row.node].push_back(
+          {*action, body.value("gpuUUID", ""), row.recorded_at});
       continue;
     }
     if (row.kind != event_row)

@@ -85,6 +85,8 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
 struct rebuild_batch {
   std::map<std::string, std::vector<health_event>> events;
   std::map<std::string, std::vector<drain_mark>> drains; ///< completed drains by node
+  std::map<std::string, std::vector<remediation_attempt>>
+    attempts; ///< CRs created, by node
   std::vector<journal_record> breaker_rows;
   std::vector<std::int64_t> undecodable;
   std::int64_t last_seq = 0;

@@ -608,6 +608,10 @@ caf::behavior node(node_actor* self, std::string name,
       reconcile(self);
     },
     [=](summary_atom) { return summary_of(self->state); },
+    [=](attempts_atom, const std::vector<remediation_attempt>& attempts) {
+      for (const auto& a : attempts)
+        self->state.remediation.escalation.remember_attempt(a.action, a.gpu_uuid, a.at);
+    },
     [=](rstart_atom) { node_remediation_steps::on_start_timer(self); },
     [=](rpoll_atom) { node_remediation_steps::on_poll_timer(self); },
     [=](rverify_atom) { node_remediation_steps::on_verify_timer(self); },

@@ -85,9 +85,13 @@ void journal_step(node_actor* self, const std::string& phase,
   row.recorded_at = st.time->wall_now();
   row.node = st.node_name;
   row.kind = control::remediation_row;
+  // "created" once per CR (its name is fixed by group and event): a replay
+  // counts each attempt once. The other steps may recur (a retried start).
   row.idempotency_key = st.node_name + "/remediation/" + request.plan.group + "/"
-                        + request.event_id + "/" + phase + "/"
-                        + std::to_string(row.recorded_at.time_since_epoch().count());
+                        + request.event_id + "/" + phase;
+  if (phase != "created")
+    row.idempotency_key +=
+      "/" + std::to_string(row.recorded_at.time_since_epoch().count());
   row.body = details.dump();
   self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
     .then([](const append_outcome&) {},

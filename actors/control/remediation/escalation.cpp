@@ -157,6 +157,13 @@ escalation_decision escalation_tracker::admit(recommended_action action,
   return decision;
 }
 
+void escalation_tracker::remember_attempt(recommended_action action,
+                                          std::string_view gpu_uuid, wall_time at) {
+  auto target = escalation_target(action, gpu_uuid);
+  if (!target.empty())
+    history_[target].push_back(at);
+}
+
 escalation_record escalation_tracker::record_attempt(recommended_action action,
                                                      std::string_view gpu_uuid,
                                                      wall_time now) {

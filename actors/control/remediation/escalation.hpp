@@ -93,6 +93,12 @@ public:
   escalation_record record_attempt(recommended_action action, std::string_view gpu_uuid,
                                    wall_time now);
 
+  /// Replaying the journal after a restart: an attempt made at `at` counts
+  /// towards its cap and gap, but arms no verification (that window is over
+  /// or, for the request still in flight, armed again when it is re-created).
+  void remember_attempt(recommended_action action, std::string_view gpu_uuid,
+                        wall_time at);
+
   /// The healthy event for `target` arrived; nullopt if nothing was pending.
   std::optional<escalation_record> verified(const std::string& target, wall_time now);
 

@@ -1057,6 +1057,27 @@ CAF_TEST(a_reset_not_verified_in_time_escalates_to_a_reboot) {
   CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
 }
 
+CAF_TEST(attempt_caps_survive_a_restart) {
+  settings->remediation.enabled = true;
+  settings->remediation.escalation.max_resets_per_gpu = 1;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Succeeded");
+  advance(std::chrono::seconds{10});
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  restart();
+  // The same GPU fails again: its one reset in 24 h is spent, so a reboot.
+  auto again = reset_needed("node-1", "GPU-a");
+  again.id = "node-1-GPU-a-48-later";
+  advance(std::chrono::seconds{3600});
+  post({again});
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
+}
+
 CAF_TEST(contact_support_creates_nothing_and_keeps_the_quarantine) {
   settings->remediation.enabled = true;
   jobs_only = true;

@@ -1,0 +1,98 @@
+#include "actors/control/remediation/remediation_resource.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace vigil::control {
+namespace {
+
+using nlohmann::json;
+
+remediation_plan reset_plan(const std::string& uuid) {
+  return plan_remediation(recommended_action::component_reset, uuid,
+                          {"NVIDIA H100 80GB HBM3", false, false, nullptr});
+}
+
+TEST(remediation_resource, cr_names_are_stable_per_group_and_event) {
+  auto plan = reset_plan("GPU-a");
+  auto name = maintenance_cr_name("node-1", plan, "e1");
+  EXPECT_EQ(name, maintenance_cr_name("node-1", plan, "e1")); // a restart re-creates: 409
+  EXPECT_NE(name, maintenance_cr_name("node-1", plan, "e2"));
+  EXPECT_NE(name, maintenance_cr_name("node-1", reset_plan("GPU-b"), "e1"));
+  EXPECT_EQ(name.rfind("gpureset-node-1-", 0), 0u) << name;
+  auto reboot = plan_remediation(recommended_action::restart_bm, "", {});
+  EXPECT_EQ(maintenance_cr_name("node-1", reboot, "e1").rfind("reboot-node-1-", 0), 0u);
+  // A node name near the limit still gives a valid name.
+  auto long_name = maintenance_cr_name(std::string(260, 'n'), plan, "e1");
+  EXPECT_LE(long_name.size(), 253u);
+  EXPECT_NE(long_name.back(), '-');
+}
+
+TEST(remediation_resource, a_gpureset_names_exactly_one_gpu) {
+  auto plan = reset_plan("GPU-a");
+  auto body = json::parse(maintenance_cr_body("gpureset-x", "node-1", plan, "e1"));
+  EXPECT_EQ(body["apiVersion"], "vigil.dev/v1alpha1");
+  EXPECT_EQ(body["kind"], "GPUReset");
+  EXPECT_EQ(body["spec"]["nodeName"], "node-1");
+  EXPECT_EQ(body["spec"]["gpuUUIDs"], json::array({"GPU-a"}));
+  EXPECT_EQ(body["spec"]["sourceEventId"], "e1");
+  EXPECT_EQ(body["metadata"]["annotations"]["vigil.dev/equivalence-group"],
+            "reset-GPU-a");
+  auto reboot = plan_remediation(recommended_action::restart_vm, "", {});
+  auto reboot_body = json::parse(maintenance_cr_body("reboot-x", "node-1", reboot, "e2"));
+  EXPECT_EQ(reboot_body["kind"], "RebootNode");
+  EXPECT_FALSE(reboot_body["spec"].contains("gpuUUIDs"));
+  auto request = create_cr_request(remediation_kind::reboot_node, reboot_body.dump());
+  EXPECT_EQ(request.verb, "POST");
+  EXPECT_EQ(request.path, "/apis/vigil.dev/v1alpha1/rebootnodes");
+  EXPECT_EQ(get_cr_request(remediation_kind::gpu_reset, "x").path,
+            "/apis/vigil.dev/v1alpha1/gpuresets/x");
+  EXPECT_FALSE(maintenance_resource(remediation_kind::manual).has_value());
+}
+
+TEST(remediation_resource, progress_is_read_from_the_status) {
+  auto pending = read_cr_progress(R"({"metadata":{"name":"x"}})");
+  ASSERT_TRUE(pending.has_value());
+  EXPECT_EQ(pending->phase, "Pending");
+  EXPECT_FALSE(pending->terminal);
+  auto restoring = read_cr_progress(
+    R"({"metadata":{},"status":{"phase":"Restoring","failureReason":"timeout"}})");
+  ASSERT_TRUE(restoring.has_value());
+  EXPECT_FALSE(restoring->terminal); // failed, but the labels are not back yet
+  auto failed = read_cr_progress(
+    R"({"metadata":{},"status":{"phase":"Failed","failureReason":"job_failed",
+        "conditions":[{"type":"Complete","status":"False","message":"exit 2"}]}})");
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_TRUE(failed->terminal);
+  EXPECT_FALSE(failed->succeeded);
+  EXPECT_EQ(failed->failure_reason, "job_failed");
+  EXPECT_EQ(failed->message, "exit 2");
+  auto done = read_cr_progress(R"({"metadata":{},"status":{"phase":"Succeeded"}})");
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(done->succeeded);
+  for (const char* garbage : {"", "[]", "{\"status\":{}}", "{not json"}) {
+    auto bad = read_cr_progress(garbage);
+    ASSERT_FALSE(bad.has_value()) << garbage;
+    EXPECT_EQ(bad.error().where, "custom resource");
+  }
+}
+
+TEST(remediation_resource, the_annotation_is_written_and_removed_by_merge_patch) {
+  remediation_state state;
+  remember(state, "reset-GPU-a", {remediation_kind::gpu_reset, "gpureset-x", {}});
+  auto write = remediation_annotation_request("node-1", state);
+  EXPECT_EQ(write.verb, "PATCH");
+  EXPECT_EQ(write.path, "/api/v1/nodes/node-1");
+  EXPECT_EQ(write.content_type, kube::content_type::merge_patch);
+  auto body = json::parse(write.body);
+  auto value = body["metadata"]["annotations"][std::string{remediation_state_annotation}];
+  auto decoded = decode_remediation_state(value.get<std::string>());
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(*decoded, state);
+  auto remove = json::parse(remediation_annotation_request("node-1", {}).body);
+  EXPECT_TRUE(remove["metadata"]["annotations"][std::string{remediation_state_annotation}]
+                .is_null());
+}
+
+} // namespace
+} // namespace vigil::control

@@ -1,0 +1,176 @@
+#include "actors/janitor/janitor_resource.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace vigil::janitor {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+wall_time at(std::int64_t seconds) {
+  return wall_time{} + std::chrono::seconds{seconds};
+}
+
+json reset_cr() {
+  return {{"metadata",
+           {{"name", "gpureset-1"},
+            {"uid", "u-1"},
+            {"creationTimestamp", "2026-11-23T10:00:00Z"}}},
+          {"spec",
+           {{"nodeName", "node-1"},
+            {"gpuUUIDs", {"GPU-a"}},
+            {"reason", "COMPONENT_RESET"},
+            {"sourceEventId", "e1"}}}};
+}
+
+TEST(janitor_resource, a_gpureset_is_read_and_its_status_survives_a_round_trip) {
+  auto cr = reset_cr();
+  auto fresh = read_gpu_reset(cr);
+  ASSERT_TRUE(fresh.has_value()) << fresh.error().to_string();
+  EXPECT_EQ(fresh->request.gpu_uuid, "GPU-a");
+  EXPECT_EQ(fresh->request.uid, "u-1");
+  EXPECT_EQ(fresh->status.phase, reset_phase::pending);
+  // One reconcile, its status written and read back: the next reconcile
+  // resumes exactly there (the janitor is level-based, seed 001).
+  reset_observation observed;
+  observed.now = at(100);
+  observed.node_labels = {{"nvidia.com/gpu.deploy.dcgm", "true"}};
+  auto step = reconcile_gpu_reset(fresh->request, fresh->status, observed);
+  cr["status"] = status_json(step.status);
+  auto resumed = read_gpu_reset(cr);
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_EQ(resumed->status.phase, step.status.phase);
+  EXPECT_EQ(resumed->status.saved_labels, step.status.saved_labels);
+  EXPECT_EQ(resumed->status.started_at, step.status.started_at);
+  EXPECT_EQ(resumed->status.conditions.size(), step.status.conditions.size());
+}
+
+TEST(janitor_resource, a_bad_gpureset_names_the_field) {
+  auto no_node = reset_cr();
+  no_node["spec"].erase("nodeName");
+  EXPECT_EQ(read_gpu_reset(no_node).error().where, "spec.nodeName");
+  auto two = reset_cr();
+  two["spec"]["gpuUUIDs"] = {"GPU-a", "GPU-b"};
+  EXPECT_EQ(read_gpu_reset(two).error().where, "spec.gpuUUIDs");
+  auto none = reset_cr();
+  none["spec"]["gpuUUIDs"] = json::array();
+  EXPECT_EQ(read_gpu_reset(none).error().where, "spec.gpuUUIDs");
+  EXPECT_FALSE(read_gpu_reset(json::array()).has_value());
+  EXPECT_EQ(read_gpu_reset(json{{"spec", {{"nodeName", "n"}}}}).error().where,
+            "metadata.name");
+}
+
+reboot_object reboot_cr() {
+  auto cr = read_reboot_node(json{{"metadata", {{"name", "reboot-1"}, {"uid", "u-2"}}},
+                                  {"spec", {{"nodeName", "node-1"}}}});
+  EXPECT_TRUE(cr.has_value());
+  return *cr;
+}
+
+TEST(janitor_resource, a_reboot_records_the_boot_id_then_waits_for_a_new_one_ready) {
+  auto cr = reboot_cr();
+  reboot_options options;
+  auto first =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(0), options);
+  EXPECT_EQ(first.status.phase, reboot_phase::rebooting);
+  EXPECT_EQ(first.status.boot_id_before, "boot-1");
+  ASSERT_TRUE(first.create_job.has_value());
+  auto job = json::parse(*first.create_job);
+  EXPECT_EQ(job["spec"]["template"]["spec"]["nodeName"], "node-1");
+  EXPECT_EQ(job["spec"]["template"]["spec"]["hostPID"], true);
+  EXPECT_EQ(job["metadata"]["ownerReferences"][0]["uid"], "u-2");
+  EXPECT_EQ(job["metadata"]["name"], reboot_job_name("reboot-1"));
+  cr.status = first.status;
+  auto same =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(60), options);
+  EXPECT_FALSE(same.status_changed);
+  EXPECT_FALSE(same.create_job.has_value()); // never a second reboot Job
+  auto not_ready =
+    reconcile_reboot(cr, node_boot_observation{"boot-2", false}, at(120), options);
+  EXPECT_EQ(not_ready.status.phase, reboot_phase::rebooting);
+  auto done =
+    reconcile_reboot(cr, node_boot_observation{"boot-2", true}, at(180), options);
+  EXPECT_EQ(done.status.phase, reboot_phase::succeeded);
+  EXPECT_EQ(done.status.boot_id_after, "boot-2");
+  EXPECT_TRUE(done.finished);
+  auto status = reboot_status_json(done.status);
+  EXPECT_EQ(status["phase"], "Succeeded");
+  EXPECT_EQ(status["conditions"][0]["type"], "Complete");
+  EXPECT_EQ(status["conditions"][0]["status"], "True");
+}
+
+TEST(janitor_resource, a_reboot_fails_on_timeout_or_a_missing_node) {
+  auto cr = reboot_cr();
+  reboot_options options;
+  options.timeout = 600s;
+  cr.status =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(0), options).status;
+  auto late =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(601), options);
+  EXPECT_EQ(late.status.phase, reboot_phase::failed);
+  EXPECT_EQ(late.status.failure_reason, "timeout");
+  auto gone = reconcile_reboot(reboot_cr(), std::nullopt, at(0), options);
+  EXPECT_EQ(gone.status.phase, reboot_phase::failed);
+  EXPECT_EQ(gone.status.failure_reason, "node_not_found");
+  // Read back from its own status.
+  json cr_json = {{"metadata", {{"name", "reboot-1"}}},
+                  {"spec", {{"nodeName", "node-1"}}},
+                  {"status", reboot_status_json(late.status)}};
+  auto reread = read_reboot_node(cr_json);
+  ASSERT_TRUE(reread.has_value());
+  EXPECT_EQ(reread->status.phase, reboot_phase::failed);
+  EXPECT_EQ(reread->status.boot_id_before, "boot-1");
+}
+
+TEST(janitor_resource, the_cluster_is_read_as_the_plans_need_it) {
+  json node = {{"metadata", {{"labels", {{"a", "1"}, {"n", 3}}}}},
+               {"status",
+                {{"nodeInfo", {{"bootID", "b-9"}}},
+                 {"conditions",
+                  {{{"type", "MemoryPressure"}, {"status", "False"}},
+                   {{"type", "Ready"}, {"status", "True"}}}}}}};
+  auto boot = read_boot(node);
+  EXPECT_EQ(boot.boot_id, "b-9");
+  EXPECT_TRUE(boot.ready);
+  EXPECT_EQ(read_labels(node), (std::map<std::string, std::string>{{"a", "1"}}));
+  EXPECT_EQ(read_boot(json::array()).boot_id, "");
+
+  json pods = {{"items",
+                {{{"metadata", {{"labels", {{"app", "nvidia-dcgm"}}}}},
+                  {"status", {{"phase", "Running"}}}},
+                 {{"metadata", {{"labels", {{"app", "gpu-feature-discovery"}}}}},
+                  {"status", {{"phase", "Succeeded"}}}},
+                 {{"metadata", {{"labels", {{"app", "trainer"}}}}}}}}};
+  EXPECT_EQ(count_operand_pods(pods), 1u);
+  EXPECT_EQ(count_operand_pods(json("garbage")), 0u);
+
+  json failed_job = {{"status",
+                      {{"failed", 1},
+                       {"conditions",
+                        {{{"type", "Failed"},
+                          {"status", "True"},
+                          {"reason", "DeadlineExceeded"},
+                          {"message", "too slow"}}}}}}};
+  auto job = read_job(failed_job);
+  EXPECT_TRUE(job.failed);
+  EXPECT_TRUE(job.deadline_exceeded);
+  EXPECT_EQ(job.message, "too slow");
+  EXPECT_TRUE(read_job(json{{"status", {{"succeeded", 1}}}}).succeeded);
+  EXPECT_FALSE(read_job(json::object()).failed);
+
+  json job_pods = {
+    {"items",
+     {{{"status",
+        {{"containerStatuses", {{{"state", {{"terminated", {{"exitCode", 2}}}}}}}}}}}}}};
+  EXPECT_EQ(terminated_exit_code(job_pods), std::optional<int>{2});
+  EXPECT_EQ(terminated_exit_code(json{{"items", json::array()}}), std::nullopt);
+
+  auto patch = json::parse(label_patch_body({{"x", "false"}, {"y", std::nullopt}}));
+  EXPECT_EQ(patch["metadata"]["labels"]["x"], "false");
+  EXPECT_TRUE(patch["metadata"]["labels"]["y"].is_null());
+}
+
+} // namespace
+} // namespace vigil::janitor
