@@ -342,7 +342,8 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
     }
     if (row.kind == control::remediation_row) {
       auto body = json::parse(row.body, nullptr, false);
-      if (!body.is_object() || body.value("phase", "") != "created"
+      const auto phase = body.is_object() ? body.value("phase", "") : "";
+      if ((phase != "created" && phase != "handed_to_provider")
           || body.value("dryRun", false))
         continue;
       auto action = parse_recommended_action(body.value("action", ""));

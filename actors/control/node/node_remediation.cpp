@@ -27,6 +27,8 @@ using nlohmann::json;
 constexpr const char* product_label = "nvidia.com/gpu.product";
 constexpr const char* nvswitch_label = "vigil.dev/nvswitch-fabric";
 constexpr const char* vgpu_guest_label = "vigil.dev/mig-vgpu-guest";
+/// REPLACE_VM handed to the provider: the time it was asked for.
+constexpr const char* replace_requested_annotation = "vigil.dev/replace-requested";
 
 std::shared_ptr<spdlog::logger> logger() {
   return component_logger("remediation");
@@ -255,6 +257,8 @@ void on_finished(node_actor* self, const control::cr_progress& progress) {
     ++st.settings->counters->remediations_succeeded;
     logger()->info("node {}: {} {} succeeded", st.node_name, kind, cr);
     post_event(self, "RemediationSucceeded", kind + " " + cr + " succeeded", false);
+    r.escalation.expect_healthy(request.plan.action, request.plan.gpu_uuid,
+                                st.time->wall_now());
     if (request.plan.kind == remediation_kind::reboot_node)
       clear_after_reboot(self, cr);
     arm_verify(self);
@@ -316,7 +320,8 @@ void created(node_actor* self, const remediation_request& request,
   ++st.stats.remediations_started;
   ++st.settings->counters->remediations_started;
   auto now = st.time->wall_now();
-  r.escalation.record_attempt(request.plan.action, request.plan.gpu_uuid, now);
+  // Counted now; verified once the CR has succeeded (on_finished).
+  r.escalation.remember_attempt(request.plan.action, request.plan.gpu_uuid, now);
   control::remember(r.annotation, request.plan.group, {request.plan.kind, cr, now});
   write_annotation(self);
   const auto kind = std::string{control::to_string(request.plan.kind)};
@@ -324,12 +329,54 @@ void created(node_actor* self, const remediation_request& request,
                  request.plan.group, request.plan.reason);
   post_event(self, "RemediationStarted",
              kind + " " + cr + " created for " + request.plan.group, false);
-  arm_verify(self);
   arm_poll(self);
+}
+
+// REPLACE_VM with remediation.replace_with: ProviderHook: no CR; the node is
+// annotated for the provider's own automation (which watches for it), and the
+// replacement is expected within verify_replace_seconds, else CONTACT_SUPPORT.
+void hand_to_provider(node_actor* self, const remediation_request& request) {
+  auto& st = self->state;
+  auto now = st.time->wall_now();
+  journal_step(self, "handed_to_provider", request,
+               {{"annotation", std::string{replace_requested_annotation}}});
+  st.remediation.escalation.remember_attempt(request.plan.action, request.plan.gpu_uuid,
+                                             now);
+  st.remediation.escalation.expect_healthy(request.plan.action, request.plan.gpu_uuid,
+                                           now);
+  arm_verify(self);
+  ++st.stats.remediations_started;
+  ++st.settings->counters->remediations_started;
+  logger()->warn("node {}: replacement handed to the provider ({} annotated)",
+                 st.node_name, replace_requested_annotation);
+  if (!dry_run(st)) {
+    json patch = {
+      {"metadata",
+       {{"annotations",
+         {{std::string{replace_requested_annotation}, format_rfc3339(now)}}}}}};
+    auto write = kube::make_request(
+      "PATCH", kube::resource_path({"", "v1", "nodes", false}, {}, st.node_name),
+      patch.dump());
+    write.content_type = kube::content_type::merge_patch;
+    self->request(st.gateway, caf::infinite, std::move(write))
+      .then([=](const kube::kube_result& result) {
+        if (!result.ok())
+          logger()->warn("node {}: {} not written: {}", self->state.node_name,
+                         replace_requested_annotation, result.error().to_string());
+      });
+    post_event(self, "ReplaceRequested",
+               "REPLACE_VM for event " + request.event_id
+                 + ": handed to the provider's automation",
+               true);
+  }
+  st.remediation.starting = false;
+  next(self, request.plan.group);
 }
 
 void create(node_actor* self, const remediation_request& request) {
   auto& st = self->state;
+  if (request.plan.kind == remediation_kind::provider_hook)
+    return hand_to_provider(self, request);
   auto cr = control::maintenance_cr_name(st.node_name, request.plan, request.event_id);
   journal_step(self, "created", request, {{"cr", cr}});
   if (dry_run(st)) {

@@ -157,6 +157,14 @@ escalation_decision escalation_tracker::admit(recommended_action action,
   return decision;
 }
 
+void escalation_tracker::expect_healthy(recommended_action action,
+                                        std::string_view gpu_uuid, wall_time now) {
+  auto target = escalation_target(action, gpu_uuid);
+  if (!target.empty())
+    pending_[target] =
+      pending_verification{action, std::string{gpu_uuid}, now + verify_timeout(action)};
+}
+
 void escalation_tracker::remember_attempt(recommended_action action,
                                           std::string_view gpu_uuid, wall_time at) {
   auto target = escalation_target(action, gpu_uuid);

@@ -93,6 +93,12 @@ public:
   escalation_record record_attempt(recommended_action action, std::string_view gpu_uuid,
                                    wall_time now);
 
+  /// The action's CR succeeded at `now`: the healthy event is due within its
+  /// verification timeout from here (a reset Job may run for 25 minutes, so
+  /// the clock starts when the action is done, not when it was asked for).
+  void expect_healthy(recommended_action action, std::string_view gpu_uuid,
+                      wall_time now);
+
   /// Replaying the journal after a restart: an attempt made at `at` counts
   /// towards its cap and gap, but arms no verification (that window is over
   /// or, for the request still in flight, armed again when it is re-created).

@@ -1078,6 +1078,27 @@ CAF_TEST(attempt_caps_survive_a_restart) {
   CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
 }
 
+CAF_TEST(replace_vm_goes_to_the_provider_hook_and_escalates_to_support_unanswered) {
+  settings->remediation.enabled = true;
+  settings->remediation.options.replace = control::replace_target::provider_hook;
+  jobs_only = true;
+  start();
+  auto e = xid("node-1", "GPU-a");
+  e.action = recommended_action::replace_vm;
+  post({e});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(crs("terminatenodes").size(), 0u);
+  auto n = node("node-1");
+  auto annotations = n["metadata"].value("annotations", json::object());
+  CAF_CHECK(annotations.contains("vigil.dev/replace-requested"));
+  advance(settings->remediation.escalation.verify_replace_timeout);
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "handed_to_provider replace")
+            != phases.end());
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "manual ") != phases.end());
+  CAF_CHECK(cordoned("node-1"));
+}
+
 CAF_TEST(contact_support_creates_nothing_and_keeps_the_quarantine) {
   settings->remediation.enabled = true;
   jobs_only = true;

@@ -131,6 +131,25 @@ TEST(escalation, a_missing_healthy_event_escalates) {
   EXPECT_EQ(later[0].action, recommended_action::replace_vm);
 }
 
+TEST(escalation, counting_and_verifying_apart_start_the_clock_at_success) {
+  escalation_tracker tracker;
+  // The node actor counts an attempt when its CR is created …
+  tracker.remember_attempt(recommended_action::component_reset, gpu, t0);
+  EXPECT_FALSE(tracker.next_deadline().has_value());
+  EXPECT_EQ(tracker.attempts("reset-" + gpu, t0 + 1s), 1u);
+  // … and expects the healthy event from when the 20-minute Job succeeded.
+  tracker.expect_healthy(recommended_action::component_reset, gpu, t0 + 20min);
+  EXPECT_EQ(tracker.next_deadline(), t0 + 20min + 600s);
+  EXPECT_TRUE(tracker.expire(t0 + 20min + 599s).empty());
+  EXPECT_EQ(tracker.expire(t0 + 20min + 600s).size(), 1u);
+  // A replayed attempt counts towards the cap.
+  escalation_tracker replayed;
+  for (int i = 0; i < 3; ++i)
+    replayed.remember_attempt(recommended_action::component_reset, gpu, t0 + i * 1h);
+  EXPECT_EQ(replayed.admit(recommended_action::component_reset, gpu, t0 + 5h).action,
+            recommended_action::restart_bm);
+}
+
 TEST(escalation, a_failed_attempt_escalates_at_once) {
   escalation_tracker tracker;
   tracker.record_attempt(recommended_action::component_reset, gpu, t0);
