@@ -58,6 +58,13 @@ using leader_atom = caf::atom_constant<caf::atom("leader")>;
 /// (nicdrop_atom) a node actor's own timer: evaluate the NIC port drop rule.
 using nicdrop_atom = caf::atom_constant<caf::atom("nicdrop")>;
 
+/// (remedy_atom, node, pool) to the breaker → "" or why not: may a remediation
+/// of this node start? Refused while tripped or when the pool's budget of
+/// concurrent remediations is in flight; a granted one counts until
+/// (remedied_atom, node).
+using remedy_atom = caf::atom_constant<caf::atom("remedy")>;
+using remedied_atom = caf::atom_constant<caf::atom("remedied")>;
+
 /// (rstart_atom) a node actor's own timer: start the remediation in flight
 /// once its cooldown or backoff has passed (issue #8 item 3).
 using rstart_atom = caf::atom_constant<caf::atom("rstart")>;

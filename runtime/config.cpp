@@ -388,6 +388,7 @@ void read_correlation(section_reader s, correlation_section& c) {
 void read_remediation(section_reader s, remediation_section& c) {
   constexpr std::uint32_t week = 7 * 86400;
   s.read("enabled", c.enabled);
+  s.read("dry_run", c.dry_run);
   s.read("poll_seconds", c.poll_seconds, 1u, 3600u);
   s.read_one_of("replace_with", c.replace_with, {"TerminateNode", "ProviderHook"});
   s.read("allow_unknown_gpu_model", c.allow_unknown_gpu_model);

@@ -140,6 +140,7 @@ struct correlation_section {
 /// Remediation and its escalation ladder (issue #8 items 2 and 3); seconds.
 struct remediation_section {
   bool enabled = true;                        ///< false: quarantine and drain only
+  bool dry_run = false;                       ///< plan and journal; create no CR
   std::uint32_t poll_seconds = 10;            ///< how often the CR in flight is read
   std::string replace_with = "TerminateNode"; ///< REPLACE_VM: or "ProviderHook"
   bool allow_unknown_gpu_model = false;       ///< reset GPUs of no known generation

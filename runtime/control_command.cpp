@@ -140,6 +140,7 @@ remediation_settings remediation_settings_from(const remediation_section& s) {
   using std::chrono::seconds;
   remediation_settings r;
   r.enabled = s.enabled;
+  r.dry_run = s.dry_run;
   r.poll = seconds{s.poll_seconds};
   r.options.replace = s.replace_with == "ProviderHook"
                         ? control::replace_target::provider_hook
@@ -278,6 +279,7 @@ int run_control(command_context& ctx) {
     return fail(valid.error());
   settings->correlation = correlation_config_from(config.correlation);
   settings->remediation = remediation_settings_from(config.remediation);
+  settings->remediation.pool_label = config.breaker.pool_label;
   auto janitor_options = janitor_settings_from(config.janitor);
   janitor_options.await_leadership = cc.leader_election;
   ingest_settings ingest_options;

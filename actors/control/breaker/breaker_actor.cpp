@@ -98,6 +98,19 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
         return {};
       return "circuit breaker tripped: " + st.breaker.trip_reason();
     },
+    [=](remedy_atom, const std::string& node, const std::string& pool) -> std::string {
+      auto& st = self->state;
+      switch (st.breaker.admit_remediation(node, pool)) {
+        case control::breaker_refusal::none: return {};
+        case control::breaker_refusal::pool_budget:
+          return "pool \"" + pool + "\" has " + std::to_string(st.breaker.in_flight(pool))
+                 + " remediations in flight, its budget";
+        default: return "circuit breaker tripped: " + st.breaker.trip_reason();
+      }
+    },
+    [=](remedied_atom, const std::string& node) {
+      self->state.breaker.finish_remediation(node);
+    },
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();
       // Journal first: an acknowledged reset is never lost on restart.

@@ -41,7 +41,9 @@ struct breaker_state {
 using breaker_actor = caf::stateful_actor<breaker_state>;
 
 /// (admit_atom, node) → "" or why not; (permit_atom, node) → "" or why not
-/// (drains and remediations: refused while tripped); (reset_atom) → "reset";
+/// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
+/// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
+/// node); (reset_atom) → "reset";
 /// (gpunodes_atom, count); (replay_atom, breaker rows); (summary_atom) → JSON.
 caf::behavior breaker(breaker_actor* self, control::breaker_config config,
                       caf::actor journal, std::shared_ptr<const clock> time);

@@ -540,8 +540,11 @@ caf::behavior node(node_actor* self, std::string name,
   st.breaker = std::move(breaker);
   st.time = std::move(time);
   st.correlator = control::node_correlator(st.settings->correlation);
-  st.remediation.escalation =
-    control::escalation_tracker(st.settings->remediation.escalation);
+  auto policy = st.settings->remediation.escalation;
+  policy.max_remediations_per_node =
+    st.settings->correlation.remediation_repeat_threshold;
+  policy.node_window = st.settings->correlation.remediation_window;
+  st.remediation.escalation = control::escalation_tracker(policy);
   return {
     [=](route_atom, const health_event& event, std::int64_t) {
       ++self->state.stats.events;

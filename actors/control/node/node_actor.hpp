@@ -53,10 +53,14 @@ struct control_counters {
 
 /// Config `remediation.*` (issue #8 items 2 and 3).
 struct remediation_settings {
-  bool enabled = true; ///< false: quarantine and drain only, never a CR
+  bool enabled = true;  ///< false: quarantine and drain only, never a CR
+  bool dry_run = false; ///< plan and journal remediations; create no CR (per stage)
   control::escalation_policy escalation;
   control::remediation_options options;
   caf::timespan poll = std::chrono::seconds{10}; ///< how often the CR in flight is read
+  /// The breaker's pool label (breaker.pool_label): a node's pool for the
+  /// per-pool budget of concurrent remediations (issue #7 item 4).
+  std::string pool_label = "topology.kubernetes.io/rack";
 };
 
 /// What every node actor reads from configuration; shared and immutable
@@ -108,6 +112,7 @@ struct node_remediation {
   std::set<std::string> handled;         ///< event ids already planned
   std::string cr_name;                   ///< the CR of the request in flight
   bool starting = false;                 ///< journal, breaker or POST pending
+  bool admitted = false; ///< the breaker counts this node's remediation in flight
   bool poll_armed = false;
   bool start_armed = false; ///< a deferred start's timer is pending
   bool verify_armed = false;

@@ -7,6 +7,7 @@
 
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
+#include "actors/control/rules/circuit_breaker.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
@@ -38,8 +39,9 @@ const remediation_settings& settings(const node_state& st) {
   return st.settings->remediation;
 }
 
+// Global dry run, or this stage's (issue #7 item 8).
 bool dry_run(const node_state& st) {
-  return st.settings->dry_run;
+  return st.settings->dry_run || st.settings->remediation.dry_run;
 }
 
 caf::timespan until(const node_state& st, wall_time at) {
@@ -180,10 +182,20 @@ void arm_verify(node_actor* self) {
   }
 }
 
+// The breaker no longer counts this node's remediation against its pool.
+void leave_pool(node_actor* self) {
+  auto& r = self->state.remediation;
+  if (!r.admitted)
+    return;
+  r.admitted = false;
+  self->send(self->state.breaker, remedied_atom::value, self->state.node_name);
+}
+
 // The request in flight is over: the next waiting one starts.
 void next(node_actor* self, const std::string& group) {
   auto& r = self->state.remediation;
   r.cr_name.clear();
+  leave_pool(self);
   if (r.queue.finish(group))
     start(self);
 }
@@ -443,24 +455,33 @@ void start(node_actor* self) {
     request = *r.queue.in_flight();
   }
   r.starting = true;
-  self->request(st.breaker, caf::infinite, permit_atom::value, st.node_name)
+  // issue #7 item 4: none while the breaker is tripped, and at most the pool's
+  // budget in flight at once.
+  std::string pool;
+  if (st.node)
+    pool = control::pool_of(st.node->observation.labels, settings(st).pool_label);
+  self->request(st.breaker, caf::infinite, remedy_atom::value, st.node_name, pool)
     .then(
       [=](const std::string& refusal) {
         auto& st = self->state;
         auto& r = st.remediation;
         if (!r.queue.in_flight()
             || r.queue.in_flight()->plan.group != request.plan.group) {
-          r.starting = false;
+          r.starting = false; // released meanwhile
+          if (refusal.empty())
+            self->send(st.breaker, remedied_atom::value, st.node_name);
           return;
         }
         if (!refusal.empty()) {
           logger()->warn("node {}: remediation {} held: {}", st.node_name,
                          request.plan.group, refusal);
+          journal_step(self, "held", request, {{"why", refusal}});
           r.starting = false;
           r.start_armed = true;
           self->delayed_send(self, st.settings->retry_max, rstart_atom::value);
           return;
         }
+        r.admitted = true;
         create(self, request);
       },
       [=](const caf::error& err) {
@@ -555,6 +576,7 @@ void release(node_actor* self) {
   }
   r.cr_name.clear();
   r.handled.clear();
+  leave_pool(self);
   if (!r.annotation.groups.empty()) {
     r.annotation = {};
     write_annotation(self);

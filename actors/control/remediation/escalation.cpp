@@ -112,10 +112,35 @@ std::size_t escalation_tracker::attempts(const std::string& target, wall_time no
                                                 [&](wall_time t) { return t > since; }));
 }
 
+std::size_t escalation_tracker::node_attempts(std::chrono::seconds window,
+                                              wall_time now) const {
+  std::size_t n = 0;
+  for (const auto& [target, times] : history_)
+    n += static_cast<std::size_t>(std::count_if(
+      times.begin(), times.end(), [&](wall_time t) { return t > now - window; }));
+  return n;
+}
+
 escalation_decision escalation_tracker::admit(recommended_action action,
                                               std::string_view gpu_uuid, wall_time now) {
   escalation_decision decision;
   auto current = action;
+  // A node remediated over and over is not fixed by one more: a person looks.
+  if (!escalation_target(action, gpu_uuid).empty()) {
+    auto n = node_attempts(policy_.node_window, now);
+    if (n >= policy_.max_remediations_per_node) {
+      auto r = make_record(escalation_event::escalated, action,
+                           recommended_action::contact_support,
+                           escalation_target(action, gpu_uuid), gpu_uuid, now);
+      r.attempts_in_window = n;
+      r.reason = std::to_string(n) + " remediations of the node within "
+                 + hours(policy_.node_window) + " (repeated-remediation rule, cap "
+                 + std::to_string(policy_.max_remediations_per_node) + ")";
+      decision.records.push_back(std::move(r));
+      decision.action = recommended_action::contact_support;
+      return decision;
+    }
+  }
   for (int step = 0; step < max_ladder_steps; ++step) {
     auto target = escalation_target(current, gpu_uuid);
     auto n = target.empty() ? 0 : attempts(target, now);

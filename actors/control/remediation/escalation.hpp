@@ -34,6 +34,11 @@ struct escalation_policy {
   std::chrono::seconds verify_reset_timeout{600}; ///< healthy event after a reset, 10 min
   std::chrono::seconds verify_reboot_timeout{1800};  ///< after a reboot, 30 min
   std::chrono::seconds verify_replace_timeout{3600}; ///< after a replace, 1 h
+  /// Issue #7 item 6, "repeated remediation": this many automatic remediations
+  /// of the node (all targets) within the window and the next one is
+  /// CONTACT_SUPPORT instead. Config correlation.remediation_repeat_*.
+  std::size_t max_remediations_per_node = 5;
+  std::chrono::seconds node_window{7 * 24 * 3600}; ///< default 7 days
 };
 
 enum class escalation_event {
@@ -123,6 +128,9 @@ public:
 
   /// The earliest verification deadline, for the caller's timer.
   std::optional<wall_time> next_deadline() const;
+
+  /// Attempts on every target of the node within `window` ending at `now`.
+  std::size_t node_attempts(std::chrono::seconds window, wall_time now) const;
 
   /// Attempts on `target` within its window ending at `now`.
   std::size_t attempts(const std::string& target, wall_time now) const;

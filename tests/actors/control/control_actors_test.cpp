@@ -1099,6 +1099,40 @@ CAF_TEST(replace_vm_goes_to_the_provider_hook_and_escalates_to_support_unanswere
   CAF_CHECK(cordoned("node-1"));
 }
 
+CAF_TEST(a_pool_runs_at_most_its_budget_of_remediations_at_once) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  control::breaker_config budget;
+  budget.max_concurrent_per_pool = 1; // nodes without the rack label share pool ""
+  start(budget);
+  post({reset_needed("node-1", "GPU-a")});
+  post({reset_needed("node-2", "GPU-b")});
+  CAF_CHECK(cordoned("node-2"));
+  CAF_REQUIRE_EQUAL(crs("gpuresets").size(), 1u); // node-2's waits for the budget
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "held reset-GPU-b") != phases.end());
+  cr_phase("gpuresets", crs("gpuresets")[0]["metadata"]["name"].get<std::string>(),
+           "Succeeded");
+  advance(std::chrono::seconds{10}); // node-1's poll sees it done: the budget is free
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+  advance(settings->retry_max); // node-2 asks again
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 2u);
+}
+
+CAF_TEST(remediation_dry_run_journals_the_plan_and_creates_nothing) {
+  settings->remediation.enabled = true;
+  settings->remediation.dry_run = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1")); // the quarantine stage is live
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 0u);
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "created reset-GPU-a")
+            != phases.end());
+  CAF_CHECK_EQUAL(remediation_annotation("node-1"), "");
+}
+
 CAF_TEST(contact_support_creates_nothing_and_keeps_the_quarantine) {
   settings->remediation.enabled = true;
   jobs_only = true;

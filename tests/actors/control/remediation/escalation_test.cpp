@@ -69,7 +69,9 @@ TEST(escalation, three_reboots_escalate_to_the_configured_action_then_support) {
 }
 
 TEST(escalation, resets_at_cap_climb_over_reboots_at_cap_too) {
-  escalation_tracker tracker(no_cooldown());
+  auto policy = no_cooldown();
+  policy.max_remediations_per_node = 100; // the per-target ladder alone
+  escalation_tracker tracker(policy);
   for (int i = 0; i < 3; ++i) {
     tracker.record_attempt(recommended_action::component_reset, gpu, t0 + i * 1h);
     tracker.record_attempt(recommended_action::restart_bm, "", t0 + i * 1h);
@@ -148,6 +150,25 @@ TEST(escalation, counting_and_verifying_apart_start_the_clock_at_success) {
     replayed.remember_attempt(recommended_action::component_reset, gpu, t0 + i * 1h);
   EXPECT_EQ(replayed.admit(recommended_action::component_reset, gpu, t0 + 5h).action,
             recommended_action::restart_bm);
+}
+
+TEST(escalation, five_remediations_of_a_node_in_a_week_ask_for_a_person) {
+  escalation_policy policy;
+  policy.cooldown = 0s;
+  policy.backoff_initial = 0s;
+  escalation_tracker tracker(policy);
+  // Five different GPUs reset over six days: each within its own cap.
+  for (int i = 0; i < 5; ++i)
+    tracker.remember_attempt(recommended_action::component_reset,
+                             "GPU-" + std::to_string(i), t0 + i * 24h);
+  auto d = tracker.admit(recommended_action::component_reset, "GPU-9", t0 + 6 * 24h);
+  EXPECT_EQ(d.action, recommended_action::contact_support);
+  ASSERT_EQ(d.records.size(), 1u);
+  EXPECT_NE(d.records[0].reason.find("repeated-remediation"), std::string::npos);
+  // A week after the first, four remain in the window: admitted again.
+  auto later =
+    tracker.admit(recommended_action::component_reset, "GPU-9", t0 + 7 * 24h + 1s);
+  EXPECT_EQ(later.action, recommended_action::component_reset);
 }
 
 TEST(escalation, a_failed_attempt_escalates_at_once) {
