@@ -1,0 +1,288 @@
+// bench/control (issue #7): the control plane over a simulated fleet on the
+// Kubernetes API test server. A benchmark, not a test: it reads the wall
+// clock and prints the figures BENCHMARKS.md records.
+//
+//   bench_control JOURNAL_URL [NODES=10000] [EVENTS=200000] [RATE=1000] [SECONDS=10]
+//
+// 1. RSS per idle node: resident memory grown by the fleet listing NODES
+//    Nodes (8 GPUs each by label) and spawning one idle node actor for each,
+//    divided by NODES.
+// 2. Throughput: EVENTS HealthEvents in ingest requests of 1,000 through the
+//    ingest actor → journal (group commit) → fleet → node actor; events no
+//    quarantine rule matches, so the figure is the pipeline, not the API server.
+// 3. Latency: RATE fatal XIDs per second for SECONDS, one ingest request per
+//    event, each on a node not yet quarantined; from handing the request to
+//    the ingest actor until the node actor's cordon PATCH leaves for the
+//    gateway (a tap in front of the gateway records it).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/fleet/fleet_actor.hpp"
+#include "actors/control/ingest/ingest_actor.hpp"
+#include "actors/gateway/kube_gateway.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_actor.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/actor_clock.hpp"
+#include "runtime/journal/journal_store.hpp"
+#include "runtime/kube/kube_client.hpp"
+#include "runtime/kube/kube_test_server.hpp"
+
+using namespace vigil;
+using bench_clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           bench_clock::now().time_since_epoch())
+    .count();
+}
+
+wall_time system_now() {
+  return wall_time{std::chrono::duration_cast<wall_time::duration>(
+    std::chrono::system_clock::now().time_since_epoch())};
+}
+
+double rss_kib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1024;
+}
+
+std::string node_name(std::size_t i) {
+  return "gpu-node-" + std::to_string(i);
+}
+
+// When each node's first cordon PATCH left for the gateway; 0 = not yet.
+struct patch_times {
+  explicit patch_times(std::size_t nodes) : at(nodes) {}
+  std::vector<std::atomic<std::int64_t>> at;
+};
+
+// Sits in front of the gateway: records cordon PATCHes, passes everything on.
+caf::behavior tap(caf::event_based_actor* self, caf::actor gateway,
+                  std::shared_ptr<patch_times> times) {
+  auto watcher = std::make_shared<caf::actor>();
+  return {
+    [=](kube::kube_request& request) -> caf::result<kube::kube_result> {
+      const std::string prefix = "/api/v1/nodes/gpu-node-";
+      if (request.verb == "PATCH" && request.path.rfind(prefix, 0) == 0
+          && request.path.find("/status") == std::string::npos) {
+        auto i = std::stoul(request.path.substr(prefix.size()));
+        std::int64_t zero = 0;
+        if (i < times->at.size())
+          times->at[i].compare_exchange_strong(zero, now_ns());
+      }
+      auto rp = self->make_response_promise<kube::kube_result>();
+      self->request(gateway, caf::infinite, std::move(request))
+        .then([=](const kube::kube_result& result) mutable { rp.deliver(result); });
+      return rp;
+    },
+    [=](watch_atom, kube_watch_spec& spec) -> caf::result<std::uint64_t> {
+      *watcher = caf::actor_cast<caf::actor>(self->current_sender());
+      auto rp = self->make_response_promise<std::uint64_t>();
+      self->request(gateway, caf::infinite, watch_atom::value, std::move(spec))
+        .then([=](std::uint64_t id) mutable { rp.deliver(id); });
+      return rp;
+    },
+    [=](unwatch_atom, std::uint64_t id) { self->send(gateway, unwatch_atom::value, id); },
+    [=](const kube_watch_event& event) { self->send(*watcher, event); },
+  };
+}
+
+health_event make_event(std::size_t i, std::size_t node, bool fatal, const std::string& run) {
+  health_event e;
+  e.id = run + "-" + std::to_string(i);
+  e.agent = "syslog-health-monitor";
+  e.component_class = "GPU";
+  e.check_name = fatal ? "SysLogsXIDError" : "SysLogsXIDWarning";
+  e.is_fatal = fatal;
+  e.message = fatal ? "ROBUST_CHANNEL_GPU_ECC_DBE" : "application XID 13";
+  e.action = fatal ? recommended_action::component_reset : recommended_action::none;
+  e.error_codes = {fatal ? "48" : "13"};
+  e.entities = {{"GPU_UUID", "GPU-" + std::to_string(node) + "-" + std::to_string(i % 8)}};
+  e.node_name = node_name(node);
+  e.generated = system_now();
+  return e;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+std::uint64_t fleet_number(caf::scoped_actor& self, const caf::actor& fleet,
+                           const char* key) {
+  std::uint64_t out = 0;
+  self->request(fleet, caf::infinite, summary_atom::value)
+    .receive([&](const std::string& s) { out = json::parse(s).value(key, 0ull); },
+             [](const caf::error&) {});
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_control JOURNAL_URL [NODES] [EVENTS] [RATE] [SECONDS]\n");
+    return 2;
+  }
+  const std::string url = argv[1];
+  const std::size_t nodes = argc > 2 ? std::stoul(argv[2]) : 10000;
+  const std::size_t events = argc > 3 ? std::stoul(argv[3]) : 200000;
+  const std::size_t rate = argc > 4 ? std::stoul(argv[4]) : 1000;
+  const std::size_t seconds = argc > 5 ? std::stoul(argv[5]) : 10;
+  const std::size_t probes = std::min(nodes, rate * seconds);
+  const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
+
+  auto server = kube::kube_test_server::start({});
+  if (!server) {
+    std::fprintf(stderr, "%s\n", server.error().to_string().c_str());
+    return 1;
+  }
+  (*server)->with_store([&](kube::object_store& store) {
+    const auto* type = store.find_type("", "v1", "nodes");
+    for (std::size_t i = 0; i < nodes; ++i)
+      store.create(*type, "",
+                   {{"apiVersion", "v1"},
+                    {"kind", "Node"},
+                    {"metadata",
+                     {{"name", node_name(i)},
+                      {"labels",
+                       {{"nvidia.com/gpu.present", "true"},
+                        {"nvidia.com/gpu.count", "8"},
+                        {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
+                    {"spec", json::object()},
+                    {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+  });
+  kube::kube_client_options client_options;
+  client_options.qps = 0; // the test server is the limit, not a client-side limiter
+  auto client =
+    kube::make_kube_client_curl(kube::kube_connection{(*server)->url()}, client_options);
+  auto made = make_journal_store(url);
+  if (!client || !made || !(*made)->open()) {
+    std::fprintf(stderr, "cannot open the API test server client or the journal %s\n",
+                 url.c_str());
+    return 1;
+  }
+  std::shared_ptr<journal_store> store = std::move(*made);
+
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", size_t{2});
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto time = std::make_shared<caf_clock>(sys.clock(), system_now());
+  journal_config jc;
+  jc.batch_max_events = 1000;
+  jc.queue_capacity = 400000;
+  auto writer = sys.spawn<caf::detached>(journal_writer, store);
+  auto journal_actor = sys.spawn(journal, jc, writer);
+  auto gateway =
+    sys.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)));
+  auto times = std::make_shared<patch_times>(nodes);
+  auto tapped = sys.spawn(tap, gateway, times);
+  control::breaker_config bc;
+  bc.max_cordoned_percent = 100; // the probes cordon up to all nodes
+  auto breaker_actor = sys.spawn(breaker, bc, journal_actor, time);
+
+  auto settings = std::make_shared<node_settings>();
+  control::quarantine_rule rule;
+  rule.name = "fatal-gpu";
+  rule.match.component_classes = {"GPU"};
+  rule.match.is_fatal = true;
+  rule.taints = {{"vigil.dev/gpu-fault", "true", control::taint_effect::no_schedule}};
+  settings->quarantine.rules = {rule};
+  settings->remediation.enabled = false;
+
+  // 1. RSS per idle node.
+  const double rss_before = rss_kib();
+  auto t_list = bench_clock::now();
+  auto fleet_actor = sys.spawn(fleet, std::shared_ptr<const node_settings>(settings),
+                               tapped, journal_actor, breaker_actor, time, true, false);
+  while (fleet_number(self, fleet_actor, "nodes") < nodes)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double list_s = std::chrono::duration<double>(bench_clock::now() - t_list).count();
+  std::this_thread::sleep_for(std::chrono::seconds(1)); // let the LIST body go
+  const double rss_after = rss_kib();
+  std::printf("fleet of %zu nodes listed and spawned in %.2f s; RSS %.0f → %.0f KiB: "
+              "%.2f KiB per idle node\n",
+              nodes, list_s, rss_before, rss_after, (rss_after - rss_before) / nodes);
+
+  auto ingest_actor = sys.spawn(ingest, ingest_settings{}, journal_actor, fleet_actor, time);
+
+  // 2. Throughput.
+  {
+    std::atomic<std::size_t> replied{0};
+    const std::size_t batch = 1000;
+    const auto t0 = bench_clock::now();
+    for (std::size_t first = 0; first < events; first += batch) {
+      ingest_request request;
+      for (std::size_t i = first; i < std::min(events, first + batch); ++i)
+        request.items.push_back({i - first + 1, make_event(i, i % nodes, false, run), {}});
+      const auto n = request.items.size();
+      request.reply = [&replied, n](control::ingest_reply) { replied += n; };
+      caf::anon_send(ingest_actor, ingest_atom::value, std::move(request));
+      // At most 20 requests in flight, as HTTP connections would be.
+      while (first + batch - replied.load() > 20 * batch)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    while (replied.load() < events)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const double acked_s = std::chrono::duration<double>(bench_clock::now() - t0).count();
+    while (fleet_number(self, fleet_actor, "routed") < events)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const double routed_s = std::chrono::duration<double>(bench_clock::now() - t0).count();
+    std::printf("%zu events: all journaled and acknowledged in %.2f s (%.0f events/s), "
+                "all routed to their node actors in %.2f s (%.0f events/s)\n",
+                events, acked_s, events / acked_s, routed_s, events / routed_s);
+  }
+
+  // 3. Latency, ingest → cordon PATCH, at RATE events/s.
+  {
+    std::vector<std::int64_t> submitted(probes);
+    const auto t0 = bench_clock::now();
+    for (std::size_t i = 0; i < probes; ++i) {
+      std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(1'000'000'000ull * i / rate));
+      ingest_request request;
+      request.items.push_back({1, make_event(events + i, i, true, run), {}});
+      request.reply = [](control::ingest_reply) {};
+      submitted[i] = now_ns();
+      caf::anon_send(ingest_actor, ingest_atom::value, std::move(request));
+    }
+    const auto deadline = bench_clock::now() + std::chrono::seconds(30);
+    auto done = [&] {
+      return std::all_of(times->at.begin(), times->at.begin() + probes,
+                         [](const auto& t) { return t.load() != 0; });
+    };
+    while (!done() && bench_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::vector<double> ms;
+    for (std::size_t i = 0; i < probes; ++i)
+      if (auto at = times->at[i].load(); at != 0)
+        ms.push_back(static_cast<double>(at - submitted[i]) / 1e6);
+    std::printf("%zu fatal XIDs at %zu events/s: %zu cordon PATCHes sent; ingest → PATCH "
+                "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+                probes, rate, ms.size(), percentile(ms, 0.5), percentile(ms, 0.99),
+                percentile(ms, 1.0));
+  }
+  for (const auto& a : std::vector<caf::actor>{ingest_actor, fleet_actor, breaker_actor,
+                                               tapped, gateway, journal_actor, writer})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  return 0;
+}
