@@ -60,7 +60,8 @@ double rss_kib() {
   std::ifstream statm("/proc/self/statm");
   long pages = 0, resident = 0;
   statm >> pages >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1024;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE))
+         / 1024;
 }
 
 std::string node_name(std::size_t i) {
@@ -104,7 +105,8 @@ caf::behavior tap(caf::event_based_actor* self, caf::actor gateway,
   };
 }
 
-health_event make_event(std::size_t i, std::size_t node, bool fatal, const std::string& run) {
+health_event make_event(std::size_t i, std::size_t node, bool fatal,
+                        const std::string& run) {
   health_event e;
   e.id = run + "-" + std::to_string(i);
   e.agent = "syslog-health-monitor";
@@ -114,7 +116,8 @@ health_event make_event(std::size_t i, std::size_t node, bool fatal, const std::
   e.message = fatal ? "ROBUST_CHANNEL_GPU_ECC_DBE" : "application XID 13";
   e.action = fatal ? recommended_action::component_reset : recommended_action::none;
   e.error_codes = {fatal ? "48" : "13"};
-  e.entities = {{"GPU_UUID", "GPU-" + std::to_string(node) + "-" + std::to_string(i % 8)}};
+  e.entities = {
+    {"GPU_UUID", "GPU-" + std::to_string(node) + "-" + std::to_string(i % 8)}};
   e.node_name = node_name(node);
   e.generated = system_now();
   return e;
@@ -140,7 +143,8 @@ std::uint64_t fleet_number(caf::scoped_actor& self, const caf::actor& fleet,
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_control JOURNAL_URL [NODES] [EVENTS] [RATE] [SECONDS]\n");
+    std::fprintf(stderr,
+                 "usage: bench_control JOURNAL_URL [NODES] [EVENTS] [RATE] [SECONDS]\n");
     return 2;
   }
   const std::string url = argv[1];
@@ -159,17 +163,18 @@ int main(int argc, char** argv) {
   (*server)->with_store([&](kube::object_store& store) {
     const auto* type = store.find_type("", "v1", "nodes");
     for (std::size_t i = 0; i < nodes; ++i)
-      store.create(*type, "",
-                   {{"apiVersion", "v1"},
-                    {"kind", "Node"},
-                    {"metadata",
-                     {{"name", node_name(i)},
-                      {"labels",
-                       {{"nvidia.com/gpu.present", "true"},
-                        {"nvidia.com/gpu.count", "8"},
-                        {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
-                    {"spec", json::object()},
-                    {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+      store.create(
+        *type, "",
+        {{"apiVersion", "v1"},
+         {"kind", "Node"},
+         {"metadata",
+          {{"name", node_name(i)},
+           {"labels",
+            {{"nvidia.com/gpu.present", "true"},
+             {"nvidia.com/gpu.count", "8"},
+             {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
+         {"spec", json::object()},
+         {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
   });
   kube::kube_client_options client_options;
   client_options.qps = 0; // the test server is the limit, not a client-side limiter
@@ -217,14 +222,16 @@ int main(int argc, char** argv) {
                                tapped, journal_actor, breaker_actor, time, true, false);
   while (fleet_number(self, fleet_actor, "nodes") < nodes)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const double list_s = std::chrono::duration<double>(bench_clock::now() - t_list).count();
+  const double list_s =
+    std::chrono::duration<double>(bench_clock::now() - t_list).count();
   std::this_thread::sleep_for(std::chrono::seconds(1)); // let the LIST body go
   const double rss_after = rss_kib();
   std::printf("fleet of %zu nodes listed and spawned in %.2f s; RSS %.0f → %.0f KiB: "
               "%.2f KiB per idle node\n",
               nodes, list_s, rss_before, rss_after, (rss_after - rss_before) / nodes);
 
-  auto ingest_actor = sys.spawn(ingest, ingest_settings{}, journal_actor, fleet_actor, time);
+  auto ingest_actor =
+    sys.spawn(ingest, ingest_settings{}, journal_actor, fleet_actor, time);
 
   // 2. Throughput.
   {
@@ -234,7 +241,8 @@ int main(int argc, char** argv) {
     for (std::size_t first = 0; first < events; first += batch) {
       ingest_request request;
       for (std::size_t i = first; i < std::min(events, first + batch); ++i)
-        request.items.push_back({i - first + 1, make_event(i, i % nodes, false, run), {}});
+        request.items.push_back(
+          {i - first + 1, make_event(i, i % nodes, false, run), {}});
       const auto n = request.items.size();
       request.reply = [&replied, n](control::ingest_reply) { replied += n; };
       caf::anon_send(ingest_actor, ingest_atom::value, std::move(request));
@@ -247,7 +255,8 @@ int main(int argc, char** argv) {
     const double acked_s = std::chrono::duration<double>(bench_clock::now() - t0).count();
     while (fleet_number(self, fleet_actor, "routed") < events)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const double routed_s = std::chrono::duration<double>(bench_clock::now() - t0).count();
+    const double routed_s =
+      std::chrono::duration<double>(bench_clock::now() - t0).count();
     std::printf("%zu events: all journaled and acknowledged in %.2f s (%.0f events/s), "
                 "all routed to their node actors in %.2f s (%.0f events/s)\n",
                 events, acked_s, events / acked_s, routed_s, events / routed_s);
@@ -258,7 +267,8 @@ int main(int argc, char** argv) {
     std::vector<std::int64_t> submitted(probes);
     const auto t0 = bench_clock::now();
     for (std::size_t i = 0; i < probes; ++i) {
-      std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(1'000'000'000ull * i / rate));
+      std::this_thread::sleep_until(
+        t0 + std::chrono::nanoseconds(1'000'000'000ull * i / rate));
       ingest_request request;
       request.items.push_back({1, make_event(events + i, i, true, run), {}});
       request.reply = [](control::ingest_reply) {};
