@@ -19,9 +19,9 @@ namespace vigil {
 using route_atom = caf::atom_constant<caf::atom("route")>;
 /// (observe_atom, node JSON) to a node actor: the Node as the API server has it.
 using observe_atom = caf::atom_constant<caf::atom("observe")>;
-/// (replay_atom, vector<health_event>, vector<drain_mark>) to a node actor: its
-/// journaled events, oldest first, and its completed drains, folded in without
-/// side effects before it reconciles.
+/// (replay_atom, vector<health_event>, vector<replay_mark>) to a node actor:
+/// its journaled events, oldest first, and the completed drains and fabric
+/// incidents among them, folded in without side effects before it reconciles.
 using replay_atom = caf::atom_constant<caf::atom("replay")>;
 /// (reconcile_atom) to a node actor: compare desired with observed and converge.
 using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
@@ -76,12 +76,16 @@ using rverify_atom = caf::atom_constant<caf::atom("rverify")>;
 /// (jtick_atom) the janitor's own timer: list the CRs, take each a step on.
 using jtick_atom = caf::atom_constant<caf::atom("jtick")>;
 
-/// A drain that completed, as the journal has it: after how many of the node's
-/// replayed events, and its key (control::drain_key). Replayed, it keeps a
-/// restarted node actor from draining again what its quarantine already drained.
-struct drain_mark {
+/// A fact placed among a node's replayed events, after `after_events` of
+/// them: a completed drain (its control::drain_key), which keeps a restarted
+/// node actor from draining again what its quarantine already drained; or a
+/// fabric incident that covered the node's NIC port-downs, which drops them
+/// again as it did live.
+struct replay_mark {
+  enum class kind : std::uint8_t { drain, fabric };
   std::size_t after_events = 0;
-  std::string key;
+  kind what = kind::drain;
+  std::string key; ///< the drain's key; "" for a fabric incident
 };
 
 /// A maintenance CR the journal says was created (its "created" remediation
@@ -102,5 +106,5 @@ enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 } // namespace vigil
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::ingest_verdict>)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::drain_mark>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::replay_mark>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::remediation_attempt>)

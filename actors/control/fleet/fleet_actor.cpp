@@ -248,7 +248,7 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
       self->send(node_for(self, name), attempts_atom::value, std::move(attempts));
     for (auto& [name, events] : batch->events)
       self->send(node_for(self, name), replay_atom::value, std::move(events),
-                 std::move(batch->drains[name]));
+                 std::move(batch->marks[name]));
     st.rebuilt_seq = batch->last_seq;
     st.rebuilt = true;
     logger()->info(
@@ -279,7 +279,7 @@ void restart_node(fleet_actor* self, const std::string& name) {
     if (auto a = batch->attempts.find(name); a != batch->attempts.end())
       self->send(child, attempts_atom::value, std::move(a->second));
     self->send(child, replay_atom::value, std::move(batch->events[name]),
-               std::move(batch->drains[name]));
+               std::move(batch->marks[name]));
     auto waiting = std::move(st.replaying[name]);
     st.replaying.erase(name);
     for (auto& [event, seq] : waiting)
@@ -336,8 +336,19 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
       auto body = json::parse(row.body, nullptr, false);
       const auto phase = body.is_object() ? body.value("phase", "") : "";
       if (phase == "succeeded" || phase == "skipped" || phase == "dry_run")
-        into.drains[row.node].push_back(
-          {into.events[row.node].size(), body.value("drain", "")});
+        into.marks[row.node].push_back({into.events[row.node].size(),
+                                        replay_mark::kind::drain,
+                                        body.value("drain", "")});
+      continue;
+    }
+    if (row.kind == fabric_row) {
+      // Fleet-wide; each of its nodes dropped its port-down records here.
+      auto body = json::parse(row.body, nullptr, false);
+      if (body.is_object() && body.contains("nodes") && body["nodes"].is_array())
+        for (const auto& n : body["nodes"])
+          if (n.is_string())
+            into.marks[n.get<std::string>()].push_back(
+              {into.events[n.get<std::string>()].size(), replay_mark::kind::fabric, {}});
       continue;
     }
     if (row.kind == control::remediation_row) {

@@ -84,7 +84,8 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
 /// by seq, and skipped.
 struct rebuild_batch {
   std::map<std::string, std::vector<health_event>> events;
-  std::map<std::string, std::vector<drain_mark>> drains; ///< completed drains by node
+  /// Completed drains and fabric incidents among each node's events.
+  std::map<std::string, std::vector<replay_mark>> marks;
   std::map<std::string, std::vector<remediation_attempt>>
     attempts; ///< CRs created, by node
   std::vector<journal_record> breaker_rows;

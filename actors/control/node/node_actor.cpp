@@ -490,6 +490,24 @@ bool apply_events(node_actor* self, const std::vector<health_event>& events) {
   return changed;
 }
 
+// A fabric incident covers this node's NIC port-downs (issue #7 item 6): drop
+// their records, and let the drop rule know the fabric explains them.
+std::size_t drop_port_downs(node_actor* self) {
+  auto& st = self->state;
+  // A port-down record: either subject of a port-state event (NIC, NICPort).
+  auto dropped = st.active.remove_if([](const control::active_record& r) {
+    health_event as_event;
+    as_event.component_class = r.component_class;
+    as_event.check_name = r.check_name;
+    as_event.entities = r.reported_with;
+    as_event.entities.push_back(r.subject);
+    return control::is_nic_port_down(as_event)
+           || r.check_name == control::nic_port_dropped_check;
+  });
+  st.correlator.explain_port_downs();
+  return dropped;
+}
+
 std::string summary_of(const node_state& st) {
   nlohmann::json active = nlohmann::json::array();
   for (const auto& r : st.active.records())
@@ -554,14 +572,16 @@ caf::behavior node(node_actor* self, std::string name,
         reconcile(self);
     },
     [=](replay_atom, const std::vector<health_event>& events,
-        const std::vector<drain_mark>& drains) {
+        const std::vector<replay_mark>& marks) {
       auto& st = self->state;
-      auto mark = drains.begin();
-      // A drain completed in the quarantine still active counts as done.
+      auto mark = marks.begin();
       auto take_marks = [&](std::size_t applied) {
-        for (; mark != drains.end() && mark->after_events <= applied; ++mark)
-          if (!st.active.empty())
+        for (; mark != marks.end() && mark->after_events <= applied; ++mark) {
+          if (mark->what == replay_mark::kind::fabric)
+            drop_port_downs(self);
+          else if (!st.active.empty()) // a drain of the quarantine still active
             note_drained(st, mark->key);
+        }
       };
       take_marks(0);
       for (std::size_t i = 0; i < events.size(); ++i) {
@@ -584,17 +604,7 @@ caf::behavior node(node_actor* self, std::string name,
     },
     [=](fabric_atom) {
       auto& st = self->state;
-      // A port-down record: either subject of a port-state event (NIC, NICPort).
-      auto dropped = st.active.remove_if([](const control::active_record& r) {
-        health_event as_event;
-        as_event.component_class = r.component_class;
-        as_event.check_name = r.check_name;
-        as_event.entities = r.reported_with;
-        as_event.entities.push_back(r.subject);
-        return control::is_nic_port_down(as_event)
-               || r.check_name == control::nic_port_dropped_check;
-      });
-      st.correlator.explain_port_downs();
+      auto dropped = drop_port_downs(self);
       if (dropped > 0) {
         logger()->info(
           "node {}: {} NIC port records dropped: a fabric incident covers them",

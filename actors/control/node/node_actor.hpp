@@ -149,7 +149,7 @@ struct node_state {
 using node_actor = caf::stateful_actor<node_state>;
 
 /// (route_atom, health_event, seq); (observe_atom, node JSON);
-/// (replay_atom, vector<health_event>, vector<drain_mark>); (reconcile_atom);
+/// (replay_atom, vector<health_event>, vector<replay_mark>); (reconcile_atom);
 /// (summary_atom) → JSON;
 /// (drained_atom, key, outcome, evictions) from its drain actor;
 /// (fabric_atom): drop NIC port-down records, a fabric incident covers them.

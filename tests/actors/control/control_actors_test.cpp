@@ -867,6 +867,12 @@ CAF_TEST(nic_ports_down_on_many_nodes_are_one_fabric_incident_not_a_mass_quarant
   CAF_CHECK_EQUAL(journal_rows(correlation_row), 0u);
   CAF_CHECK_EQUAL(journal_rows("event"), 4u); // every event is still journaled
   CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 0u);
+  // A restart replays the port-downs and, where the journal has it, the
+  // incident that covered them: still no quarantine.
+  restart();
+  advance(std::chrono::minutes{5});
+  for (const char* n : {"node-1", "node-2", "node-3", "node-4"})
+    CAF_CHECK(!cordoned(n));
 }
 
 CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
