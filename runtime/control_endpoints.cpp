@@ -128,6 +128,16 @@ std::string render_metrics(const std::string& ingest_stats,
   family(out, "vigil_journal_available", "gauge", "1 while the database accepts writes",
          journal_available ? 1 : 0);
   family(out, "vigil_nodes", "gauge", "node actors", number(fleet, "nodes"));
+  out += "# HELP vigil_mailbox_depth messages waiting in an actor's mailbox\n"
+         "# TYPE vigil_mailbox_depth gauge\n"
+         "vigil_mailbox_depth{actor=\"ingest\"} "
+         + std::to_string(static_cast<std::uint64_t>(number(in, "mailboxDepth")))
+         + "\nvigil_mailbox_depth{actor=\"fleet\"} "
+         + std::to_string(static_cast<std::uint64_t>(number(fleet, "mailboxDepth")))
+         + "\n";
+  family(out, "vigil_node_mailbox_depth_max", "gauge",
+         "deepest node-actor mailbox seen since the previous scrape",
+         number(fleet, "nodeMailboxHigh"));
   family(out, "vigil_gpu_nodes", "gauge", "Nodes matching the GPU-node label",
          number(fleet, "gpuNodes"));
   family(out, "vigil_events_routed_total", "counter", "events handed to node actors",

@@ -465,7 +465,13 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     [=](const pending_read& retry) {
       read_all(self, retry.query, retry.batch, retry.done);
     },
-    [=](summary_atom) { return fleet_summary(self->state); },
+    [=](summary_atom) {
+      auto summary = json::parse(fleet_summary(self->state));
+      summary["mailboxDepth"] = self->mailbox().size();
+      summary["nodeMailboxHigh"] =
+        self->state.settings->counters->node_mailbox_high.exchange(0);
+      return summary.dump();
+    },
     [=](summary_atom atom, const std::string& node) {
       // The node actor answers; the promise makes sure nothing else does.
       auto rp = self->make_response_promise();

@@ -131,7 +131,8 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor jo
                             {"journaled", s.journaled},
                             {"duplicates", s.duplicates},
                             {"unavailable", s.unavailable},
-                            {"pending", self->state.pending.size()}}
+                            {"pending", self->state.pending.size()},
+                            {"mailboxDepth", self->mailbox().size()}}
         .dump();
     },
   };

@@ -566,6 +566,12 @@ caf::behavior node(node_actor* self, std::string name,
   return {
     [=](route_atom, const health_event& event, std::int64_t) {
       ++self->state.stats.events;
+      // issue #7 item 7: how far behind this node's mailbox is.
+      auto& high = self->state.settings->counters->node_mailbox_high;
+      const std::uint64_t depth = self->mailbox().size();
+      for (auto seen = high.load();
+           depth > seen && !high.compare_exchange_weak(seen, depth);) {
+      }
       if (event.is_healthy)
         node_remediation_steps::on_healthy_event(self, event);
       if (apply_events(self, correlate(self, event, true)))

@@ -49,6 +49,9 @@ struct control_counters {
   std::atomic<std::uint64_t> remediations_skipped{0};   ///< same group or covered
   std::atomic<std::uint64_t> remediations_manual{0};    ///< left to an operator
   std::atomic<std::uint64_t> escalations{0};            ///< moved up the ladder
+  /// The deepest node-actor mailbox seen when an event arrived, since the last
+  /// scrape of /metrics (the fleet's summary takes and resets it).
+  std::atomic<std::uint64_t> node_mailbox_high{0};
 };
 
 /// Config `remediation.*` (issue #8 items 2 and 3).
