@@ -39,9 +39,11 @@ const remediation_settings& settings(const node_state& st) {
   return st.settings->remediation;
 }
 
-// Global dry run, or this stage's (issue #7 item 8).
+// Global dry run, or this stage's (issue #7 item 8), or the drain's: pods a
+// dry-run drain left running must not lose their GPU to a reset or reboot.
 bool dry_run(const node_state& st) {
-  return st.settings->dry_run || st.settings->remediation.dry_run;
+  return st.settings->dry_run || st.settings->remediation.dry_run
+         || st.settings->drain->dry_run;
 }
 
 caf::timespan until(const node_state& st, wall_time at) {

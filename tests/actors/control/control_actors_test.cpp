@@ -1125,6 +1125,19 @@ CAF_TEST(a_pool_runs_at_most_its_budget_of_remediations_at_once) {
   CAF_CHECK_EQUAL(crs("gpuresets").size(), 2u);
 }
 
+CAF_TEST(a_dry_run_drain_keeps_the_remediation_dry_too) {
+  settings->remediation.enabled = true;
+  auto drain = std::make_shared<drain_settings>(*settings->drain);
+  drain->dry_run = true;
+  settings->drain = drain;
+  jobs_only = true;
+  start();
+  add_pod("default", pod_object("job-a", "node-1", {"GPU-a"}));
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(!terminating("default", "job-a"));
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 0u); // the pod still holds the GPU
+}
+
 CAF_TEST(remediation_dry_run_journals_the_plan_and_creates_nothing) {
   settings->remediation.enabled = true;
   settings->remediation.dry_run = true;
