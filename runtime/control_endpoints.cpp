@@ -157,6 +157,15 @@ std::string render_metrics(const std::string& ingest_stats,
          number(fleet, "quarantinesHeld"));
   family(out, "vigil_drains_started_total", "counter", "drains started",
          number(fleet, "drainsStarted"));
+  const auto started = static_cast<std::uint64_t>(number(fleet, "drainsStarted"));
+  const auto partial = static_cast<std::uint64_t>(number(fleet, "drainsStartedPartial"));
+  out += "# HELP vigil_drains_started_by_mode_total drains started: full, or partial "
+         "(only the pods holding one GPU, seed 000 3.1)\n"
+         "# TYPE vigil_drains_started_by_mode_total counter\n"
+         "vigil_drains_started_by_mode_total{mode=\"full\"} "
+         + std::to_string(started >= partial ? started - partial : 0)
+         + "\nvigil_drains_started_by_mode_total{mode=\"partial\"} "
+         + std::to_string(partial) + "\n";
   std::string outcomes;
   for (const auto& [label, key] :
        {std::pair<const char*, const char*>{"succeeded", "drainsSucceeded"},

@@ -297,6 +297,7 @@ std::string fleet_summary(const fleet_state& st) {
               {"uncordons", c.uncordons.load()},
               {"quarantinesHeld", c.quarantines_held.load()},
               {"drainsStarted", c.drains_started.load()},
+              {"drainsStartedPartial", c.drains_started_partial.load()},
               {"drainsSucceeded", c.drains_succeeded.load()},
               {"drainsCancelled", c.drains_cancelled.load()},
               {"drainsSkipped", c.drains_skipped.load()},

@@ -316,6 +316,7 @@ void start_drain(node_actor* self, control::drain_request request) {
           return consider_drain(self);
         ++st.stats.drains_started;
         ++st.settings->counters->drains_started;
+        st.settings->counters->drains_started_partial += key == "full" ? 0 : 1;
         st.drain_key = key;
         st.drain_cancelling = false;
         auto settings = st.settings->drain;

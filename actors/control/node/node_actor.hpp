@@ -36,6 +36,7 @@ struct control_counters {
   std::atomic<std::uint64_t> uncordons{0};
   std::atomic<std::uint64_t> quarantines_held{0}; ///< refused by the breaker
   std::atomic<std::uint64_t> drains_started{0};
+  std::atomic<std::uint64_t> drains_started_partial{0}; ///< only pods on one GPU
   std::atomic<std::uint64_t> drains_succeeded{0};
   std::atomic<std::uint64_t> drains_cancelled{0};
   std::atomic<std::uint64_t> drains_skipped{0}; ///< nothing to evict, or dry run
