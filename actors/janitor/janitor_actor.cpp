@@ -26,11 +26,23 @@ std::shared_ptr<spdlog::logger> logger() {
   return component_logger("janitor");
 }
 
+// A string at `path`, "" when anything on the way is missing or of another type.
+std::string text_at(const json& doc, std::initializer_list<const char*> path) {
+  const json* node = &doc;
+  for (const char* key : path) {
+    if (!node->is_object())
+      return {};
+    auto it = node->find(key);
+    if (it == node->end())
+      return {};
+    node = &*it;
+  }
+  return node->is_string() ? node->get<std::string>() : std::string{};
+}
+
 std::string phase_of(const json& cr) {
-  auto status = cr.find("status");
-  if (status == cr.end() || !status->is_object())
-    return "Pending";
-  return status->value("phase", "Pending");
+  auto phase = text_at(cr, {"status", "phase"});
+  return phase.empty() ? "Pending" : phase;
 }
 
 bool terminal(const std::string& phase) {
@@ -344,11 +356,9 @@ void collect(std::vector<listed_cr>& into, const std::string& kind,
     if (!item.is_object())
       continue;
     auto phase = phase_of(item);
-    auto meta = item.value("metadata", json::object());
-    auto spec = item.value("spec", json::object());
-    into.push_back({kind, spec.is_object() ? spec.value("nodeName", "") : "", phase,
-                    meta.is_object() ? meta.value("creationTimestamp", "") : "",
-                    meta.is_object() ? meta.value("name", "") : "", item.dump()});
+    into.push_back({kind, text_at(item, {"spec", "nodeName"}), phase,
+                    text_at(item, {"metadata", "creationTimestamp"}),
+                    text_at(item, {"metadata", "name"}), item.dump()});
   }
 }
 

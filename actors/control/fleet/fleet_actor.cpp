@@ -325,6 +325,19 @@ std::string fleet_summary(const fleet_state& st) {
 
 } // namespace
 
+namespace {
+
+// A string field of a journal row's body; "" when absent or not a string
+// (rows written by another version must not stop a rebuild).
+std::string text_of(const json& body, const char* key) {
+  if (!body.is_object())
+    return {};
+  auto it = body.find(key);
+  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+} // namespace
+
 void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
   for (const auto& row : rows) {
     into.last_seq = std::max(into.last_seq, row.seq);
@@ -335,11 +348,11 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
     if (row.kind == control::drain_row) {
       // A completed drain (succeeded, skipped, dry run): not cancelled ones.
       auto body = json::parse(row.body, nullptr, false);
-      const auto phase = body.is_object() ? body.value("phase", "") : "";
+      const auto phase = text_of(body, "phase");
       if (phase == "succeeded" || phase == "skipped" || phase == "dry_run")
         into.marks[row.node].push_back({into.events[row.node].size(),
                                         replay_mark::kind::drain,
-                                        body.value("drain", "")});
+                                        text_of(body, "drain")});
       continue;
     }
     if (row.kind == fabric_row) {
@@ -354,14 +367,15 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
     }
     if (row.kind == control::remediation_row) {
       auto body = json::parse(row.body, nullptr, false);
-      const auto phase = body.is_object() ? body.value("phase", "") : "";
-      if ((phase != "created" && phase != "handed_to_provider")
-          || body.value("dryRun", false))
+      const auto phase = text_of(body, "phase");
+      const auto dry = body.is_object() && body.contains("dryRun")
+                       && body["dryRun"].is_boolean() && body["dryRun"].get<bool>();
+      if ((phase != "created" && phase != "handed_to_provider") || dry)
         continue;
-      auto action = parse_recommended_action(body.value("action", ""));
+      auto action = parse_recommended_action(text_of(body, "action"));
       if (action)
         into.attempts[row.node].push_back(
-          {*action, body.value("gpuUUID", ""), row.recorded_at});
+          {*action, text_of(body, "gpuUUID"), row.recorded_at});
       continue;
     }
     if (row.kind != event_row)
@@ -470,7 +484,7 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
       auto summary = json::parse(fleet_summary(self->state));
       summary["mailboxDepth"] = self->mailbox().size();
       summary["nodeMailboxHigh"] =
-        self->state.settings->counters->node_mailbox_high.exchange(0);
+        self->state.settings->counters->node_mailbox_high.load();
       return summary.dump();
     },
     [=](summary_atom atom, const std::string& node) {

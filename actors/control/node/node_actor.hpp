@@ -120,6 +120,13 @@ struct node_remediation {
   bool poll_armed = false;
   bool start_armed = false; ///< a deferred start's timer is pending
   bool verify_armed = false;
+  /// Bumped by every release: a reply to a request of an earlier generation
+  /// (a breaker answer, a POST) no longer acts on the queue.
+  std::uint64_t generation = 0;
+  /// Reset targets whose healthy event came before their CR was seen to
+  /// succeed (the usual order: the Job logs the line, then the janitor
+  /// restores the labels): verified as soon as it has.
+  std::set<std::string> healthy_early;
 };
 
 struct node_state {

@@ -65,6 +65,16 @@ control::node_gpu_facts facts_of(const node_state& st) {
   return facts;
 }
 
+std::string gpu_uuid_of(const control::active_record& r);
+
+// Some active record still names the GPU.
+bool names_gpu(const node_state& st, const std::string& uuid) {
+  for (const auto& record : st.active.records())
+    if (gpu_uuid_of(record) == uuid)
+      return true;
+  return false;
+}
+
 std::string gpu_uuid_of(const control::active_record& r) {
   if (r.subject.type == "GPU_UUID")
     return r.subject.value;
@@ -271,8 +281,13 @@ void on_finished(node_actor* self, const control::cr_progress& progress) {
     ++st.settings->counters->remediations_succeeded;
     logger()->info("node {}: {} {} succeeded", st.node_name, kind, cr);
     post_event(self, "RemediationSucceeded", kind + " " + cr + " succeeded", false);
-    r.escalation.expect_healthy(request.plan.action, request.plan.gpu_uuid,
-                                st.time->wall_now());
+    const auto target =
+      control::escalation_target(request.plan.action, request.plan.gpu_uuid);
+    if (r.healthy_early.erase(target) > 0)
+      journal_step(self, "verified", request, {{"target", target}, {"cr", cr}});
+    else
+      r.escalation.expect_healthy(request.plan.action, request.plan.gpu_uuid,
+                                  st.time->wall_now());
     if (request.plan.kind == remediation_kind::reboot_node)
       clear_after_reboot(self, cr);
     arm_verify(self);
@@ -324,18 +339,21 @@ void poll(node_actor* self) {
     });
 }
 
-// The CR exists (created now, or before a restart: same name, 409).
-void created(node_actor* self, const remediation_request& request,
-             const std::string& cr) {
+// The CR exists: created now (`fresh`), or found under its name, created
+// before a restart (its attempt is already counted, replayed from the journal).
+void created(node_actor* self, const remediation_request& request, const std::string& cr,
+             bool fresh) {
   auto& st = self->state;
   auto& r = st.remediation;
   r.starting = false;
   r.cr_name = cr;
-  ++st.stats.remediations_started;
-  ++st.settings->counters->remediations_started;
   auto now = st.time->wall_now();
-  // Counted now; verified once the CR has succeeded (on_finished).
-  r.escalation.remember_attempt(request.plan.action, request.plan.gpu_uuid, now);
+  if (fresh) {
+    ++st.stats.remediations_started;
+    ++st.settings->counters->remediations_started;
+    // Counted now; verified once the CR has succeeded (on_finished).
+    r.escalation.remember_attempt(request.plan.action, request.plan.gpu_uuid, now);
+  }
   control::remember(r.annotation, request.plan.group, {request.plan.kind, cr, now});
   write_annotation(self);
   const auto kind = std::string{control::to_string(request.plan.kind)};
@@ -354,16 +372,16 @@ void hand_to_provider(node_actor* self, const remediation_request& request) {
   auto now = st.time->wall_now();
   journal_step(self, "handed_to_provider", request,
                {{"annotation", std::string{replace_requested_annotation}}});
-  st.remediation.escalation.remember_attempt(request.plan.action, request.plan.gpu_uuid,
-                                             now);
-  st.remediation.escalation.expect_healthy(request.plan.action, request.plan.gpu_uuid,
-                                           now);
-  arm_verify(self);
-  ++st.stats.remediations_started;
-  ++st.settings->counters->remediations_started;
-  logger()->warn("node {}: replacement handed to the provider ({} annotated)",
-                 st.node_name, replace_requested_annotation);
   if (!dry_run(st)) {
+    st.remediation.escalation.remember_attempt(request.plan.action, request.plan.gpu_uuid,
+                                               now);
+    st.remediation.escalation.expect_healthy(request.plan.action, request.plan.gpu_uuid,
+                                             now);
+    arm_verify(self);
+    ++st.stats.remediations_started;
+    ++st.settings->counters->remediations_started;
+    logger()->warn("node {}: replacement handed to the provider ({} annotated)",
+                   st.node_name, replace_requested_annotation);
     json patch = {
       {"metadata",
        {{"annotations",
@@ -404,17 +422,22 @@ void create(node_actor* self, const remediation_request& request) {
   self
     ->request(st.gateway, caf::infinite,
               control::create_cr_request(request.plan.kind, body))
-    .then([=](const kube::kube_result& result) {
+    .then([=, generation = st.remediation.generation](const kube::kube_result& result) {
       auto& st = self->state;
       auto& r = st.remediation;
-      if (!r.queue.in_flight() || r.queue.in_flight()->plan.group != request.plan.group) {
-        r.starting = false; // released meanwhile; the CR (if any) runs its course
-        return;
-      }
+      if (r.generation != generation)
+        return; // released meanwhile; the CR (if any) runs its course
       if (result.ok() || result.error().conflict())
-        return created(self, request, cr);
+        return created(self, request, cr, true);
+      const auto& err = result.error();
+      if (!err.retryable()) {
+        // Refused for good (403 RBAC, 422 invalid, 404 no CRD): a failed attempt.
+        r.starting = false;
+        r.cr_name = cr;
+        return on_finished(self, {"Rejected", true, false, "rejected", err.to_string()});
+      }
       logger()->warn("node {}: creating {} failed ({}); retrying", st.node_name, cr,
-                     result.error().to_string());
+                     err.to_string());
       r.starting = false;
       r.start_armed = true;
       self->delayed_send(self, st.settings->retry_max, rstart_atom::value);
@@ -423,11 +446,41 @@ void create(node_actor* self, const remediation_request& request) {
 
 // Starts the request in flight: the escalation ladder first (caps, cooldown,
 // backoff), then the breaker, then the CR.
+void admit_and_create(node_actor* self);
+
+// A CR under the request's name already exists (created before a restart):
+// follow it instead of asking again. Then the ladder, the breaker, the CR.
 void start(node_actor* self) {
   auto& st = self->state;
   auto& r = st.remediation;
   if (!r.queue.in_flight() || r.starting || !r.cr_name.empty())
     return;
+  auto request = *r.queue.in_flight();
+  if (request.plan.kind == remediation_kind::provider_hook || dry_run(st))
+    return admit_and_create(self);
+  r.starting = true;
+  auto cr = control::maintenance_cr_name(st.node_name, request.plan, request.event_id);
+  self->request(st.gateway, caf::infinite, control::get_cr_request(request.plan.kind, cr))
+    .then([=, generation = r.generation](const kube::kube_result& result) {
+      auto& r = self->state.remediation;
+      if (r.generation != generation)
+        return;
+      r.starting = false;
+      if (result.ok()) {
+        logger()->info("node {}: following {}, created before a restart",
+                       self->state.node_name, cr);
+        return created(self, request, cr, false);
+      }
+      if (result.error().not_found())
+        return admit_and_create(self);
+      r.start_armed = true;
+      self->delayed_send(self, self->state.settings->retry_max, rstart_atom::value);
+    });
+}
+
+void admit_and_create(node_actor* self) {
+  auto& st = self->state;
+  auto& r = st.remediation;
   auto request = *r.queue.in_flight();
   auto now = st.time->wall_now();
   auto decision = r.escalation.admit(request.plan.action, request.plan.gpu_uuid, now);
@@ -464,13 +517,11 @@ void start(node_actor* self) {
     pool = control::pool_of(st.node->observation.labels, settings(st).pool_label);
   self->request(st.breaker, caf::infinite, remedy_atom::value, st.node_name, pool)
     .then(
-      [=](const std::string& refusal) {
+      [=, generation = r.generation](const std::string& refusal) {
         auto& st = self->state;
         auto& r = st.remediation;
-        if (!r.queue.in_flight()
-            || r.queue.in_flight()->plan.group != request.plan.group) {
-          r.starting = false; // released meanwhile
-          if (refusal.empty())
+        if (r.generation != generation) { // released meanwhile
+          if (refusal.empty() && !r.admitted)
             self->send(st.breaker, remedied_atom::value, st.node_name);
           return;
         }
@@ -486,8 +537,10 @@ void start(node_actor* self) {
         r.admitted = true;
         create(self, request);
       },
-      [=](const caf::error& err) {
+      [=, generation = r.generation](const caf::error& err) {
         auto& r = self->state.remediation;
+        if (r.generation != generation)
+          return;
         r.starting = false;
         r.start_armed = true;
         logger()->warn("node {}: the breaker did not answer ({})", self->state.node_name,
@@ -578,7 +631,13 @@ void release(node_actor* self) {
   }
   r.cr_name.clear();
   r.handled.clear();
-  leave_pool(self);
+  r.healthy_early.clear();
+  r.starting = false;
+  ++r.generation;
+  // Always: a node actor restarted after a crash may hold a slot it does not
+  // know of (the breaker counts a node once).
+  r.admitted = false;
+  self->send(st.breaker, remedied_atom::value, st.node_name);
   if (!r.annotation.groups.empty()) {
     r.annotation = {};
     write_annotation(self);
@@ -630,10 +689,16 @@ void on_verify_timer(node_actor* self) {
     if (decision.records.empty())
       continue;
     const auto& first = decision.records.front();
+    if (!first.gpu_uuid.empty() && !names_gpu(st, first.gpu_uuid)) {
+      // Nothing active names the GPU any more: its healthy event did come.
+      continue;
+    }
     remediation_request timed_out;
     timed_out.plan = control::plan_remediation(first.from, first.gpu_uuid, facts_of(st),
                                                settings(st).options);
-    timed_out.event_id = "verification/" + first.target;
+    // Unique per timeout: its CRs must never be mistaken for an earlier one's.
+    timed_out.event_id =
+      "verification/" + first.target + "/" + format_rfc3339(st.time->wall_now());
     logger()->warn("node {}: no healthy event for {} in time: {}", st.node_name,
                    first.target, first.reason);
     escalate(self, timed_out, decision);
@@ -643,11 +708,14 @@ void on_verify_timer(node_actor* self) {
 
 void on_healthy_event(node_actor* self, const health_event& event) {
   auto& st = self->state;
+  auto& r = st.remediation;
   auto now = st.time->wall_now();
   for (const auto& e : event.entities) {
     if (e.type != "GPU_UUID")
       continue;
     auto target = control::reset_group(e.value);
+    if (r.queue.in_flight() && r.queue.in_flight()->plan.group == target)
+      r.healthy_early.insert(target); // before the CR's success was seen
     if (auto v = st.remediation.escalation.verified(target, now)) {
       logger()->info("node {}: reset of {} verified by event {}", st.node_name, e.value,
                      event.id);

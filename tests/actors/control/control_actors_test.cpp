@@ -1050,6 +1050,28 @@ CAF_TEST(the_healthy_event_after_a_reset_releases_the_node) {
   CAF_CHECK_EQUAL(crs("rebootnodes").size(), 0u);
 }
 
+CAF_TEST(a_healthy_event_before_the_reset_is_seen_done_still_verifies_it) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  auto support = xid("node-1", "GPU-b");
+  support.id = "node-1-GPU-b-support";
+  support.action = recommended_action::contact_support;
+  post({support}); // keeps the node quarantined throughout
+  // The reset Job logs its line before the janitor has restored the labels.
+  post({xid("node-1", "GPU-a", true)});
+  cr_phase("gpuresets", crs("gpuresets")[0]["metadata"]["name"].get<std::string>(),
+           "Succeeded");
+  advance(std::chrono::seconds{10});
+  advance(settings->remediation.escalation.verify_reset_timeout + std::chrono::hours{1});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 0u); // no reboot under GPU-b's pods
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "verified reset-GPU-a")
+            != phases.end());
+}
+
 CAF_TEST(a_reset_not_verified_in_time_escalates_to_a_reboot) {
   settings->remediation.enabled = true;
   jobs_only = true;
