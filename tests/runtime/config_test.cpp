@@ -106,6 +106,7 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(r.enabled, dr.enabled);
   EXPECT_EQ(r.dry_run, dr.dry_run);
   EXPECT_EQ(r.poll_seconds, dr.poll_seconds);
+  EXPECT_EQ(r.cr_timeout_seconds, dr.cr_timeout_seconds);
   EXPECT_EQ(r.replace_with, dr.replace_with);
   EXPECT_EQ(r.allow_unknown_gpu_model, dr.allow_unknown_gpu_model);
   EXPECT_EQ(r.max_resets_per_gpu, dr.max_resets_per_gpu);

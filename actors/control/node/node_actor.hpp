@@ -62,6 +62,9 @@ struct remediation_settings {
   control::escalation_policy escalation;
   control::remediation_options options;
   caf::timespan poll = std::chrono::seconds{10}; ///< how often the CR in flight is read
+  /// A CR not finished within this counts as failed and escalates (a
+  /// TerminateNode nobody executes, a janitor that is down).
+  std::chrono::seconds cr_timeout{2 * 3600};
   /// The breaker's pool label (breaker.pool_label): a node's pool for the
   /// per-pool budget of concurrent remediations (issue #7 item 4).
   std::string pool_label = "topology.kubernetes.io/rack";
@@ -115,6 +118,7 @@ struct node_remediation {
   control::remediation_state annotation; ///< as last written to the Node
   std::set<std::string> handled;         ///< event ids already planned
   std::string cr_name;                   ///< the CR of the request in flight
+  wall_time cr_deadline{};               ///< when it counts as failed
   bool starting = false;                 ///< journal, breaker or POST pending
   bool admitted = false; ///< the breaker counts this node's remediation in flight
   bool poll_armed = false;

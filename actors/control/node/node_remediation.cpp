@@ -335,6 +335,9 @@ void poll(node_actor* self) {
       }
       if (progress->terminal)
         return on_finished(self, *progress);
+      if (self->state.time->wall_now() >= r.cr_deadline)
+        return on_finished(self, {progress->phase, true, false, "timeout",
+                                  "not finished within remediation.cr_timeout_seconds"});
       arm_poll(self);
     });
 }
@@ -348,6 +351,7 @@ void created(node_actor* self, const remediation_request& request, const std::st
   r.starting = false;
   r.cr_name = cr;
   auto now = st.time->wall_now();
+  r.cr_deadline = now + settings(st).cr_timeout;
   if (fresh) {
     ++st.stats.remediations_started;
     ++st.settings->counters->remediations_started;

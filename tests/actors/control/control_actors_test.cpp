@@ -1174,6 +1174,21 @@ CAF_TEST(remediation_dry_run_journals_the_plan_and_creates_nothing) {
   CAF_CHECK_EQUAL(remediation_annotation("node-1"), "");
 }
 
+CAF_TEST(a_terminatenode_nobody_finishes_times_out_to_an_operator) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  auto e = xid("node-1", "GPU-a");
+  e.action = recommended_action::replace_vm;
+  post({e});
+  CAF_REQUIRE_EQUAL(crs("terminatenodes").size(), 1u);
+  advance(settings->remediation.cr_timeout + std::chrono::seconds{10});
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "failed replace") != phases.end());
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "manual ") != phases.end());
+  CAF_CHECK(cordoned("node-1"));
+}
+
 CAF_TEST(contact_support_creates_nothing_and_keeps_the_quarantine) {
   settings->remediation.enabled = true;
   jobs_only = true;
