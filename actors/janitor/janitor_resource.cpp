@@ -262,9 +262,15 @@ reboot_step reconcile_reboot(const reboot_object& cr,
   }
   if (s.phase == reboot_phase::pending) {
     // The baseline: a boot ID that differs from this one proves the reboot.
+    // It is written before the Job exists, so a lost status write can never
+    // make the new boot's ID the baseline.
     s.phase = reboot_phase::rebooting;
     s.started_at = now;
     s.boot_id_before = node->boot_id;
+    step.status_changed = true;
+    return step;
+  }
+  if (s.job_name.empty()) {
     s.job_name = reboot_job_name(cr.name);
     step.create_job = build_reboot_job(cr, s.job_name, options).dump();
     step.status_changed = true;

@@ -77,7 +77,8 @@ nlohmann::json build_reboot_job(const reboot_object& cr, const std::string& job_
                                 const reboot_options& options);
 
 /// One step of the RebootNode controller: Pending → Rebooting (boot ID
-/// recorded, Job created) → Succeeded (boot ID changed, Ready) or Failed.
+/// recorded) → the Job created (next step, once the baseline is stored) →
+/// Succeeded (boot ID changed, Ready) or Failed.
 struct reboot_step {
   reboot_status status;
   bool status_changed = false;

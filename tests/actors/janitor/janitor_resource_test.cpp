@@ -72,9 +72,14 @@ reboot_object reboot_cr() {
 TEST(janitor_resource, a_reboot_records_the_boot_id_then_waits_for_a_new_one_ready) {
   auto cr = reboot_cr();
   reboot_options options;
-  auto first =
+  auto baseline =
     reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(0), options);
-  EXPECT_EQ(first.status.phase, reboot_phase::rebooting);
+  EXPECT_EQ(baseline.status.phase, reboot_phase::rebooting);
+  EXPECT_EQ(baseline.status.boot_id_before, "boot-1");
+  EXPECT_FALSE(baseline.create_job.has_value()); // the baseline is stored first
+  cr.status = baseline.status;
+  auto first =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(5), options);
   EXPECT_EQ(first.status.boot_id_before, "boot-1");
   ASSERT_TRUE(first.create_job.has_value());
   auto job = json::parse(*first.create_job);
@@ -107,6 +112,8 @@ TEST(janitor_resource, a_reboot_fails_on_timeout_or_a_missing_node) {
   options.timeout = 600s;
   cr.status =
     reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(0), options).status;
+  cr.status =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(1), options).status;
   auto late =
     reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(601), options);
   EXPECT_EQ(late.status.phase, reboot_phase::failed);
