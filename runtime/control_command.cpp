@@ -188,6 +188,29 @@ janitor_settings janitor_settings_from(const janitor_section& s) {
 
 namespace {
 
+/// The API server client of `vigil control` and `vigil janitor`, and where its
+/// connection came from (for the startup log line). Blocks the handled
+/// signals first: the client's I/O thread must not receive them.
+struct api_server {
+  std::shared_ptr<kube::kube_client> client;
+  std::string source;
+};
+
+expected<api_server> connect_api_server(const std::string& kubeconfig) {
+  auto connection = kube::resolve_connection(kubeconfig, "", [](const std::string& name) {
+    const char* v = std::getenv(name.c_str());
+    return std::string(v != nullptr ? v : "");
+  });
+  if (!connection)
+    return connection.error();
+  block_handled_signals(); // before the client's I/O thread exists
+  auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
+  if (!client)
+    return client.error();
+  return api_server{std::shared_ptr<kube::kube_client>(std::move(*client)),
+                    connection->source};
+}
+
 // $POD_NAME (the Deployment sets it from the downward API), else the host name.
 std::string replica_identity() {
   if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0')
@@ -257,17 +280,9 @@ int run_control(command_context& ctx) {
     return fail(store.error());
   if (auto opened = (*store)->open(); !opened)
     return fail(opened.error());
-  auto connection =
-    kube::resolve_connection(cc.kubeconfig, "", [](const std::string& name) {
-      const char* v = std::getenv(name.c_str());
-      return std::string(v != nullptr ? v : "");
-    });
-  if (!connection)
-    return fail(connection.error());
-  block_handled_signals(); // before the client's I/O thread exists
-  auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
-  if (!client)
-    return fail(client.error());
+  auto api = connect_api_server(cc.kubeconfig);
+  if (!api)
+    return fail(api.error());
 
   auto settings = std::make_shared<node_settings>();
   settings->quarantine = quarantine_policy_from(config.quarantine);
@@ -295,8 +310,8 @@ int run_control(command_context& ctx) {
   lease.renew_deadline = std::chrono::seconds{cc.renew_deadline_seconds};
   lease.retry_period = std::chrono::seconds{cc.retry_period_seconds};
   std::shared_ptr<journal_store> journal_db = std::move(*store);
-  std::shared_ptr<kube::kube_client> kube_client = std::move(*client);
-  const auto source = connection->source;
+  std::shared_ptr<kube::kube_client> kube_client = api->client;
+  const auto source = api->source;
 
   return run_process(config, [&](process_context& p) -> status {
     auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
@@ -360,20 +375,12 @@ int run_janitor(command_context& ctx) {
   auto config = ctx.config;
   config.control.kubeconfig =
     ctx.args.value("kubeconfig").value_or(config.control.kubeconfig);
-  auto connection =
-    kube::resolve_connection(config.control.kubeconfig, "", [](const std::string& name) {
-      const char* v = std::getenv(name.c_str());
-      return std::string(v != nullptr ? v : "");
-    });
-  if (!connection)
-    return fail(connection.error());
-  block_handled_signals(); // before the client's I/O thread exists
-  auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
-  if (!client)
-    return fail(client.error());
-  std::shared_ptr<kube::kube_client> kube_client = std::move(*client);
+  auto api = connect_api_server(config.control.kubeconfig);
+  if (!api)
+    return fail(api.error());
+  std::shared_ptr<kube::kube_client> kube_client = api->client;
   auto options = janitor_settings_from(config.janitor);
-  const auto source = connection->source;
+  const auto source = api->source;
   return run_process(config, [&](process_context& p) -> status {
     auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
     auto gateway = p.system.spawn(kube_gateway, kube_client);

@@ -276,8 +276,8 @@ gpu_reset_status job_create_failed(gpu_reset_status status, const std::string& m
   return step.status;
 }
 
-std::string reset_job_name(std::string_view cr_name) {
-  std::string name = std::string{job_prefix} + std::string{cr_name};
+std::string job_name_for(std::string_view prefix, std::string_view cr_name) {
+  std::string name = std::string{prefix} + std::string{cr_name};
   if (name.size() <= max_name_length)
     return name;
   auto hash = fnv1a_hex(cr_name);
@@ -285,6 +285,10 @@ std::string reset_job_name(std::string_view cr_name) {
   while (!name.empty() && (name.back() == '-' || name.back() == '.'))
     name.pop_back();
   return name + "-" + hash;
+}
+
+std::string reset_job_name(std::string_view cr_name) {
+  return job_name_for(job_prefix, cr_name);
 }
 
 json build_reset_job(const gpu_reset_request& request, const std::string& job_name,

@@ -148,6 +148,10 @@ gpu_reset_status job_create_failed(gpu_reset_status status, const std::string& m
 /// "vigil-gpu-reset-<cr>", shortened with a hash suffix to 63 characters.
 std::string reset_job_name(std::string_view cr_name);
 
+/// `prefix` + `cr_name` as a Job name: cut to 63 characters with a hash of
+/// `cr_name` as suffix when longer, so distinct CRs keep distinct Jobs.
+std::string job_name_for(std::string_view prefix, std::string_view cr_name);
+
 /// seed 001 step 2: the privileged batch/v1 Job pinned to the node by
 /// nodeName, tolerating every taint (the node is quarantined), with the GPU
 /// UUID, the dedicated ServiceAccount, /dev/kmsg for the result line and

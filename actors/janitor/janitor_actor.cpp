@@ -26,19 +26,7 @@ std::shared_ptr<spdlog::logger> logger() {
   return component_logger("janitor");
 }
 
-// A string at `path`, "" when anything on the way is missing or of another type.
-std::string text_at(const json& doc, std::initializer_list<const char*> path) {
-  const json* node = &doc;
-  for (const char* key : path) {
-    if (!node->is_object())
-      return {};
-    auto it = node->find(key);
-    if (it == node->end())
-      return {};
-    node = &*it;
-  }
-  return node->is_string() ? node->get<std::string>() : std::string{};
-}
+using janitor::text_at;
 
 std::string phase_of(const json& cr) {
   auto phase = text_at(cr, {"status", "phase"});

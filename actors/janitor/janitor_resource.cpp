@@ -1,8 +1,6 @@
 #include "actors/janitor/janitor_resource.hpp"
 
 #include <array>
-#include <cstdint>
-#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -19,8 +17,6 @@ constexpr std::array<std::string_view, 4> operand_apps{
   "gpu-feature-discovery",
 };
 
-constexpr std::size_t max_job_name = 63;
-
 const json* at(const json& doc, std::initializer_list<const char*> path) {
   const json* node = &doc;
   for (const char* key : path) {
@@ -34,10 +30,14 @@ const json* at(const json& doc, std::initializer_list<const char*> path) {
   return node;
 }
 
+} // namespace
+
 std::string text_at(const json& doc, std::initializer_list<const char*> path) {
   const json* v = at(doc, path);
   return v && v->is_string() ? v->get<std::string>() : std::string{};
 }
+
+namespace {
 
 std::optional<wall_time> time_at(const json& doc,
                                  std::initializer_list<const char*> path) {
@@ -64,28 +64,6 @@ failure* check_common(const json& cr, failure& out) {
     return &out;
   }
   return nullptr;
-}
-
-std::string hash_suffix(std::string_view text) {
-  std::uint32_t hash = 2166136261u;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 16777619u;
-  }
-  char out[9];
-  std::snprintf(out, sizeof out, "%08x", hash);
-  return out;
-}
-
-std::string short_name(std::string prefix, std::string_view cr_name) {
-  std::string name = prefix + std::string{cr_name};
-  if (name.size() <= max_job_name)
-    return name;
-  auto hash = hash_suffix(cr_name);
-  name.resize(max_job_name - hash.size() - 1);
-  while (!name.empty() && (name.back() == '-' || name.back() == '.'))
-    name.pop_back();
-  return name + "-" + hash;
 }
 
 } // namespace
@@ -200,7 +178,7 @@ json reboot_status_json(const reboot_status& s) {
 }
 
 std::string reboot_job_name(std::string_view cr_name) {
-  return short_name("vigil-reboot-", cr_name);
+  return job_name_for("vigil-reboot-", cr_name);
 }
 
 json build_reboot_job(const reboot_object& cr, const std::string& job_name,

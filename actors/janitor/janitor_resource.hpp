@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +20,10 @@
 #include "messages/wall_time.hpp"
 
 namespace vigil::janitor {
+
+/// The string at `path` ({"metadata", "name"}); "" when anything on the way
+/// is missing or of another type. Never throws on odd input.
+std::string text_at(const nlohmann::json& doc, std::initializer_list<const char*> path);
 
 /// One GPUReset as listed: what reconcile_gpu_reset needs.
 struct gpu_reset_object {
