@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -310,6 +311,24 @@ protected:
                      + dir_ + "/kmsg.log 2>/dev/null");
   }
 
+  // The kubelet's part: pods in their grace period go for good.
+  void kubelet_finishes() {
+    api_->with_store([](kube::object_store& store) {
+      for (const auto& [ns, name] : store.terminating_pods())
+        store.finish_pod_deletion(ns, name);
+    });
+  }
+  // Everything the control plane journaled, read after it stopped.
+  std::optional<std::vector<journal_record>> journal_rows() {
+    auto store = make_journal_store(journal_url_);
+    if (!store || !(*store)->open().has_value())
+      return std::nullopt;
+    auto rows = (*store)->read({});
+    if (!rows.has_value())
+      return std::nullopt;
+    return std::move(*rows);
+  }
+
   std::unique_ptr<kube::kube_test_server> api_;
   std::string dir_;
   std::string journal_url_;
@@ -337,10 +356,7 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
   EXPECT_TRUE(pod("job-a")["metadata"].contains("deletionTimestamp"));
   EXPECT_FALSE(pod("job-b")["metadata"].contains("deletionTimestamp"));
   // The kubelet finishes the pod; the drain sees it go.
-  api_->with_store([](kube::object_store& store) {
-    for (const auto& [ns, name] : store.terminating_pods())
-      store.finish_pod_deletion(ns, name);
-  });
+  kubelet_finishes();
   ASSERT_FALSE(control->wait_for("drain partial:GPU-a succeeded").empty())
     << control->seen();
   // The operator's reset, through `vigil breaker reset`: journaled, then answered.
@@ -373,10 +389,7 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
   EXPECT_EQ(control->stop(), 0) << control->seen();
 
   // Everything acknowledged is in the journal, in order.
-  auto store = make_journal_store(journal_url_);
-  ASSERT_TRUE(store.has_value());
-  ASSERT_TRUE((*store)->open().has_value());
-  auto rows = (*store)->read({});
+  auto rows = journal_rows();
   ASSERT_TRUE(rows.has_value());
   std::vector<std::string> kinds;
   for (const auto& r : *rows)
@@ -416,10 +429,7 @@ TEST_F(control_integration, gpu_reset_and_reboot_fallback_end_to_end) {
 
   ASSERT_FALSE(control->wait_for("node node-1: evicted default/train-0").empty())
     << control->seen();
-  api_->with_store([](kube::object_store& store) {
-    for (const auto& [ns, name] : store.terminating_pods())
-      store.finish_pod_deletion(ns, name);
-  });
+  kubelet_finishes();
   ASSERT_FALSE(control->wait_for("created for reset-" + gpu0).empty()) << control->seen();
   auto resets = items("vigil.dev", "v1alpha1", "gpuresets");
   ASSERT_EQ(resets.size(), 1u);
@@ -459,10 +469,7 @@ TEST_F(control_integration, gpu_reset_and_reboot_fallback_end_to_end) {
   EXPECT_EQ(post_events(port, "ingest-token", xid48b).first, 200);
   ASSERT_FALSE(control->wait_for("node node-1: evicted default/train-1").empty())
     << control->seen();
-  api_->with_store([](kube::object_store& store) {
-    for (const auto& [ns, name] : store.terminating_pods())
-      store.finish_pod_deletion(ns, name);
-  });
+  kubelet_finishes();
   ASSERT_FALSE(control->wait_for("created for reset-" + gpu1).empty()) << control->seen();
   std::string second;
   for (const auto& r : items("vigil.dev", "v1alpha1", "gpuresets"))
@@ -492,10 +499,7 @@ TEST_F(control_integration, gpu_reset_and_reboot_fallback_end_to_end) {
   EXPECT_EQ(control->stop(), 0) << control->seen();
 
   // Every step is journaled.
-  auto store = make_journal_store(journal_url_);
-  ASSERT_TRUE(store.has_value());
-  ASSERT_TRUE((*store)->open().has_value());
-  auto rows = (*store)->read({});
+  auto rows = journal_rows();
   ASSERT_TRUE(rows.has_value());
   std::vector<std::string> steps;
   for (const auto& r : *rows)
