@@ -375,6 +375,32 @@ struct fixture : test_coordinator_fixture<> {
     return json::parse(ask(fleet, summary_atom::value, name));
   }
 
+  // The janitor's part of the cluster: its namespace and a GPUReset to do.
+  void janitor_namespace() {
+    const auto* namespaces = store->find_type("", "v1", "namespaces");
+    if (!store->get(*namespaces, "", "vigil-system").ok())
+      store->create(*namespaces, "", {{"metadata", {{"name", "vigil-system"}}}});
+  }
+  void add_gpu_reset(const std::string& name, const std::string& node,
+                     const std::string& uuid) {
+    janitor_namespace();
+    json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+               {"kind", "GPUReset"},
+               {"metadata", {{"name", name}}},
+               {"spec", {{"nodeName", node}, {"gpuUUIDs", {uuid}}}}};
+    CAF_REQUIRE(
+      store->create(*store->find_type("vigil.dev", "v1alpha1", "gpuresets"), "", cr)
+        .ok());
+  }
+  // The Job controller's part: the Job's status becomes `status`.
+  void job_status(const std::string& name, json status) {
+    CAF_REQUIRE(store
+                  ->patch(*store->find_type("batch", "v1", "jobs"), "vigil-system", name,
+                          json{{"status", std::move(status)}}, kube::patch_type::merge,
+                          true)
+                  .ok());
+  }
+
   // The maintenance CRs of one kind ("gpuresets", "rebootnodes").
   std::vector<json> crs(const std::string& plural) {
     auto list = store->list(*store->find_type("vigil.dev", "v1alpha1", plural), "", {});
@@ -1223,14 +1249,7 @@ CAF_TEST(the_janitor_resets_a_gpu_and_restores_only_its_own_labels) {
   CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
   json operand = pod_object("dcgm-xyz", "node-1", {}, {{"app", "nvidia-dcgm"}});
   add_pod("gpu-operator", operand);
-  store->create(*store->find_type("", "v1", "namespaces"), "",
-                {{"metadata", {{"name", "vigil-system"}}}});
-  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
-             {"kind", "GPUReset"},
-             {"metadata", {{"name", "reset-1"}}},
-             {"spec", {{"nodeName", "node-1"}, {"gpuUUIDs", {"GPU-a"}}}}};
-  CAF_REQUIRE(
-    store->create(*store->find_type("vigil.dev", "v1alpha1", "gpuresets"), "", cr).ok());
+  add_gpu_reset("reset-1", "node-1", "GPU-a");
   auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
   run();
   auto labels = node("node-1")["metadata"]["labels"];
@@ -1257,14 +1276,8 @@ CAF_TEST(the_janitor_resets_a_gpu_and_restores_only_its_own_labels) {
               kube::patch_type::merge, false)
       .ok());
   // The Job completes.
-  CAF_REQUIRE(
-    store
-      ->patch(*store->find_type("batch", "v1", "jobs"), "vigil-system", job_name,
-              json{{"status",
-                    {{"succeeded", 1},
-                     {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}}}},
-              kube::patch_type::merge, true)
-      .ok());
+  job_status(job_name, {{"succeeded", 1},
+                        {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}});
   advance(js.poll);
   advance(js.poll);
   CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
@@ -1282,31 +1295,18 @@ CAF_TEST(the_janitor_restores_labels_after_a_failed_reset) {
   jobs_only = true;
   janitor_settings js;
   auto metrics = js.metrics;
-  store->create(*store->find_type("", "v1", "namespaces"), "",
-                {{"metadata", {{"name", "vigil-system"}}}});
-  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
-             {"kind", "GPUReset"},
-             {"metadata", {{"name", "reset-2"}}},
-             {"spec", {{"nodeName", "node-2"}, {"gpuUUIDs", {"GPU-b"}}}}};
-  CAF_REQUIRE(
-    store->create(*store->find_type("vigil.dev", "v1alpha1", "gpuresets"), "", cr).ok());
+  add_gpu_reset("reset-2", "node-2", "GPU-b");
   auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
   run();
   advance(js.poll); // no operands: straight to the Job
   auto status = [&] { return crs("gpuresets")[0]["status"]; };
   CAF_REQUIRE_EQUAL(status().value("phase", std::string{}), "Resetting");
   auto job_name = status()["jobName"].get<std::string>();
-  CAF_REQUIRE(store
-                ->patch(*store->find_type("batch", "v1", "jobs"), "vigil-system",
-                        job_name,
-                        json{{"status",
-                              {{"failed", 1},
-                               {"conditions",
-                                {{{"type", "Failed"},
-                                  {"status", "True"},
-                                  {"reason", "BackoffLimitExceeded"}}}}}}},
-                        kube::patch_type::merge, true)
-                .ok());
+  job_status(
+    job_name,
+    {{"failed", 1},
+     {"conditions",
+      {{{"type", "Failed"}, {"status", "True"}, {"reason", "BackoffLimitExceeded"}}}}});
   advance(js.poll);
   advance(js.poll);
   CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Failed");
@@ -1333,8 +1333,7 @@ CAF_TEST(the_janitor_calls_a_reboot_done_when_the_boot_id_changed_and_the_node_i
         .ok());
   };
   boot("boot-1", "True");
-  store->create(*store->find_type("", "v1", "namespaces"), "",
-                {{"metadata", {{"name", "vigil-system"}}}});
+  janitor_namespace();
   json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
              {"kind", "RebootNode"},
              {"metadata", {{"name", "reboot-3"}}},
