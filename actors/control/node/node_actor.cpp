@@ -144,16 +144,7 @@ void fetch_node(node_actor* self) {
 
 void post_event(node_actor* self, const quarantine_decision& d,
                 const std::string& summary) {
-  auto& st = self->state;
-  auto request = control::node_event_request(st.node_name, st.settings->events_namespace,
-                                             event_reason(d), summary, d.quarantined,
-                                             st.time->wall_now(), ++st.decisions);
-  self->request(st.gateway, caf::infinite, std::move(request))
-    .then([=](const kube::kube_result& result) {
-      if (!result.ok())
-        logger()->warn("node {}: Event not posted: {}", self->state.node_name,
-                       result.error().to_string());
-    });
+  post_node_event(self, event_reason(d), summary, d.quarantined);
 }
 
 // Every request of the decision succeeded: say so, post its Event, go on.
@@ -279,17 +270,8 @@ std::optional<control::drain_request> wanted_drain(const node_state& st) {
 void post_drain_event(node_actor* self, const std::string& reason,
                       const std::string& message) {
   auto& st = self->state;
-  if (st.settings->dry_run || st.settings->drain->dry_run)
-    return;
-  auto request =
-    control::node_event_request(st.node_name, st.settings->events_namespace, reason,
-                                message, false, st.time->wall_now(), ++st.decisions);
-  self->request(st.gateway, caf::infinite, std::move(request))
-    .then([=](const kube::kube_result& result) {
-      if (!result.ok())
-        logger()->warn("node {}: Event not posted: {}", self->state.node_name,
-                       result.error().to_string());
-    });
+  if (!st.settings->dry_run && !st.settings->drain->dry_run)
+    post_node_event(self, reason, message, false);
 }
 
 void start_drain(node_actor* self, control::drain_request request) {
@@ -546,6 +528,20 @@ std::string summary_of(const node_state& st) {
 }
 
 } // namespace
+
+void post_node_event(node_actor* self, const std::string& reason,
+                     const std::string& message, bool warning) {
+  auto& st = self->state;
+  auto request =
+    control::node_event_request(st.node_name, st.settings->events_namespace, reason,
+                                message, warning, st.time->wall_now(), ++st.decisions);
+  self->request(st.gateway, caf::infinite, std::move(request))
+    .then([=](const kube::kube_result& result) {
+      if (!result.ok())
+        logger()->warn("node {}: Event not posted: {}", self->state.node_name,
+                       result.error().to_string());
+    });
+}
 
 caf::behavior node(node_actor* self, std::string name,
                    std::shared_ptr<const node_settings> settings, caf::actor gateway,

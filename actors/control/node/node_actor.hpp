@@ -178,6 +178,11 @@ caf::behavior node(node_actor* self, std::string name,
                    caf::actor journal, caf::actor breaker,
                    std::shared_ptr<const clock> time);
 
+/// A Kubernetes Event about the node (its decisions, drains, remediations),
+/// fire and forget: a failure is logged. Callers check their dry-run switch.
+void post_node_event(node_actor* self, const std::string& reason,
+                     const std::string& message, bool warning);
+
 /// Journal row kind of a quarantine decision.
 constexpr const char* quarantine_row = "quarantine";
 /// Journal row kind of a correlation rule's firing.

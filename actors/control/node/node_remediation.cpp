@@ -143,18 +143,8 @@ void journal_escalation(node_actor* self, const remediation_request& request,
 
 void post_event(node_actor* self, const std::string& reason, const std::string& message,
                 bool warning) {
-  auto& st = self->state;
-  if (dry_run(st))
-    return;
-  auto request =
-    control::node_event_request(st.node_name, st.settings->events_namespace, reason,
-                                message, warning, st.time->wall_now(), ++st.decisions);
-  self->request(st.gateway, caf::infinite, std::move(request))
-    .then([=](const kube::kube_result& result) {
-      if (!result.ok())
-        logger()->warn("node {}: Event not posted: {}", self->state.node_name,
-                       result.error().to_string());
-    });
+  if (!dry_run(self->state))
+    post_node_event(self, reason, message, warning);
 }
 
 void write_annotation(node_actor* self) {
