@@ -86,9 +86,8 @@ std::string gpu_uuid_of(const control::active_record& r) {
 
 // The journal row of one remediation step. The key makes a step repeated on
 // the same request (a retry, a replay) a duplicate, never a second row.
-void journal_step(node_actor* self, const std::string& phase,
-                  const remediation_request& request, json details = json::object()) {
-  auto& st = self->state;
+journal_record step_row(const node_state& st, const std::string& phase,
+                        const remediation_request& request, json details) {
   details["phase"] = phase;
   details["group"] = request.plan.group;
   details["kind"] = std::string{control::to_string(request.plan.kind)};
@@ -109,7 +108,16 @@ void journal_step(node_actor* self, const std::string& phase,
     row.idempotency_key +=
       "/" + std::to_string(row.recorded_at.time_since_epoch().count());
   row.body = details.dump();
-  self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
+  return row;
+}
+
+// A step that only records (its effect, if any, is already done or not one
+// the journal must precede): logged if the journal cannot take it.
+void journal_step(node_actor* self, const std::string& phase,
+                  const remediation_request& request, json details = json::object()) {
+  self
+    ->request(self->state.journal, caf::infinite, append_atom::value,
+              step_row(self->state, phase, request, std::move(details)))
     .then([](const append_outcome&) {},
           [=](const caf::error& err) {
             logger()->warn("node {}: remediation step {} not journaled: {}",
@@ -399,12 +407,38 @@ void hand_to_provider(node_actor* self, const remediation_request& request) {
   next(self, request.plan.group);
 }
 
+void post_cr(node_actor* self, const remediation_request& request, const std::string& cr);
+
 void create(node_actor* self, const remediation_request& request) {
   auto& st = self->state;
   if (request.plan.kind == remediation_kind::provider_hook)
     return hand_to_provider(self, request);
   auto cr = control::maintenance_cr_name(st.node_name, request.plan, request.event_id);
-  journal_step(self, "created", request, {{"cr", cr}});
+  // Journal first (ARCHITECTURE.md §2): the CR is asked for only once its
+  // "created" row is stored, so a replay never misses an attempt.
+  self
+    ->request(st.journal, caf::infinite, append_atom::value,
+              step_row(st, "created", request, {{"cr", cr}}))
+    .then(
+      [=, generation = st.remediation.generation](const append_outcome&) {
+        if (self->state.remediation.generation == generation)
+          post_cr(self, request, cr);
+      },
+      [=, generation = st.remediation.generation](const caf::error& err) {
+        auto& r = self->state.remediation;
+        if (r.generation != generation)
+          return;
+        logger()->warn("node {}: {} not journaled ({}); retrying", self->state.node_name,
+                       cr, caf::to_string(err));
+        r.starting = false;
+        r.start_armed = true;
+        self->delayed_send(self, self->state.settings->retry_max, rstart_atom::value);
+      });
+}
+
+void post_cr(node_actor* self, const remediation_request& request,
+             const std::string& cr) {
+  auto& st = self->state;
   if (dry_run(st)) {
     logger()->info("node {}: would create {} {} (dry run)", st.node_name,
                    control::to_string(request.plan.kind), cr);
