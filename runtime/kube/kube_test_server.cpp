@@ -20,7 +20,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
-#include "runtime/kube/kube_discovery.hpp"
+#include "runtime/kube/kube_rest.hpp"
 
 namespace vigil::kube {
 
@@ -31,78 +31,6 @@ using tcp = asio::ip::tcp;
 namespace {
 
 using request_t = http::request<http::string_body>;
-
-struct reply {
-  reply(int code, std::string text) : status(code), body(std::move(text)) {}
-  int status;
-  std::string body;
-  std::string content_type = "application/json";
-  std::string retry_after;
-};
-
-reply status_reply(const api_status& s) {
-  reply r{s.code, s.to_json().dump()};
-  if (s.code == 429)
-    r.retry_after = "1";
-  return r;
-}
-
-reply error_reply(int code, const std::string& reason, const std::string& message) {
-  return status_reply(api_status{code, reason, message, {}});
-}
-
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i] == '+' ? ' ' : s[i];
-    }
-  }
-  return out;
-}
-
-std::map<std::string, std::string> parse_query(std::string_view query) {
-  std::map<std::string, std::string> out;
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto pair = query.substr(0, amp);
-    auto eq = pair.find('=');
-    if (eq == std::string_view::npos)
-      out[percent_decode(pair)] = "";
-    else
-      out[percent_decode(pair.substr(0, eq))] = percent_decode(pair.substr(eq + 1));
-    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
-  }
-  return out;
-}
-
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> out;
-  while (!path.empty()) {
-    auto slash = path.find('/');
-    auto seg = path.substr(0, slash);
-    if (!seg.empty())
-      out.emplace_back(seg);
-    path = slash == std::string_view::npos ? "" : path.substr(slash + 1);
-  }
-  return out;
-}
-
-bool truthy(const std::map<std::string, std::string>& q, const char* key) {
-  auto it = q.find(key);
-  return it != q.end() && (it->second == "true" || it->second == "1");
-}
-
-// What a URL addresses: a resource collection, an object, or a subresource.
-struct route {
-  const resource_type* type = nullptr;
-  std::string ns;
-  std::string name;
-  std::string sub;
-};
 
 } // namespace
 
@@ -235,7 +163,7 @@ private:
       auto [path, query] = split_target(req.target());
       auto q = parse_query(query);
       count(std::string(req.method_string()));
-      if (req.method() == http::verb::get && truthy(q, "watch")) {
+      if (req.method() == http::verb::get && is_watch(q)) {
         serve_watch(stream, path, q);
         return; // a watch ends its connection
       }
@@ -281,7 +209,7 @@ private:
     ++served_[verb];
   }
 
-  std::optional<reply> injected_fault() {
+  std::optional<rest_reply> injected_fault() {
     test_server_faults f;
     double roll;
     {
@@ -302,10 +230,10 @@ private:
   }
 
   template <class Stream>
-  bool write_reply(Stream& stream, const request_t& req, reply r) {
+  bool write_reply(Stream& stream, const request_t& req, rest_reply r) {
     http::response<http::string_body> res{static_cast<http::status>(r.status),
                                           req.version()};
-    res.set(http::field::content_type, r.content_type);
+    res.set(http::field::content_type, "application/json");
     res.set("Audit-Id", "vigil-test");
     if (!r.retry_after.empty())
       res.set(http::field::retry_after, r.retry_after);
@@ -317,173 +245,25 @@ private:
     return !ec;
   }
 
-  // Resolves /api/v1/… and /apis/<group>/<version>/… to a type and object.
-  std::optional<route> resolve(const std::vector<std::string>& seg) {
-    std::string group, version;
-    size_t rest;
-    if (seg.size() >= 3 && seg[0] == "api") {
-      version = seg[1];
-      rest = 2;
-    } else if (seg.size() >= 4 && seg[0] == "apis") {
-      group = seg[1];
-      version = seg[2];
-      rest = 3;
-    } else {
-      return std::nullopt;
+  // The request under the store's lock, then wake the watches.
+  rest_reply handle(const request_t& req, const std::string& path,
+                    std::map<std::string, std::string> query) {
+    rest_request r;
+    r.verb = std::string(req.method_string());
+    r.path = path;
+    r.query = std::move(query);
+    if (auto it = req.find(http::field::content_type); it != req.end())
+      r.content_type = std::string(it->value());
+    if (auto it = req.find(http::field::accept); it != req.end())
+      r.accept = std::string(it->value());
+    r.body = req.body();
+    rest_reply reply;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      reply = serve_rest(store_, r);
     }
-    route r;
-    const size_t n = seg.size() - rest;
-    if (n >= 3 && seg[rest] == "namespaces") {
-      if (auto* t = store_.find_type(group, version, seg[rest + 2]); t && t->namespaced) {
-        r.type = t;
-        r.ns = seg[rest + 1];
-        r.name = n >= 4 ? seg[rest + 3] : "";
-        r.sub = n >= 5 ? seg[rest + 4] : "";
-        return n <= 5 ? std::optional<route>{r} : std::nullopt;
-      }
-    }
-    r.type = store_.find_type(group, version, seg[rest]);
-    if (r.type == nullptr || n > 3)
-      return std::nullopt;
-    r.name = n >= 2 ? seg[rest + 1] : "";
-    r.sub = n >= 3 ? seg[rest + 2] : "";
-    return r;
-  }
-
-  std::optional<reply> discovery(const std::vector<std::string>& seg) {
-    if (seg.size() == 1 && seg[0] == "version")
-      return reply{200, version_document().dump()};
-    if (seg.size() == 1 && seg[0] == "api")
-      return reply{200, api_versions_document().dump()};
-    if (seg.size() == 1 && seg[0] == "apis")
-      return reply{200, api_group_list(store_.types()).dump()};
-    if (seg.size() == 2 && seg[0] == "api")
-      return reply{200, api_resource_list(store_.types(), "", seg[1]).dump()};
-    if (seg.size() == 3 && seg[0] == "apis")
-      return reply{200, api_resource_list(store_.types(), seg[1], seg[2]).dump()};
-    return std::nullopt;
-  }
-
-  static list_options list_options_of(const std::map<std::string, std::string>& q) {
-    list_options o;
-    if (auto it = q.find("labelSelector"); it != q.end())
-      o.label_selector = it->second;
-    if (auto it = q.find("fieldSelector"); it != q.end())
-      o.field_selector = it->second;
-    if (auto it = q.find("limit"); it != q.end())
-      o.limit = std::strtoll(it->second.c_str(), nullptr, 10);
-    if (auto it = q.find("continue"); it != q.end())
-      o.continue_token = it->second;
-    return o;
-  }
-
-  static std::optional<patch_type> patch_type_of(const request_t& req) {
-    auto it = req.find(http::field::content_type);
-    std::string type = it == req.end() ? "" : std::string(it->value());
-    if (type.rfind("application/merge-patch+json", 0) == 0)
-      return patch_type::merge;
-    if (type.rfind("application/json-patch+json", 0) == 0)
-      return patch_type::json_patch;
-    if (type.rfind("application/strategic-merge-patch+json", 0) == 0)
-      return patch_type::strategic_merge;
-    return std::nullopt;
-  }
-
-  static bool wants_table(const request_t& req) {
-    auto it = req.find(http::field::accept);
-    return it != req.end()
-           && std::string(it->value()).find("as=Table") != std::string::npos;
-  }
-
-  static delete_options delete_options_of(const json& body,
-                                          const std::map<std::string, std::string>& q) {
-    delete_options o;
-    auto policy = [&](const std::string& p) {
-      if (p == "Orphan")
-        o.propagation = propagation_policy::orphan;
-      else if (p == "Foreground")
-        o.propagation = propagation_policy::foreground;
-      else if (p == "Background")
-        o.propagation = propagation_policy::background;
-    };
-    if (body.is_object()) {
-      if (auto g = body.find("gracePeriodSeconds"); g != body.end() && g->is_number())
-        o.grace_period_seconds = g->get<std::int64_t>();
-      if (auto p = body.find("propagationPolicy"); p != body.end() && p->is_string())
-        policy(p->get<std::string>());
-      if (auto pre = body.find("preconditions"); pre != body.end() && pre->is_object())
-        if (auto rv = pre->find("resourceVersion"); rv != pre->end() && rv->is_string())
-          o.precondition_resource_version = rv->get<std::string>();
-    }
-    if (auto it = q.find("gracePeriodSeconds"); it != q.end())
-      o.grace_period_seconds = std::strtoll(it->second.c_str(), nullptr, 10);
-    if (auto it = q.find("propagationPolicy"); it != q.end())
-      policy(it->second);
-    return o;
-  }
-
-  reply handle(const request_t& req, const std::string& path,
-               const std::map<std::string, std::string>& q) {
-    const auto seg = split_path(path);
-    std::unique_lock<std::mutex> guard(mutex_);
-    if (req.method() == http::verb::get)
-      if (auto d = discovery(seg))
-        return *d;
-    auto r = resolve(seg);
-    if (!r)
-      return error_reply(404, "NotFound",
-                         "the server could not find the requested "
-                         "resource");
-    json body;
-    if (!req.body().empty()) {
-      body = json::parse(req.body(), nullptr, false);
-      if (body.is_discarded())
-        return error_reply(400, "BadRequest", "the request body is not valid JSON");
-    }
-    const bool status_sub = r->sub == "status";
-    if (!r->sub.empty() && !status_sub && r->sub != "eviction")
-      return error_reply(404, "NotFound", "no subresource " + r->sub);
-    store_result result;
-    int ok_code = 200;
-    switch (req.method()) {
-      case http::verb::get:
-        result = r->name.empty() ? store_.list(*r->type, r->ns, list_options_of(q))
-                                 : store_.get(*r->type, r->ns, r->name);
-        if (result.ok() && wants_table(req))
-          result.value = to_table(*r->type, *result.value);
-        break;
-      case http::verb::post:
-        if (r->sub == "eviction" && r->type->plural == "pods") {
-          result = store_.evict(r->ns, r->name, body);
-          ok_code = 201;
-        } else if (r->name.empty()) {
-          result = store_.create(*r->type, r->ns, body);
-          ok_code = 201;
-        } else {
-          return error_reply(405, "MethodNotAllowed", "POST is not allowed here");
-        }
-        break;
-      case http::verb::put:
-        result = store_.update(*r->type, r->ns, r->name, body, status_sub);
-        break;
-      case http::verb::patch: {
-        auto kind = patch_type_of(req);
-        if (!kind)
-          return error_reply(415, "UnsupportedMediaType",
-                             "the body of the request was in an unknown format");
-        result = store_.patch(*r->type, r->ns, r->name, body, *kind, status_sub);
-        break;
-      }
-      case http::verb::delete_:
-        result = store_.remove(*r->type, r->ns, r->name, delete_options_of(body, q));
-        break;
-      default: return error_reply(405, "MethodNotAllowed", "method not allowed");
-    }
-    guard.unlock();
     changed_.notify_all();
-    if (!result.ok())
-      return status_reply(result.error);
-    return reply{ok_code, result.value->dump()};
+    return reply;
   }
 
   template <class Stream>
@@ -501,22 +281,19 @@ private:
   void serve_watch(Stream& stream, const std::string& path,
                    const std::map<std::string, std::string>& q) {
     std::unique_lock<std::mutex> guard(mutex_);
-    auto r = resolve(split_path(path));
-    if (!r || !r->name.empty()) {
+    api_status not_found;
+    auto target = resolve_watch(store_, path, q, not_found);
+    if (!target) {
       guard.unlock();
       request_t fake;
       fake.version(11);
-      write_reply(stream, fake, error_reply(404, "NotFound", "cannot watch " + path));
+      write_reply(stream, fake, status_reply(not_found));
       return;
     }
-    const auto selectors = list_options_of(q);
-    std::uint64_t rv = 0;
-    if (auto it = q.find("resourceVersion"); it != q.end())
-      rv = std::strtoull(it->second.c_str(), nullptr, 10);
-    const bool bookmarks = truthy(q, "allowWatchBookmarks");
-    std::chrono::seconds timeout{1800};
-    if (auto it = q.find("timeoutSeconds"); it != q.end())
-      timeout = std::chrono::seconds{std::strtoll(it->second.c_str(), nullptr, 10)};
+    const auto& selectors = target->selectors;
+    std::uint64_t rv = target->resource_version;
+    const bool bookmarks = target->bookmarks;
+    const std::chrono::seconds timeout{target->timeout_seconds.value_or(1800)};
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     const auto drop_at_start = drop_generation_;
     auto bookmark_seen = bookmark_generation_;
@@ -539,8 +316,9 @@ private:
       if (stopping_ || drop_generation_ != drop_at_start)
         return; // cut mid-stream, as a dropped connection is
       api_status error;
-      auto events = expired ? std::nullopt
-                            : store_.changes_since(*r->type, r->ns, rv, selectors, error);
+      auto events =
+        expired ? std::nullopt
+                : store_.changes_since(*target->type, target->ns, rv, selectors, error);
       if (expired)
         error = api_status{
           410, "Expired", "too old resource version: " + std::to_string(rv), {}};
@@ -558,8 +336,8 @@ private:
         if (bookmarks && bookmark_generation_ != bookmark_seen) {
           bookmark_seen = bookmark_generation_;
           rv = std::max(rv, store_.current_resource_version());
-          json object = {{"kind", r->type->kind},
-                         {"apiVersion", r->type->api_version()},
+          json object = {{"kind", target->type->kind},
+                         {"apiVersion", target->type->api_version()},
                          {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
           out += json{{"type", "BOOKMARK"}, {"object", object}}.dump() + "\n";
         }
