@@ -50,6 +50,9 @@ using permit_atom = caf::atom_constant<caf::atom("permit")>;
 /// (fabric_atom) from the fleet to a node actor: its NIC ports went down in a
 /// fabric-wide incident; drop those records, the fabric is not the node's fault.
 using fabric_atom = caf::atom_constant<caf::atom("fabric")>;
+/// (fhold_atom, node) from the fleet to itself: the node's held link-down
+/// reports may go on (correlation.fabric_hold_seconds).
+using fhold_atom = caf::atom_constant<caf::atom("fhold")>;
 
 /// (leader_atom, bool) from the leader elector: this replica starts (true) or
 /// stops (false) leading.

@@ -382,6 +382,7 @@ void read_correlation(section_reader s, correlation_section& c) {
   s.read("remediation_window_seconds", c.remediation_window_seconds, 1u, 4 * week);
   s.read("fabric_min_nodes", c.fabric_min_nodes, 2u, 100000u);
   s.read("fabric_window_seconds", c.fabric_window_seconds, 1u, 86400u);
+  s.read("fabric_hold_seconds", c.fabric_hold_seconds, 0u, 3600u);
   s.finish();
 }
 

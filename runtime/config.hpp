@@ -135,6 +135,8 @@ struct correlation_section {
   std::uint32_t remediation_window_seconds = 604800;
   std::uint32_t fabric_min_nodes = 3;        ///< NIC ports down on this many nodes …
   std::uint32_t fabric_window_seconds = 300; ///< … within this: one fabric incident
+  std::uint32_t fabric_hold_seconds =
+    30; ///< a link down waits this long for its incident
 };
 
 /// Remediation and its escalation ladder (issue #8 items 2 and 3); seconds.

@@ -101,6 +101,7 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(c.remediation_window_seconds, dc.remediation_window_seconds);
   EXPECT_EQ(c.fabric_min_nodes, dc.fabric_min_nodes);
   EXPECT_EQ(c.fabric_window_seconds, dc.fabric_window_seconds);
+  EXPECT_EQ(c.fabric_hold_seconds, dc.fabric_hold_seconds);
   const auto& r = loaded->remediation;
   const auto& dr = defaults.remediation;
   EXPECT_EQ(r.enabled, dr.enabled);

@@ -211,17 +211,45 @@ void on_fabric_incident(fleet_actor* self, const control::fabric_incident& incid
       self->send(i->second, fabric_atom::value);
 }
 
+// Inside a fabric incident a link-down report (a port down, or the
+// link_downed rise that comes with it) is kept and correlated, never acted on.
+void mark_if_fabric(fleet_actor* self, health_event& event) {
+  auto& st = self->state;
+  if (control::reports_link_down(event)
+      && st.fabric.suppresses(event.node_name, st.time->wall_now()))
+    event.strategy = processing_strategy::store_and_analyse;
+}
+
+void deliver(fleet_actor* self, health_event event, std::int64_t seq);
+
 void route(fleet_actor* self, health_event event, std::int64_t seq) {
   auto& st = self->state;
   ++st.stats.routed;
-  if (control::is_nic_port_down(event)) {
-    const auto now = st.time->wall_now();
-    if (auto incident = st.fabric.on_port_down(event.node_name, now))
+  const bool link_down = control::reports_link_down(event);
+  if (link_down && control::is_nic_port_down(event))
+    if (auto incident = st.fabric.on_port_down(event.node_name, st.time->wall_now()))
       on_fabric_incident(self, *incident);
-    // Inside an incident the event is kept and correlated, never acted on.
-    if (st.fabric.suppresses(event.node_name, now))
-      event.strategy = processing_strategy::store_and_analyse;
+  mark_if_fabric(self, event);
+  // A link down the fabric does not explain yet waits correlation.fabric_hold:
+  // the incident may still be forming on other nodes. The node's later
+  // events wait behind it, so its actor sees them in order.
+  const auto hold = st.settings->correlation.fabric_hold;
+  if (auto held = st.on_hold.find(event.node_name); held != st.on_hold.end()) {
+    held->second.emplace_back(std::move(event), seq);
+    return;
   }
+  if (link_down && hold.count() > 0
+      && event.strategy == processing_strategy::execute_remediation) {
+    auto name = event.node_name;
+    st.on_hold[name].emplace_back(std::move(event), seq);
+    self->delayed_send(self, hold, fhold_atom::value, name);
+    return;
+  }
+  deliver(self, std::move(event), seq);
+}
+
+void deliver(fleet_actor* self, health_event event, std::int64_t seq) {
+  auto& st = self->state;
   auto name = event.node_name;
   if (auto waiting = st.replaying.find(name); waiting != st.replaying.end()) {
     waiting->second.emplace_back(std::move(event), seq);
@@ -416,6 +444,7 @@ void lead(fleet_actor* self, bool leading) {
   st.names.clear();
   st.replaying.clear();
   st.held.clear();
+  st.on_hold.clear(); // journaled: the next leader's rebuild has them
   if (st.watch_id != 0) {
     self->send(st.gateway, unwatch_atom::value, st.watch_id);
     st.watch_id = 0;
@@ -472,6 +501,17 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
         return;
       }
       route(self, std::move(event), seq);
+    },
+    [=](fhold_atom, const std::string& node) {
+      auto held = self->state.on_hold.find(node);
+      if (held == self->state.on_hold.end())
+        return;
+      auto events = std::move(held->second);
+      self->state.on_hold.erase(held);
+      for (auto& [event, seq] : events) {
+        mark_if_fabric(self, event);
+        deliver(self, std::move(event), seq);
+      }
     },
     [=](const kube_watch_event& event) {
       if (!self->state.standby) // a late line of a watch given up on

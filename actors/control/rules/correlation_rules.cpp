@@ -96,6 +96,18 @@ nic_port_history::nic_port_history(correlation_config config)
 
 std::optional<nic_verdict> nic_port_history::on_link_downed(std::uint64_t delta,
                                                             wall_time now) {
+  // One poll reports a DOWN twice: the port-state event (one) and the
+  // degradation event (the counter's delta), both stamped with the poll's
+  // time. Reports of the same instant are the same link_downed events: only
+  // what exceeds the largest one counts.
+  if (last_report_at_ == now) {
+    const auto counted = last_report_delta_;
+    last_report_delta_ = std::max(counted, delta);
+    delta = delta > counted ? delta - counted : 0;
+  } else {
+    last_report_at_ = now;
+    last_report_delta_ = delta;
+  }
   if (delta == 0)
     return std::nullopt;
   delta_while_down_ = delta_while_down_ || down_since_.has_value();
@@ -253,6 +265,10 @@ health_event dropped_event(const std::string& node, std::vector<entity> entities
 }
 
 } // namespace
+
+bool reports_link_down(const health_event& e) {
+  return link_downed_delta(e) > 0;
+}
 
 bool is_nic_port_down(const health_event& e) {
   return !e.is_healthy && e.component_class == "NIC"

@@ -52,6 +52,10 @@ struct correlation_config {
   /// fabric_window are one fabric incident. Defaults 3 nodes, 5 min.
   std::size_t fabric_min_nodes = 3;
   std::chrono::seconds fabric_window = std::chrono::minutes(5);
+  /// A link-down report (port down or link_downed rise) is held this long
+  /// before it reaches its node, so an incident that is still forming can
+  /// claim it. 0 here (tests act at once); the configuration's default is 30 s.
+  std::chrono::seconds fabric_hold{0};
 };
 
 /// Drops repeats of an event within dedup_window of the first one admitted.
@@ -121,6 +125,8 @@ public:
 private:
   correlation_config config_;
   std::deque<wall_time> link_downs_;
+  std::optional<wall_time> last_report_at_; ///< the latest link_downed report
+  std::uint64_t last_report_delta_ = 0;     ///< and the most it reported
   std::optional<wall_time> down_since_;
   bool delta_while_down_ = false;
   bool drop_reported_ = false;
@@ -216,6 +222,9 @@ private:
 
 /// A NIC port-state event reporting a port down (the fabric rule's input).
 bool is_nic_port_down(const health_event& event);
+/// A port down or a rise of its link_downed counter (seed 002 §6.3): what a
+/// fabric incident explains and keeps from quarantining a node.
+bool reports_link_down(const health_event& event);
 
 /// The check name of the events the drop rule derives.
 inline constexpr const char* nic_port_dropped_check = "NICPortDropped";
