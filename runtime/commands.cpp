@@ -6,6 +6,7 @@
 #include "runtime/agent_commands.hpp"
 #include "runtime/breaker_command.hpp"
 #include "runtime/control_command.hpp"
+#include "runtime/demo/demo_command.hpp"
 #include "runtime/replay_command.hpp"
 #include "runtime/version.hpp"
 
@@ -37,16 +38,6 @@ int run_version(command_context& ctx) {
   return 0;
 }
 
-int run_demo(command_context& ctx) {
-  ctx.out << "vigil demo: the simulated cluster arrives with issue #9.\n"
-             "What exists now: the node agent (XID and NIC monitors), the control\n"
-             "plane (ingest, journal, quarantine, drain, correlation, breaker,\n"
-             "remediation) and the janitor (GPUReset, RebootNode); the end-to-end\n"
-             "flow runs in tests/integration against the Kubernetes API test server.\n"
-             "Try: vigil --help\n";
-  return 0;
-}
-
 int run_parse(command_context& ctx) {
   if (!check_verb(ctx, "parse", {"kmsg", "topo"}))
     return 2;
@@ -73,14 +64,8 @@ std::vector<subcommand> command_table() {
      "reset [options]", breaker_option_specs(), run_breaker_reset},
     {"janitor", "GPUReset and RebootNode controllers on their own", "[options]",
      janitor_option_specs(), run_janitor},
-    {"demo",
-     "a simulated GPU cluster healed end to end",
-     "[options]",
-     {{"json", "", "print the summary as JSON"},
-      {"scenario", "FILE", "run the scenario in FILE instead of the built-in one"},
-      {"journal", "URL", "sqlite:PATH (default) or postgresql://…"},
-      {"serve", "", "keep the simulated cluster running until interrupted"}},
-     run_demo},
+    {"demo", "a simulated GPU cluster healed end to end (virtual time)", "[options]",
+     demo::demo_option_specs(), demo::run_demo},
     {"replay",
      "print a journal's timeline; rebuild state at a moment",
      "[options]",

@@ -133,6 +133,7 @@ control::correlation_config correlation_config_from(const correlation_section& s
   c.remediation_window = seconds{s.remediation_window_seconds};
   c.fabric_min_nodes = s.fabric_min_nodes;
   c.fabric_window = seconds{s.fabric_window_seconds};
+  c.fabric_hold = seconds{s.fabric_hold_seconds};
   return c;
 }
 
@@ -284,6 +285,43 @@ int run_control(command_context& ctx) {
   if (!api)
     return fail(api.error());
 
+  std::shared_ptr<journal_store> journal_db = std::move(*store);
+  const auto source = api->source;
+  control_plane_options plane_options;
+  plane_options.replica_identity = replica_identity();
+
+  return run_process(config, [&](process_context& p) -> status {
+    auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
+    auto plane =
+      spawn_control_plane(p.system, config, journal_db, api->client, time, plane_options);
+    if (!plane)
+      return plane.error();
+    for (const auto& [name, actor] : plane->named)
+      caf::anon_send(p.root, adopt_atom::value, name, actor);
+    auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
+    auto server = http::server::start(
+      server_options, make_control_handler(plane->actors, endpoints_actor, http_options));
+    if (!server)
+      return server.error();
+    component_logger("control")->info(
+      "listening on {}:{} ({}), journal {}, API server via {}{}", listen->first,
+      (*server)->port(), server_options.cert_pem.empty() ? "HTTP" : "HTTPS",
+      journal_db->describe(), source, cc.dry_run ? ", DRY RUN" : "");
+    caf::anon_send(p.root, adopt_atom::value, std::string("endpoints"), endpoints_actor);
+    caf::anon_send(p.root, adopt_atom::value, std::string("http"),
+                   p.system.spawn<caf::detached>(
+                     http_host, std::shared_ptr<http::server>(std::move(*server))));
+    return ok();
+  });
+}
+
+expected<control_plane>
+spawn_control_plane(caf::actor_system& system, const vigil_config& config,
+                    std::shared_ptr<journal_store> journal_db,
+                    std::shared_ptr<kube::kube_client> kube_client,
+                    std::shared_ptr<const clock> time,
+                    const control_plane_options& options) {
+  const auto& cc = config.control;
   auto settings = std::make_shared<node_settings>();
   settings->quarantine = quarantine_policy_from(config.quarantine);
   settings->gpu_node_label = cc.gpu_node_label;
@@ -292,7 +330,7 @@ int run_control(command_context& ctx) {
   settings->drain =
     std::make_shared<drain_settings>(drain_settings_from(config.drain, cc.dry_run));
   if (auto valid = control::validate(settings->drain->config); !valid)
-    return fail(valid.error());
+    return valid.error();
   settings->correlation = correlation_config_from(config.correlation);
   settings->remediation = remediation_settings_from(config.remediation);
   settings->remediation.pool_label = config.breaker.pool_label;
@@ -305,60 +343,40 @@ int run_control(command_context& ctx) {
   control::lease_config lease;
   lease.ns = cc.lease_namespace;
   lease.name = cc.lease_name;
-  lease.identity = replica_identity();
+  lease.identity = options.replica_identity;
   lease.duration = std::chrono::seconds{cc.lease_seconds};
   lease.renew_deadline = std::chrono::seconds{cc.renew_deadline_seconds};
   lease.retry_period = std::chrono::seconds{cc.retry_period_seconds};
-  std::shared_ptr<journal_store> journal_db = std::move(*store);
-  std::shared_ptr<kube::kube_client> kube_client = api->client;
-  const auto source = api->source;
 
-  return run_process(config, [&](process_context& p) -> status {
-    auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
-    auto adopt = [&](const char* name, const caf::actor& a) {
-      caf::anon_send(p.root, adopt_atom::value, std::string(name), a);
-    };
-    control_actors actors;
-    auto writer = p.system.spawn<caf::detached>(journal_writer, journal_db);
-    actors.journal = p.system.spawn(journal, config.journal, writer);
-    auto gateway = p.system.spawn(kube_gateway, kube_client);
-    actors.breaker =
-      p.system.spawn(breaker, breaker_config_from(config.breaker), actors.journal, time);
-    actors.fleet =
-      p.system.spawn(fleet, std::shared_ptr<const node_settings>(settings), gateway,
-                     actors.journal, actors.breaker, time, true, cc.leader_election);
-    actors.ingest =
-      p.system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
-    std::vector<caf::actor> followers{actors.fleet, actors.ingest};
-    if (config.janitor.in_process) {
-      // issue #8 item 4: the controllers run in this process by default.
-      actors.janitor_figures = janitor_options.metrics;
-      auto janitor = p.system.spawn(janitor_controllers, janitor_options, gateway, time);
-      followers.push_back(janitor);
-      adopt("janitor", janitor);
-    }
-    if (cc.leader_election)
-      adopt("leader", p.system.spawn(leader_elector, lease, gateway, followers, time));
-    auto api = p.system.spawn(endpoints, actors);
-    auto server = http::server::start(server_options,
-                                      make_control_handler(actors, api, http_options));
-    if (!server)
-      return server.error();
-    component_logger("control")->info(
-      "listening on {}:{} ({}), journal {}, API server via {}{}", listen->first,
-      (*server)->port(), server_options.cert_pem.empty() ? "HTTP" : "HTTPS",
-      journal_db->describe(), source, cc.dry_run ? ", DRY RUN" : "");
-    adopt("journal_writer", writer);
-    adopt("journal", actors.journal);
-    adopt("gateway", gateway);
-    adopt("breaker", actors.breaker);
-    adopt("fleet", actors.fleet);
-    adopt("ingest", actors.ingest);
-    adopt("endpoints", api);
-    adopt("http", p.system.spawn<caf::detached>(
-                    http_host, std::shared_ptr<http::server>(std::move(*server))));
-    return ok();
-  });
+  control_plane plane;
+  auto& actors = plane.actors;
+  auto writer = options.detach_journal_writer
+                  ? system.spawn<caf::detached>(journal_writer, journal_db)
+                  : system.spawn(journal_writer, journal_db);
+  actors.journal = system.spawn(journal, config.journal, writer);
+  auto gateway = system.spawn(kube_gateway, kube_client);
+  actors.breaker =
+    system.spawn(breaker, breaker_config_from(config.breaker), actors.journal, time);
+  actors.fleet =
+    system.spawn(fleet, std::shared_ptr<const node_settings>(settings), gateway,
+                 actors.journal, actors.breaker, time, true, cc.leader_election);
+  actors.ingest =
+    system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
+  std::vector<caf::actor> followers{actors.fleet, actors.ingest};
+  plane.named = {{"journal_writer", writer}, {"journal", actors.journal},
+                 {"gateway", gateway},       {"breaker", actors.breaker},
+                 {"fleet", actors.fleet},    {"ingest", actors.ingest}};
+  if (config.janitor.in_process) {
+    // issue #8 item 4: the controllers run in this process by default.
+    actors.janitor_figures = janitor_options.metrics;
+    auto janitor = system.spawn(janitor_controllers, janitor_options, gateway, time);
+    followers.push_back(janitor);
+    plane.named.emplace_back("janitor", janitor);
+  }
+  if (cc.leader_election)
+    plane.named.emplace_back(
+      "leader", system.spawn(leader_elector, lease, gateway, followers, time));
+  return plane;
 }
 
 std::vector<option_spec> janitor_option_specs() {

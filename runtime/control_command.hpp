@@ -10,6 +10,9 @@
 #include "actors/janitor/janitor_actor.hpp"
 #include "runtime/cli.hpp"
 #include "runtime/config.hpp"
+#include "runtime/control_endpoints.hpp"
+#include "runtime/journal/journal_store.hpp"
+#include "runtime/kube/kube_client.hpp"
 
 namespace vigil {
 
@@ -22,6 +25,31 @@ std::vector<option_spec> janitor_option_specs();
 /// `vigil janitor`: the GPUReset and RebootNode controllers alone (one replica;
 /// set janitor.in_process: false for the control plane then).
 int run_janitor(command_context& ctx);
+
+/// The control plane's actors as `vigil control` runs them (and `vigil demo`,
+/// on a virtual clock): journal, gateway, breaker, fleet, ingest, the
+/// in-process janitor and, with leader election, the elector.
+struct control_plane {
+  control_actors actors;
+  /// Every actor, named, for the root supervisor to adopt.
+  std::vector<std::pair<std::string, caf::actor>> named;
+};
+
+struct control_plane_options {
+  /// The journal writer blocks on the database: its own thread in production;
+  /// false under CAF's test coordinator, where everything runs on one thread.
+  bool detach_journal_writer = true;
+  std::string replica_identity = "vigil-control"; ///< the Lease holder's name
+};
+
+/// Spawns the control plane from `config` (already validated; the command
+/// line's overrides applied). Fails when the drain section is inconsistent.
+expected<control_plane>
+spawn_control_plane(caf::actor_system& system, const vigil_config& config,
+                    std::shared_ptr<journal_store> journal_db,
+                    std::shared_ptr<kube::kube_client> kube_client,
+                    std::shared_ptr<const clock> time,
+                    const control_plane_options& options);
 
 /// Configuration (already validated) to the rules' own types.
 control::quarantine_policy quarantine_policy_from(const quarantine_config& config);

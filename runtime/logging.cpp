@@ -48,8 +48,9 @@ public:
 struct logging_state {
   std::mutex mutex; // guards creation of loggers, not logging itself
   log_config config;
-  std::shared_ptr<spdlog::sinks::stderr_sink_mt> sink =
+  std::shared_ptr<spdlog::sinks::stderr_sink_mt> standard_error =
     std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  std::shared_ptr<spdlog::sinks::sink> sink = standard_error;
 };
 
 logging_state& state() {
@@ -91,10 +92,21 @@ void setup_logging(const log_config& config) {
   auto& st = state();
   std::lock_guard<std::mutex> guard{st.mutex};
   st.config = config;
-  st.sink->set_formatter(make_formatter(config.format));
+  st.standard_error->set_formatter(make_formatter(config.format));
   const auto level = spdlog::level::from_str(config.level);
   spdlog::apply_all(
     [level](const std::shared_ptr<spdlog::logger>& logger) { logger->set_level(level); });
+}
+
+void redirect_logs(std::shared_ptr<spdlog::sinks::sink> sink) {
+  auto& st = state();
+  std::lock_guard<std::mutex> guard{st.mutex};
+  st.sink = sink ? std::move(sink) : st.standard_error;
+  if (st.sink == st.standard_error)
+    st.sink->set_formatter(make_formatter(st.config.format));
+  spdlog::apply_all([&](const std::shared_ptr<spdlog::logger>& logger) {
+    logger->sinks().assign(1, st.sink);
+  });
 }
 
 std::shared_ptr<spdlog::logger> component_logger(const std::string& component) {
@@ -104,7 +116,8 @@ std::shared_ptr<spdlog::logger> component_logger(const std::string& component) {
     return existing;
   auto logger = std::make_shared<spdlog::logger>(component, st.sink);
   logger->set_level(spdlog::level::from_str(st.config.level));
-  st.sink->set_formatter(make_formatter(st.config.format));
+  if (st.sink == st.standard_error)
+    st.sink->set_formatter(make_formatter(st.config.format));
   spdlog::register_logger(logger);
   return logger;
 }

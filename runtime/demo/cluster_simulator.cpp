@@ -1,0 +1,398 @@
+#include "runtime/demo/cluster_simulator.hpp"
+
+#include <sstream>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/agent/xid/parse_kernel_log.hpp"
+#include "actors/control/ingest/ingest_actor.hpp"
+#include "messages/atoms.hpp"
+#include "messages/control_messages.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil::demo {
+
+namespace {
+
+using kube::json;
+using acked_atom = caf::atom_constant<caf::atom("acked")>;
+
+std::shared_ptr<spdlog::logger> logger() {
+  return component_logger("cluster");
+}
+
+const json* at(const json& doc, std::initializer_list<const char*> path) {
+  const json* node = &doc;
+  for (const char* key : path) {
+    if (!node->is_object())
+      return nullptr;
+    auto it = node->find(key);
+    if (it == node->end())
+      return nullptr;
+    node = &*it;
+  }
+  return node;
+}
+
+std::string text_at(const json& doc, std::initializer_list<const char*> path) {
+  const json* v = at(doc, path);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : "";
+}
+
+int node_index(const std::string& name) {
+  const std::string prefix = "gpu-node-";
+  if (name.rfind(prefix, 0) != 0)
+    return 0;
+  return std::atoi(name.c_str() + prefix.size());
+}
+
+std::string minutes_text(std::chrono::seconds d) {
+  return std::to_string(d.count() / 60) + "m" + std::to_string(d.count() % 60) + "s";
+}
+
+// "[ 3600.000000] " for a kernel timestamp `since_boot` after boot.
+std::string kernel_stamp(std::chrono::nanoseconds since_boot) {
+  char text[48];
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(since_boot);
+  std::snprintf(text, sizeof text, "[%6lld.%06lld] ",
+                static_cast<long long>(micros.count() / 1000000),
+                static_cast<long long>(micros.count() % 1000000));
+  return text;
+}
+
+// The agent's forwarder, without HTTP: NDJSON through the ingest decoder and
+// into the ingest actor, which journals before it answers.
+void post_events(cluster_simulator_actor* self, const std::vector<health_event>& events) {
+  if (events.empty())
+    return;
+  std::string body;
+  for (const auto& e : events)
+    body += encode_health_event(e) + "\n";
+  auto items = control::parse_ingest_body(body, "application/x-ndjson", {});
+  if (!items) {
+    logger()->error("agent: the ingest decoder refused a batch: {}",
+                    items.error().to_string());
+    return;
+  }
+  self->state.record->events_sent += events.size();
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  const auto count = static_cast<std::uint64_t>(events.size());
+  ingest_request request{std::move(*items), [me, count](control::ingest_reply reply) {
+                           caf::anon_send(me, acked_atom::value,
+                                          reply.http_status == 200 ? count : 0);
+                         }};
+  self->send(self->state.ingest, ingest_atom::value, std::move(request));
+}
+
+// The node's XID monitor: kernel-log lines through the real parser.
+void log_kernel_lines(cluster_simulator_actor* self, int node, const std::string& lines) {
+  auto& st = self->state;
+  auto& agent = st.agents.at(node);
+  const auto now = st.time->wall_now();
+  std::string stamped;
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);)
+    stamped += kernel_stamp(now - agent.boot_time) + line + "\n";
+  agent::parse_options options;
+  options.catalog = st.catalog;
+  options.node_name = node_name(node);
+  options.boot_id = boot_id(node, agent.boots);
+  options.boot_time = agent.boot_time;
+  options.metadata = agent.metadata;
+  std::istringstream log(stamped);
+  auto parsed = agent::parse_kernel_log(log, options);
+  for (const auto& e : parsed.events) {
+    std::string codes;
+    for (const auto& c : e.error_codes)
+      codes += (codes.empty() ? "" : ",") + c;
+    logger()->info("agent {}: {} {} → {}{}", node_name(node), e.check_name, codes,
+                   to_string(e.action), e.is_healthy ? " (healthy)" : "");
+  }
+  post_events(self, parsed.events);
+}
+
+// The node's NIC monitor: one poll over the node's InfiniBand ports.
+void poll_nics(cluster_simulator_actor* self, int node) {
+  auto& st = self->state;
+  auto& agent = st.agents.at(node);
+  if (!agent.nic) {
+    agent::nic_monitor_options options;
+    options.node_name = node_name(node);
+    auto poller = agent::nic_poller::start(options, agent.metadata, "", std::nullopt);
+    if (!poller) {
+      logger()->error("agent {}: the NIC monitor did not start: {}", node_name(node),
+                      poller.error().to_string());
+      return;
+    }
+    agent.nic.emplace(std::move(*poller));
+  }
+  auto result =
+    agent.nic->poll(nic_snapshot(st.settings.spec, agent.down_ports, agent.link_downed),
+                    boot_id(node, agent.boots), st.time->wall_now());
+  for (const auto& e : result.events)
+    if (!result.baseline)
+      logger()->info("agent {}: {} {}", node_name(node), e.check_name, e.message);
+  post_events(self, result.events);
+}
+
+// The kubelet: pods in their grace period go (evicted workload pods are
+// recorded for the summary).
+void kubelet_pass(cluster_simulator_actor* self, kube::object_store& store) {
+  const auto* pods = store.find_type("", "v1", "pods");
+  for (const auto& [ns, name] : store.terminating_pods()) {
+    auto pod = store.get(*pods, ns, name);
+    if (pod.ok()
+        && text_at(*pod.value, {"metadata", "labels", "vigil-demo/workload"}) == "true") {
+      const auto node = text_at(*pod.value, {"spec", "nodeName"});
+      self->state.record->evictions.push_back({ns, name, node});
+      logger()->info("kubelet {}: pod {}/{} stopped", node, ns, name);
+    }
+    store.finish_pod_deletion(ns, name);
+  }
+}
+
+// The GPU operator: an operand runs on a node exactly while its deploy label
+// is "true" (seed 001 step 1).
+void operator_pass(kube::object_store& store) {
+  const auto* nodes = store.find_type("", "v1", "nodes");
+  const auto* pods = store.find_type("", "v1", "pods");
+  auto listed = store.list(*nodes, "", {});
+  if (!listed.ok())
+    return;
+  for (const auto& node : (*listed.value)["items"]) {
+    const auto name = text_at(node, {"metadata", "name"});
+    const json* labels = at(node, {"metadata", "labels"});
+    if (labels == nullptr || !labels->is_object())
+      continue;
+    for (const auto& [label, value] : labels->items()) {
+      const auto app = operand_of_deploy_label(label);
+      if (app.empty() || !value.is_string())
+        continue;
+      const auto pod_name = app + "-" + name;
+      const bool present = store.get(*pods, operator_namespace, pod_name).ok();
+      if (value == "false" && present) {
+        store.remove(*pods, operator_namespace, pod_name, {});
+        logger()->info("GPU operator: {} removed from {}", app, name);
+      } else if (value == "true" && !present) {
+        store.create(*pods, operator_namespace, operand_pod(app, pod_name, name));
+        logger()->info("GPU operator: {} running again on {}", app, name);
+      }
+    }
+  }
+}
+
+json job_status(bool succeeded) {
+  if (succeeded)
+    return {{"succeeded", 1},
+            {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}};
+  return {
+    {"failed", 1},
+    {"conditions",
+     {{{"type", "Failed"}, {"status", "True"}, {"reason", "BackoffLimitExceeded"}}}}};
+}
+
+json job_pod(const std::string& job, const std::string& node) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", job + "-pod"}, {"labels", {{"job-name", job}}}}},
+          {"spec", {{"nodeName", node}, {"containers", {{{"name", "job"}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+// A new Job of the janitor starts: its pod runs until the drawn duration is over.
+void start_job(cluster_simulator_actor* self, kube::object_store& store,
+               const json& job) {
+  auto& st = self->state;
+  simulated_job j;
+  j.name = text_at(job, {"metadata", "name"});
+  const auto node = text_at(job, {"spec", "template", "spec", "nodeName"});
+  j.node = node_index(node);
+  j.reboot = at(job, {"metadata", "labels", "vigil.dev/reboot-node"}) != nullptr;
+  if (const json* containers = at(job, {"spec", "template", "spec", "containers"});
+      containers && containers->is_array() && !containers->empty())
+    if (const json* env = at((*containers)[0], {"env"}); env && env->is_array())
+      for (const auto& e : *env)
+        if (e.value("name", "") == "GPU_UUID")
+          j.gpu_uuid = e.value("value", "");
+  const auto duration =
+    j.reboot ? draw_duration(st.dice, st.settings.reboot_min, st.settings.reboot_max)
+             : draw_duration(st.dice, st.settings.reset_min, st.settings.reset_max);
+  j.due = st.time->now() + duration;
+  j.fails = !j.reboot && st.failing_resets.erase({j.node, j.gpu_uuid}) > 0;
+  const auto* pods = store.find_type("", "v1", "pods");
+  const auto* jobs = store.find_type("batch", "v1", "jobs");
+  store.create(*pods, janitor_namespace, job_pod(j.name, node));
+  store.patch(*jobs, janitor_namespace, j.name, json{{"status", {{"active", 1}}}},
+              kube::patch_type::merge, true);
+  if (j.reboot) {
+    ++st.record->reboot_jobs;
+    // The node goes NotReady for the length of the reboot.
+    store.patch(
+      *store.find_type("", "v1", "nodes"), "", node,
+      json{{"status",
+            {{"conditions",
+              {{{"type", "Ready"}, {"status", "False"}, {"reason", "NodeRebooting"}}}}}}},
+      kube::patch_type::strategic_merge, true);
+    logger()->info("Job {}: {} reboots (back in {})", j.name, node,
+                   minutes_text(duration));
+  } else {
+    ++st.record->reset_jobs;
+    logger()->info("Job {}: resetting {} on {} ({})", j.name, j.gpu_uuid, node,
+                   minutes_text(duration));
+  }
+  st.jobs.emplace(j.name, j);
+}
+
+// A Job's time is up: the reset ends (and the driver logs it), or the node is
+// back with a new boot ID.
+void finish_job(cluster_simulator_actor* self, kube::object_store& store,
+                const simulated_job& j) {
+  auto& st = self->state;
+  const auto* pods = store.find_type("", "v1", "pods");
+  const auto* jobs = store.find_type("batch", "v1", "jobs");
+  const int exit_code = j.fails ? 2 : 0;
+  store.patch(
+    *pods, janitor_namespace, j.name + "-pod",
+    json{
+      {"status",
+       {{"phase", j.fails ? "Failed" : "Succeeded"},
+        {"containerStatuses",
+         {{{"name", "job"}, {"state", {{"terminated", {{"exitCode", exit_code}}}}}}}}}}},
+    kube::patch_type::merge, true);
+  store.patch(*jobs, janitor_namespace, j.name, json{{"status", job_status(!j.fails)}},
+              kube::patch_type::merge, true);
+  if (!j.reboot) {
+    logger()->info("Job {}: {} (exit {})", j.name, j.fails ? "failed" : "done",
+                   exit_code);
+    return;
+  }
+  auto& agent = st.agents.at(j.node);
+  ++agent.boots;
+  agent.boot_time = st.time->wall_now();
+  agent.down_ports.clear();
+  store.patch(
+    *store.find_type("", "v1", "nodes"), "", node_name(j.node),
+    json{{"status",
+          {{"nodeInfo", {{"bootID", boot_id(j.node, agent.boots)}}},
+           {"conditions",
+            {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}}}}},
+    kube::patch_type::strategic_merge, true);
+  logger()->info("{} is back: Ready, boot ID {}", node_name(j.node),
+                 boot_id(j.node, agent.boots));
+}
+
+void jobs_pass(cluster_simulator_actor* self, kube::object_store& store,
+               std::vector<std::string>& reset_lines_for) {
+  auto& st = self->state;
+  const auto* jobs = store.find_type("batch", "v1", "jobs");
+  auto listed = store.list(*jobs, janitor_namespace, {});
+  std::set<std::string> present;
+  if (listed.ok())
+    for (const auto& job : (*listed.value)["items"]) {
+      const auto name = text_at(job, {"metadata", "name"});
+      present.insert(name);
+      if (st.jobs.count(name) == 0 && at(job, {"status", "conditions"}) == nullptr)
+        start_job(self, store, job);
+    }
+  for (auto it = st.jobs.begin(); it != st.jobs.end();) {
+    if (present.count(it->first) == 0) { // deleted by the janitor
+      it = st.jobs.erase(it);
+      continue;
+    }
+    if (it->second.due > st.time->now() || it->second.due == steady_time{}) {
+      ++it;
+      continue;
+    }
+    finish_job(self, store, it->second);
+    if (!it->second.reboot && !it->second.fails)
+      reset_lines_for.push_back(std::to_string(it->second.node) + " "
+                                + it->second.gpu_uuid);
+    it->second.due = steady_time{}; // finished; forgotten when the Job is deleted
+    ++it;
+  }
+}
+
+} // namespace
+
+std::chrono::seconds draw_duration(std::mt19937_64& dice, std::chrono::seconds low,
+                                   std::chrono::seconds high) {
+  if (high <= low)
+    return low;
+  const auto span = static_cast<std::uint64_t>((high - low).count()) + 1;
+  return low + std::chrono::seconds{static_cast<std::int64_t>(dice() % span)};
+}
+
+caf::behavior cluster_simulator(cluster_simulator_actor* self,
+                                simulator_settings settings, store_access access,
+                                caf::actor ingest, agent::xid_catalog catalog,
+                                std::shared_ptr<const clock> time,
+                                std::shared_ptr<simulation_record> record) {
+  auto& st = self->state;
+  st.settings = std::move(settings);
+  st.access = std::move(access);
+  st.ingest = std::move(ingest);
+  st.catalog = std::move(catalog);
+  st.time = std::move(time);
+  st.record = std::move(record);
+  st.dice.seed(st.settings.seed);
+  for (int n = 1; n <= st.settings.spec.nodes; ++n) {
+    node_agent agent;
+    agent.metadata = node_metadata(st.settings.spec, n);
+    agent.link_downed.assign(static_cast<std::size_t>(st.settings.spec.nics_per_node), 0);
+    agent.boot_time = st.time->wall_now() - std::chrono::hours{24};
+    st.agents.emplace(n, std::move(agent));
+  }
+  for (int n = 1; n <= st.settings.spec.nodes; ++n)
+    poll_nics(self, n); // the baseline: every port healthy
+  self->send(self, simtick_atom::value);
+  return {
+    [=](simtick_atom) {
+      auto& st = self->state;
+      std::vector<std::string> resets;
+      st.access([&](kube::object_store& store) {
+        kubelet_pass(self, store);
+        operator_pass(store);
+        jobs_pass(self, store, resets);
+      });
+      // The reset script's last words, read by the agent (seed 001 step 4).
+      for (const auto& done : resets) {
+        const auto space = done.find(' ');
+        log_kernel_lines(self, std::stoi(done.substr(0, space)),
+                         gpu_reset_line(done.substr(space + 1)));
+      }
+      self->delayed_send(self, st.settings.tick, simtick_atom::value);
+    },
+    [=](xid_atom, int node, int gpu, const std::vector<int>& codes) {
+      if (self->state.agents.count(node) == 0)
+        return;
+      std::string lines;
+      for (int code : codes)
+        lines += xid_line(gpu, code);
+      log_kernel_lines(self, node, lines);
+    },
+    [=](nic_atom, int node, int nic, bool up) {
+      auto& st = self->state;
+      auto it = st.agents.find(node);
+      if (it == st.agents.end() || nic < 0 || nic >= st.settings.spec.nics_per_node)
+        return;
+      auto& ports = it->second.down_ports;
+      auto pos = std::find(ports.begin(), ports.end(), nic);
+      if (!up && pos == ports.end()) {
+        ports.push_back(nic);
+        ++it->second.link_downed[static_cast<std::size_t>(nic)];
+      } else if (up && pos != ports.end()) {
+        ports.erase(pos);
+      }
+      poll_nics(self, node);
+    },
+    [=](failreset_atom, int node, int gpu) {
+      self->state.failing_resets.emplace(node, gpu_uuid(node, gpu));
+    },
+    [=](acked_atom, std::uint64_t count) {
+      self->state.record->events_acknowledged += count;
+    },
+  };
+}
+
+} // namespace vigil::demo

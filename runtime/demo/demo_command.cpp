@@ -1,0 +1,586 @@
+#include "runtime/demo/demo_command.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <spdlog/sinks/base_sink.h>
+
+#include "actors/control/node/node_actor.hpp"
+#include "actors/control/node/node_resource.hpp"
+#include "runtime/actor_clock.hpp"
+#include "runtime/control_command.hpp"
+#include "runtime/demo/cluster_simulator.hpp"
+#include "runtime/demo/fleet_simulation.hpp"
+#include "runtime/demo/simulated_cluster.hpp"
+#include "runtime/kube/kube_client_in_process.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil::demo {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string config_dir() {
+  const char* dir = std::getenv("VIGIL_CONFIG_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : VIGIL_DEFAULT_CONFIG_DIR;
+}
+
+// The demo's clock starts here: the same timestamps in every run.
+const wall_time demo_epoch = from_unix(1'795'420'800, 0); // 2026-11-23T08:00:00Z
+
+std::string clock_text(std::chrono::nanoseconds since_start) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(since_start).count();
+  char text[32];
+  std::snprintf(text, sizeof text, "+%02lld:%02lld:%02lld",
+                static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60),
+                static_cast<long long>(s % 60));
+  return text;
+}
+
+// The timeline: every component's log line, stamped with the demo's clock.
+class timeline_sink final : public spdlog::sinks::base_sink<std::mutex> {
+public:
+  timeline_sink(std::ostream* out, std::function<std::string()> stamp)
+    : out_(out), stamp_(std::move(stamp)) {}
+
+protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (out_ == nullptr)
+      return;
+    *out_ << stamp_() << "  "
+          << std::string(msg.logger_name.data(), msg.logger_name.size()) << ": "
+          << std::string(msg.payload.data(), msg.payload.size()) << "\n";
+  }
+  void flush_() override {
+    if (out_ != nullptr)
+      out_->flush();
+  }
+
+private:
+  std::ostream* out_;
+  std::function<std::string()> stamp_;
+};
+
+// Runs actors and fires timers in order until virtual time `until`.
+class virtual_time {
+public:
+  explicit virtual_time(caf::actor_system& system)
+    : sched_(dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler())) {}
+
+  steady_time now() const { return sched_.clock().now(); }
+
+  void run_until(steady_time until) {
+    for (;;) {
+      while (sched_.try_run_once()) {
+      }
+      const auto& schedule = sched_.clock().schedule();
+      if (schedule.empty() || schedule.begin()->first > until)
+        break;
+      sched_.clock().trigger_timeout();
+    }
+    if (sched_.clock().current_time < until)
+      sched_.clock().current_time = until;
+    while (sched_.try_run_once()) {
+    }
+  }
+
+  void drain() {
+    while (sched_.try_run_once()) {
+    }
+  }
+
+private:
+  caf::scheduler::test_coordinator& sched_;
+};
+
+const json* at(const json& doc, std::initializer_list<const char*> path) {
+  const json* node = &doc;
+  for (const char* key : path) {
+    if (!node->is_object())
+      return nullptr;
+    auto it = node->find(key);
+    if (it == node->end())
+      return nullptr;
+    node = &*it;
+  }
+  return node;
+}
+
+std::string text_at(const json& doc, std::initializer_list<const char*> path) {
+  const json* v = at(doc, path);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : "";
+}
+
+cluster_view observe(const kube::object_store& store) {
+  cluster_view view;
+  for (auto [plural, kind] :
+       {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
+        {"rebootnodes", "RebootNode"},
+        {"terminatenodes", "TerminateNode"}}) {
+    const auto* type = store.find_type("vigil.dev", "v1alpha1", plural);
+    auto listed = type ? store.list(*type, "", {}) : kube::store_result{};
+    if (!listed.ok())
+      continue;
+    for (const auto& cr : (*listed.value)["items"]) {
+      remediation_view r;
+      r.kind = kind;
+      r.name = text_at(cr, {"metadata", "name"});
+      r.node = text_at(cr, {"spec", "nodeName"});
+      if (const json* gpus = at(cr, {"spec", "gpuUUIDs"});
+          gpus && gpus->is_array() && !gpus->empty() && (*gpus)[0].is_string())
+        r.gpu_uuid = (*gpus)[0].get<std::string>();
+      r.outcome = text_at(cr, {"status", "phase"});
+      if (r.outcome.empty())
+        r.outcome = "Pending";
+      view.remediations.push_back(r);
+    }
+  }
+  auto nodes = store.list(*store.find_type("", "v1", "nodes"), "", {});
+  if (nodes.ok())
+    for (const auto& n : (*nodes.value)["items"]) {
+      const json* unschedulable = at(n, {"spec", "unschedulable"});
+      json conditions = json::array();
+      if (const json* c = at(n, {"status", "conditions"}); c && c->is_array())
+        for (const auto& cond : *c)
+          conditions.push_back({{"type", cond.value("type", "")},
+                                {"status", cond.value("status", "")},
+                                {"reason", cond.value("reason", "")}});
+      view.nodes.push_back(
+        {{"name", text_at(n, {"metadata", "name"})},
+         {"cordoned", unschedulable != nullptr && unschedulable->is_boolean()
+                        && unschedulable->get<bool>()},
+         {"cordonedByVigil",
+          at(n, {"metadata", "annotations", control::node_annotation::cordoned})
+            != nullptr},
+         {"conditions", conditions}});
+    }
+  return view;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ", ") + i;
+  return out.empty() ? "none" : out;
+}
+
+std::string describe(const remediation_view& r) {
+  return r.kind + " " + r.node + (r.gpu_uuid.empty() ? "" : " " + r.gpu_uuid) + " "
+         + r.outcome;
+}
+
+struct demo_options {
+  bool json_output = false;
+  std::string journal_url;
+  std::string scenario_file;
+};
+
+// The scenario on a virtual clock. Returns the summary JSON.
+expected<json> run_virtual(const vigil_config& base, const scenario& plan,
+                           const demo_options& options, std::ostream& out) {
+  std::string journal_url = options.journal_url;
+  std::string scratch;
+  if (journal_url.empty()) {
+    std::string pattern = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
+    pattern += "/vigil-demo-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr)
+      return failure{"--journal", "no temporary directory for the SQLite journal"};
+    scratch = pattern;
+    journal_url = "sqlite:" + scratch + "/journal.db";
+  }
+  auto store = make_journal_store(journal_url);
+  if (!store)
+    return store.error();
+  if (auto opened = (*store)->open(); !opened)
+    return opened.error();
+  std::shared_ptr<journal_store> journal_db = std::move(*store);
+  auto catalog = agent::xid_catalog::load(config_dir());
+  if (!catalog)
+    return catalog.error();
+
+  auto config = base;
+  config.journal.url = journal_url;
+  config.control.leader_election = false; // one replica
+  config.control.dry_run = false;
+  config.janitor.in_process = true;
+
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system system{cfg};
+  virtual_time driver{system};
+  const auto start = driver.now();
+  auto time = std::make_shared<caf_clock>(system.clock(), demo_epoch);
+  redirect_logs(std::make_shared<timeline_sink>(
+    options.json_output ? nullptr : &out,
+    [&driver, start] { return clock_text(driver.now() - start); }));
+
+  simulator_settings sim;
+  sim.spec.nodes = plan.nodes;
+  sim.seed = plan.seed;
+  kube::in_process_api api;
+  api.with_store([&](kube::object_store& s) {
+    s.set_clock([time] { return unix_seconds(time->wall_now()); });
+    populate(s, sim.spec);
+  });
+  control_plane_options plane_options;
+  plane_options.detach_journal_writer = false;
+  plane_options.replica_identity = "vigil-demo";
+  auto plane =
+    spawn_control_plane(system, config, journal_db, api.client(), time, plane_options);
+  if (!plane)
+    return plane.error();
+  auto record = std::make_shared<simulation_record>();
+  auto simulator = system.spawn(
+    cluster_simulator, sim,
+    store_access(
+      [&api](const std::function<void(kube::object_store&)>& f) { api.with_store(f); }),
+    plane->actors.ingest, *catalog, std::shared_ptr<const clock>(time), record);
+  // The fleet lists the Nodes and replays the (empty) journal.
+  driver.run_until(driver.now() + std::chrono::seconds{30});
+
+  json steps = json::array();
+  bool all_passed = true;
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const auto& step = plan.steps[i];
+    if (!options.json_output)
+      out << "\n== step " << (i + 1) << ": " << step.name << "\n";
+    const auto step_start = driver.now();
+    const auto evictions_before = record->evictions.size();
+    auto seq_before = journal_db->last_seq();
+    std::set<std::string> crs_before;
+    for (const auto& r : observe(api.store()).remediations)
+      crs_before.insert(r.kind + "/" + r.name);
+    // Each action at its time; a flap is its down/up transitions.
+    std::vector<std::pair<std::chrono::seconds, std::function<void()>>> timed;
+    for (const auto& a : step.actions)
+      for (int node : a.nodes) {
+        switch (a.what) {
+          case scenario_action::kind::xid:
+            timed.emplace_back(a.at, [=] {
+              caf::anon_send(simulator, xid_atom::value, node, a.gpu, a.codes);
+            });
+            break;
+          case scenario_action::kind::fail_reset:
+            timed.emplace_back(a.at, [=] {
+              caf::anon_send(simulator, failreset_atom::value, node, a.gpu);
+            });
+            break;
+          case scenario_action::kind::nic_down:
+          case scenario_action::kind::nic_up: {
+            const bool up = a.what == scenario_action::kind::nic_up;
+            timed.emplace_back(
+              a.at, [=] { caf::anon_send(simulator, nic_atom::value, node, a.nic, up); });
+            break;
+          }
+          case scenario_action::kind::nic_flap:
+            for (int k = 0; k < 2 * a.times; ++k) {
+              const bool up = k % 2 == 1;
+              timed.emplace_back(a.at + k * a.every, [=] {
+                caf::anon_send(simulator, nic_atom::value, node, a.nic, up);
+              });
+            }
+            break;
+        }
+      }
+    std::stable_sort(timed.begin(), timed.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const auto& [when, act] : timed) {
+      driver.run_until(step_start + when);
+      act();
+    }
+    driver.run_until(step_start + step.run_for);
+
+    step_observation seen;
+    for (auto k = evictions_before; k < record->evictions.size(); ++k)
+      seen.evicted.push_back(record->evictions[k].ns + "/" + record->evictions[k].pod);
+    seen.after = observe(api.store());
+    for (const auto& r : seen.after.remediations)
+      if (crs_before.count(r.kind + "/" + r.name) == 0)
+        seen.new_remediations.push_back(r);
+    journal_query rows;
+    rows.after_seq = seq_before ? *seq_before : 0;
+    rows.limit = 1000000;
+    // An incident is journaled again each time it grows: count it once.
+    std::set<std::string> incidents;
+    if (auto read = journal_db->read(rows))
+      for (const auto& row : *read)
+        if (row.kind == fabric_row)
+          incidents.insert(
+            json::parse(row.body, nullptr, false).value("opened", row.body));
+    seen.fabric_incidents = static_cast<int>(incidents.size());
+    auto result = check_step(step, seen);
+    all_passed = all_passed && result.passed;
+    if (!options.json_output)
+      out << "== " << (result.passed ? "PASSED" : "FAILED") << ": " << result.detail
+          << "\n";
+    steps.push_back(
+      {{"name", result.name}, {"passed", result.passed}, {"detail", result.detail}});
+  }
+
+  const auto final_view = observe(api.store());
+  json summary = {
+    {"scenario", plan.name},
+    {"passed", all_passed},
+    {"virtualSeconds",
+     std::chrono::duration_cast<std::chrono::seconds>(driver.now() - start).count()},
+    {"journal", journal_db->describe()},
+    {"steps", steps},
+    {"remediations", json::array()},
+    {"evictions", json::array()},
+    {"nodes", final_view.nodes},
+    {"events",
+     {{"sent", record->events_sent}, {"acknowledged", record->events_acknowledged}}}};
+  for (const auto& r : final_view.remediations)
+    summary["remediations"].push_back({{"kind", r.kind},
+                                       {"name", r.name},
+                                       {"node", r.node},
+                                       {"gpuUUID", r.gpu_uuid},
+                                       {"outcome", r.outcome}});
+  for (const auto& e : record->evictions)
+    summary["evictions"].push_back(
+      {{"namespace", e.ns}, {"pod", e.pod}, {"node", e.node}});
+
+  // Orderly teardown on the one thread: the actors with periodic timers go first.
+  redirect_logs(nullptr);
+  caf::anon_send_exit(simulator, caf::exit_reason::user_shutdown);
+  for (const auto& [name, actor] : plane->named)
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  driver.drain();
+  journal_db->close();
+  if (!scratch.empty() && options.journal_url.empty())
+    summary["journal"] = journal_url;
+  return summary;
+}
+
+void print_summary(const json& summary, std::ostream& out) {
+  out << "\nSummary (" << summary["virtualSeconds"].get<long long>() / 60
+      << " virtual minutes, journal " << summary["journal"].get<std::string>() << ")\n";
+  out << "\n  step                                                                    "
+         "result\n";
+  for (const auto& s : summary["steps"]) {
+    auto name = s["name"].get<std::string>();
+    if (name.size() > 72)
+      name = name.substr(0, 69) + "...";
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-72s %s\n", name.c_str(),
+                  s["passed"].get<bool>() ? "passed" : "FAILED");
+    out << line;
+  }
+  out << "\n  remediation     node          GPU                                       "
+         "outcome\n";
+  for (const auto& r : summary["remediations"]) {
+    char line[200];
+    std::snprintf(
+      line, sizeof line, "  %-15s %-13s %-41s %s\n", r["kind"].get<std::string>().c_str(),
+      r["node"].get<std::string>().c_str(),
+      r["gpuUUID"].get<std::string>().empty() ? "-"
+                                              : r["gpuUUID"].get<std::string>().c_str(),
+      r["outcome"].get<std::string>().c_str());
+    out << line;
+  }
+  out << "\n  evicted pods: " << summary["evictions"].size() << "\n";
+  for (const auto& e : summary["evictions"])
+    out << "    " << e["namespace"].get<std::string>() << "/"
+        << e["pod"].get<std::string>() << " on " << e["node"].get<std::string>() << "\n";
+  int cordoned = 0;
+  for (const auto& n : summary["nodes"])
+    if (n["cordoned"].get<bool>()) {
+      ++cordoned;
+      out << "  still cordoned: " << n["name"].get<std::string>()
+          << (n["cordonedByVigil"].get<bool>() ? " (by vigil)" : "") << "\n";
+    }
+  out << "  nodes: " << summary["nodes"].size() << ", cordoned: " << cordoned << "\n";
+  out << "  HealthEvents sent by the simulated agents: "
+      << summary["events"]["sent"].get<std::uint64_t>()
+      << ", acknowledged: " << summary["events"]["acknowledged"].get<std::uint64_t>()
+      << "\n";
+  out << "\n"
+      << (summary["passed"].get<bool>() ? "All steps passed." : "Some steps FAILED.")
+      << "\n";
+}
+
+} // namespace
+
+step_result check_step(const scenario_step& step, const step_observation& seen) {
+  step_result result;
+  result.name = step.name;
+  std::vector<std::string> crs;
+  for (const auto& r : seen.new_remediations)
+    crs.push_back(describe(r));
+  result.detail = "evicted: " + join(seen.evicted) + "; remediations: " + join(crs);
+  auto fail = [&](const std::string& why) {
+    result.passed = false;
+    result.detail += "; EXPECTED " + why;
+  };
+  const auto& e = step.expect;
+  if (e.evicted) {
+    auto want = *e.evicted;
+    auto got = seen.evicted;
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    if (want != got)
+      fail("evicted: " + join(want));
+  }
+  if (e.remediations) {
+    std::vector<bool> used(seen.new_remediations.size(), false);
+    for (const auto& want : *e.remediations) {
+      const auto node = node_name(want.node);
+      const auto gpu = want.gpu ? gpu_uuid(want.node, *want.gpu) : std::string();
+      bool found = false;
+      for (std::size_t i = 0; i < seen.new_remediations.size() && !found; ++i) {
+        const auto& r = seen.new_remediations[i];
+        if (!used[i] && r.kind == want.kind && r.node == node
+            && (gpu.empty() || r.gpu_uuid == gpu)
+            && (want.outcome.empty() || r.outcome == want.outcome))
+          used[i] = found = true;
+      }
+      if (!found)
+        fail(want.kind + " on " + node + (gpu.empty() ? "" : " " + gpu)
+             + (want.outcome.empty() ? "" : " ending " + want.outcome));
+    }
+    if (std::count(used.begin(), used.end(), false) > 0)
+      fail(std::to_string(e.remediations->size()) + " remediation(s), saw "
+           + std::to_string(seen.new_remediations.size()));
+  }
+  for (const auto& [node, want] : e.cordoned) {
+    bool cordoned = false;
+    for (const auto& n : seen.after.nodes)
+      if (n["name"] == node_name(node))
+        cordoned = n["cordoned"].get<bool>();
+    if (cordoned != want)
+      fail(node_name(node) + (want ? " cordoned" : " not cordoned"));
+  }
+  if (e.quarantined) {
+    int n = 0;
+    for (const auto& node : seen.after.nodes)
+      n += node["cordonedByVigil"].get<bool>() ? 1 : 0;
+    if (n != *e.quarantined)
+      fail(std::to_string(*e.quarantined) + " node(s) quarantined by vigil, saw "
+           + std::to_string(n));
+  }
+  if (e.fabric_incidents && *e.fabric_incidents != seen.fabric_incidents)
+    fail(std::to_string(*e.fabric_incidents) + " fabric incident(s), saw "
+         + std::to_string(seen.fabric_incidents));
+  return result;
+}
+
+std::vector<option_spec> demo_option_specs() {
+  return {
+    {"json", "", "print the summary as JSON (no timeline)"},
+    {"scenario", "FILE", "run the scenario in FILE (YAML) instead of the built-in one"},
+    {"print-scenario", "", "print the built-in scenario's YAML and exit"},
+    {"journal", "URL", "sqlite:PATH (default: a temporary file) or postgresql://…"},
+    {"serve", "", "keep the simulated cluster running until interrupted"},
+    {"fleet", "", "fleet fault simulation: vigil against reboot-every-fault"},
+    {"nodes", "N", "--fleet: nodes of 8 GPUs (default 2048)"},
+    {"days", "N", "--fleet: days simulated (default 54)"},
+    {"seed", "S", "--fleet: the trace's seed (default 1)"}};
+}
+
+namespace {
+
+// --nodes 2048: a whole number within [low, high], else a failure naming it.
+expected<long long> whole_number(const command_context& ctx, const char* name,
+                                 long long fallback, long long low, long long high) {
+  auto text = ctx.args.value(name);
+  if (!text)
+    return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text->c_str(), &end, 10);
+  if (text->empty() || *end != '\0' || errno != 0 || v < low || v > high)
+    return failure{std::string("--") + name, "'" + *text + "' is not a whole number in "
+                                               + std::to_string(low) + ".."
+                                               + std::to_string(high)};
+  return v;
+}
+
+// issue #9 item 4: one trace, vigil's rules against reboot-every-fault.
+int run_fleet(command_context& ctx) {
+  fleet_options options;
+  auto nodes = whole_number(ctx, "nodes", options.nodes, 1, 100000);
+  auto days = whole_number(ctx, "days", options.days, 1, 3650);
+  auto seed = whole_number(ctx, "seed", 1, 0, std::numeric_limits<long long>::max());
+  for (const auto* bad : {&nodes, &days, &seed})
+    if (!*bad) {
+      ctx.err << "vigil demo: " << bad->error().to_string() << "\n";
+      return 2;
+    }
+  options.nodes = static_cast<int>(*nodes);
+  options.days = static_cast<int>(*days);
+  options.seed = static_cast<std::uint64_t>(*seed);
+  auto catalog = agent::xid_catalog::load(config_dir());
+  if (!catalog) {
+    ctx.err << "vigil demo: " << catalog.error().to_string() << "\n";
+    return 1;
+  }
+  auto result = simulate_fleet(options, *catalog);
+  if (!result) {
+    ctx.err << "vigil demo: " << result.error().to_string() << "\n";
+    return 2;
+  }
+  if (ctx.args.has("json"))
+    ctx.out << to_json(*result).dump(2) << "\n";
+  else
+    ctx.out << to_table(*result);
+  return 0;
+}
+
+} // namespace
+
+int run_demo(command_context& ctx) {
+  if (ctx.args.has("fleet"))
+    return run_fleet(ctx);
+  if (ctx.args.has("print-scenario")) {
+    ctx.out << builtin_scenario_yaml();
+    return 0;
+  }
+  if (ctx.args.has("serve")) {
+    ctx.err << "vigil demo: --serve is not built yet (issue #9 item 3)\n";
+    return 2;
+  }
+  demo_options options;
+  options.json_output = ctx.args.has("json");
+  options.journal_url = ctx.args.value("journal").value_or("");
+  std::string text = builtin_scenario_yaml();
+  if (auto file = ctx.args.value("scenario")) {
+    std::ifstream in(*file);
+    if (!in) {
+      ctx.err << "vigil demo: --scenario: cannot read " << *file << "\n";
+      return 2;
+    }
+    std::ostringstream all;
+    all << in.rdbuf();
+    text = all.str();
+  }
+  auto plan = parse_scenario(text);
+  if (!plan) {
+    ctx.err << "vigil demo: " << plan.error().to_string() << "\n";
+    return 2;
+  }
+  if (!options.json_output)
+    ctx.out << "vigil demo: " << plan->name << " (" << plan->nodes
+            << " nodes of 8 GPUs; virtual time)\n";
+  auto summary = run_virtual(ctx.config, *plan, options, ctx.out);
+  if (!summary) {
+    ctx.err << "vigil demo: " << summary.error().to_string() << "\n";
+    return 1;
+  }
+  if (options.json_output)
+    ctx.out << summary->dump(2) << "\n";
+  else
+    print_summary(*summary, ctx.out);
+  return (*summary)["passed"].get<bool>() ? 0 : 1;
+}
+
+} // namespace vigil::demo

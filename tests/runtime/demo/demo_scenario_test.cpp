@@ -1,0 +1,164 @@
+// `vigil demo` (issue #9): scenario parsing and step checks as plain code,
+// and the built-in scenario run end to end on the virtual clock — the real
+// control plane, agents' parsers and janitor against the simulated cluster —
+// asserting every step: which pods were evicted, which CRs were created and
+// how they ended, and the nodes' final state.
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/command_line.hpp"
+#include "runtime/config.hpp"
+#include "runtime/demo/demo_command.hpp"
+#include "runtime/demo/simulated_cluster.hpp"
+
+namespace vigil::demo {
+namespace {
+
+using nlohmann::json;
+
+std::string failure_of(const std::string& yaml) {
+  auto s = parse_scenario(yaml);
+  return s ? "" : s.error().to_string();
+}
+
+TEST(demo_scenario, the_builtin_scenario_parses) {
+  auto s = parse_scenario(builtin_scenario_yaml());
+  ASSERT_TRUE(s.has_value()) << s.error().to_string();
+  EXPECT_EQ(s->nodes, 16);
+  ASSERT_EQ(s->steps.size(), 5u);
+  EXPECT_EQ(s->steps[0].actions[0].codes, std::vector<int>{48});
+  EXPECT_EQ(s->steps[2].actions[0].what, scenario_action::kind::nic_flap);
+  EXPECT_EQ(s->steps[2].actions[0].times, 3);
+  EXPECT_EQ(s->steps[4].actions[1].at, std::chrono::minutes{2});
+  EXPECT_EQ(s->steps[4].expect.cordoned.size(), 6u);
+}
+
+TEST(demo_scenario, errors_name_the_key) {
+  EXPECT_NE(failure_of("steps: []").find("steps"), std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, do: [{xid: {node: 1, gpu: 0}}]}]")
+              .find("steps[0].do[0].xid.codes"),
+            std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, do: [{xid: {node: 17, gpu: 0, codes: [48]}}]}]")
+              .find("steps[0].do[0].xid.node"),
+            std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, run_for: 5 minutes}]").find("steps[0].run_for"),
+            std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, expect: {evicted: [pod]}}]")
+              .find("steps[0].expect.evicted[0]"),
+            std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, colour: red}]").find("steps[0].colour"),
+            std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, do: [{xid: {node: 1, gpu: 0, codes: [48]}, "
+                       "nic_up: {node: 1}}]}]")
+              .find("has both"),
+            std::string::npos);
+  EXPECT_NE(failure_of("{{{").find("not valid YAML"), std::string::npos);
+}
+
+TEST(demo_scenario, durations) {
+  EXPECT_EQ(parse_duration("90s"), std::chrono::seconds{90});
+  EXPECT_EQ(parse_duration("1h30m"), std::chrono::seconds{5400});
+  EXPECT_FALSE(parse_duration("5").has_value());
+  EXPECT_FALSE(parse_duration("m").has_value());
+  EXPECT_FALSE(parse_duration("3d").has_value());
+}
+
+scenario_step reset_step() {
+  auto s = parse_scenario(builtin_scenario_yaml());
+  return s->steps[0];
+}
+
+step_observation as_expected() {
+  step_observation seen;
+  seen.evicted = {"inference/infer-gpu-node-03-gpu2"};
+  seen.new_remediations = {
+    {"GPUReset", "gpureset-x", node_name(3), gpu_uuid(3, 2), "Succeeded"}};
+  for (int n = 1; n <= 16; ++n)
+    seen.after.nodes.push_back(
+      {{"name", node_name(n)}, {"cordoned", false}, {"cordonedByVigil", false}});
+  return seen;
+}
+
+TEST(demo_scenario, a_step_passes_when_everything_matches) {
+  auto result = check_step(reset_step(), as_expected());
+  EXPECT_TRUE(result.passed) << result.detail;
+}
+
+TEST(demo_scenario, a_step_fails_naming_each_difference) {
+  auto seen = as_expected();
+  seen.evicted.push_back("inference/infer-gpu-node-03-gpu3");
+  seen.new_remediations[0].outcome = "Failed";
+  seen.after.nodes[2]["cordoned"] = true;
+  seen.after.nodes[2]["cordonedByVigil"] = true;
+  auto result = check_step(reset_step(), seen);
+  EXPECT_FALSE(result.passed);
+  for (const char* part :
+       {"EXPECTED evicted: inference/infer-gpu-node-03-gpu2", "ending Succeeded",
+        "gpu-node-03 not cordoned", "0 node(s) quarantined by vigil, saw 1"})
+    EXPECT_NE(result.detail.find(part), std::string::npos) << result.detail;
+}
+
+TEST(demo_scenario, an_unexpected_remediation_fails_the_step) {
+  auto seen = as_expected();
+  seen.new_remediations.push_back({"RebootNode", "r", node_name(3), "", "Pending"});
+  EXPECT_FALSE(check_step(reset_step(), seen).passed);
+}
+
+// The whole demo, as `vigil demo --json` prints it.
+json run_builtin_demo() {
+  const std::vector<std::string> args{"--json"};
+  auto line = parse_command_line(demo_option_specs(), args);
+  EXPECT_TRUE(line.has_value());
+  vigil_config config;
+  std::ostringstream out, err;
+  command_context ctx{*line, config, out, err};
+  const int rc = run_demo(ctx);
+  EXPECT_EQ(rc, 0) << err.str() << out.str();
+  auto summary = json::parse(out.str(), nullptr, false);
+  EXPECT_FALSE(summary.is_discarded()) << out.str();
+  return summary;
+}
+
+TEST(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
+  const auto summary = run_builtin_demo();
+  ASSERT_TRUE(summary.is_object());
+  EXPECT_TRUE(summary.value("passed", false));
+  ASSERT_EQ(summary["steps"].size(), 5u);
+  for (const auto& step : summary["steps"])
+    EXPECT_TRUE(step["passed"].get<bool>()) << step.dump();
+
+  // Every eviction of the run: the one pod of the reset GPU, the training
+  // job of the rebooted node, the whole node that is to be replaced.
+  std::set<std::string> evicted;
+  for (const auto& e : summary["evictions"])
+    evicted.insert(e["namespace"].get<std::string>() + "/" + e["pod"].get<std::string>());
+  std::set<std::string> expected{"inference/infer-gpu-node-03-gpu2",
+                                 "training/train-gpu-node-04"};
+  for (int g = 0; g < 8; ++g)
+    expected.insert("inference/infer-gpu-node-05-gpu" + std::to_string(g));
+  EXPECT_EQ(evicted, expected);
+
+  // The CRs and how they ended.
+  std::multiset<std::string> crs;
+  for (const auto& r : summary["remediations"])
+    crs.insert(r["kind"].get<std::string>() + " " + r["node"].get<std::string>() + " "
+               + r["gpuUUID"].get<std::string>() + " " + r["outcome"].get<std::string>());
+  EXPECT_EQ(
+    crs, (std::multiset<std::string>{
+           "GPUReset gpu-node-03 " + gpu_uuid(3, 2) + " Succeeded",
+           "RebootNode gpu-node-04  Succeeded", "TerminateNode gpu-node-05  Pending"}));
+
+  // Only the node waiting for its replacement is still out.
+  ASSERT_EQ(summary["nodes"].size(), 16u);
+  for (const auto& n : summary["nodes"]) {
+    const bool replaced = n["name"] == node_name(5);
+    EXPECT_EQ(n["cordoned"].get<bool>(), replaced) << n.dump();
+    EXPECT_EQ(n["cordonedByVigil"].get<bool>(), replaced) << n.dump();
+  }
+  EXPECT_EQ(summary["events"]["sent"], summary["events"]["acknowledged"]);
+}
+
+} // namespace
+} // namespace vigil::demo
