@@ -17,7 +17,8 @@ public:
   const std::string& path() const { return path_; }
   bool has(const char* key) const { return node_.IsMap() && node_[key]; }
   reader at(const char* key) const {
-    return reader(node_.IsMap() ? node_[key] : YAML::Node{},
+    // A missing key reads as null: yaml-cpp's zombie nodes throw when used.
+    return reader(has(key) ? node_[key] : YAML::Node{},
                   path_.empty() ? key : path_ + "." + key);
   }
   reader item(std::size_t i) const {
@@ -271,13 +272,25 @@ std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
   return std::chrono::seconds{total};
 }
 
+namespace {
+
+expected<scenario> parse_scenario_tree(const YAML::Node& root);
+
+} // namespace
+
 expected<scenario> parse_scenario(const std::string& yaml_text) {
-  YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    return parse_scenario_tree(YAML::Load(yaml_text));
   } catch (const YAML::Exception& e) {
+    // Not valid YAML, or a shape the readers above did not foresee: an error,
+    // never a crash.
     return failure{"scenario", "is not valid YAML: " + std::string(e.what())};
   }
+}
+
+namespace {
+
+expected<scenario> parse_scenario_tree(const YAML::Node& root) {
   const reader r(root, "");
   if (auto st = r.only({"name", "nodes", "seed", "steps"}); !st)
     return st.error();
@@ -325,6 +338,8 @@ expected<scenario> parse_scenario(const std::string& yaml_text) {
   }
   return s;
 }
+
+} // namespace
 
 const std::string& builtin_scenario_yaml() {
   static const std::string text =

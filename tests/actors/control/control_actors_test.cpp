@@ -901,6 +901,41 @@ CAF_TEST(nic_ports_down_on_many_nodes_are_one_fabric_incident_not_a_mass_quarant
     CAF_CHECK(!cordoned(n));
 }
 
+// The NIC monitor's link_downed rise comes with each DOWN; with the fabric
+// hold, the first nodes of an incident are never cordoned at all.
+CAF_TEST(a_held_link_down_is_claimed_by_the_fabric_incident_that_forms) {
+  settings->correlation.fabric_hold = std::chrono::seconds{30};
+  start();
+  auto rise = [](const std::string& node) {
+    auto e = port_state(node, false, 0);
+    e.id += "-link_downed";
+    e.check_name = "InfiniBandDegradationCheck";
+    e.error_codes = {"link_downed"};
+    e.action = recommended_action::replace_vm;
+    e.metadata = {{"previous", "0"}, {"current", "1"}};
+    return e;
+  };
+  // A lone link down quarantines its node once the hold is over.
+  post({port_state("node-4", false, 0), rise("node-4")});
+  advance(std::chrono::seconds{29});
+  CAF_CHECK(!cordoned("node-4"));
+  advance(std::chrono::seconds{2});
+  CAF_CHECK(cordoned("node-4"));
+  // Later, outside that one's window, three nodes at once: the incident
+  // claims every report before it reaches a node.
+  advance(std::chrono::minutes{10});
+  post({port_state("node-1", false, 0), rise("node-1")});
+  post({port_state("node-2", false, 0), rise("node-2")});
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(!cordoned("node-1"));
+  post({port_state("node-3", false, 0), rise("node-3")});
+  CAF_CHECK_EQUAL(journal_rows(fabric_row), 1u);
+  advance(std::chrono::minutes{1});
+  for (const char* n : {"node-1", "node-2", "node-3"})
+    CAF_CHECK(!cordoned(n));
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u); // node-4's only
+}
+
 CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
   // replica-b holds a fresh Lease (renewed "now" on the virtual clock).
   const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");

@@ -186,6 +186,39 @@ TEST(node_correlator, a_port_down_three_times_in_ten_minutes_is_a_flap) {
   EXPECT_NE(third.message.find("mlx5_0/1"), std::string::npos) << third.message;
 }
 
+// The NIC monitor reports one DOWN twice in a poll: the state check and the
+// degradation check's link_downed rise, at the same instant. It counts once.
+TEST(node_correlator, a_down_reported_by_both_checks_counts_once) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  auto counter_rise = [](std::uint64_t from, std::uint64_t to) {
+    auto e = nic_state("1", false);
+    e.check_name = "InfiniBandDegradationCheck";
+    e.error_codes = {"link_downed"};
+    e.action = recommended_action::replace_vm;
+    e.metadata = {{"previous", std::to_string(from)}, {"current", std::to_string(to)}};
+    return e;
+  };
+  for (int i = 0; i < 2; ++i) {
+    const auto at = start + i * 2min;
+    auto down = nic_state("1", false);
+    down.generated = at;
+    auto rise = counter_rise(i, i + 1);
+    rise.generated = at;
+    EXPECT_FALSE(rules.observe(down, at).escalate) << i;
+    EXPECT_FALSE(rules.observe(rise, at).escalate) << i;
+    auto up = nic_state("1", true);
+    up.generated = at + 1min;
+    rules.observe(up, at + 1min);
+  }
+  // The third DOWN is the flap; a counter that rose by 2 at once counts 2.
+  auto rise = counter_rise(2, 4);
+  rise.generated = start + 4min;
+  auto third = rules.observe(rise, start + 4min);
+  ASSERT_TRUE(third.escalate);
+  EXPECT_EQ(third.rule, "nic-flap");
+}
+
 TEST(node_correlator, five_bursts_of_fatal_xids_on_one_gpu_need_support) {
   node_correlator rules;
   using namespace std::chrono_literals;
