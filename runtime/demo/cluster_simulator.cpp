@@ -389,6 +389,22 @@ caf::behavior cluster_simulator(cluster_simulator_actor* self,
     [=](failreset_atom, int node, int gpu) {
       self->state.failing_resets.emplace(node, gpu_uuid(node, gpu));
     },
+    [=](summary_atom, int node) -> std::string {
+      // The node's InfiniBand ports as its agent last read them.
+      auto it = self->state.agents.find(node);
+      json ports = json::array();
+      if (it != self->state.agents.end())
+        for (int n = 0; n < self->state.settings.spec.nics_per_node; ++n) {
+          const auto& down = it->second.down_ports;
+          ports.push_back(
+            {{"nic", nic_name(n)},
+             {"port", 1},
+             {"state",
+              std::find(down.begin(), down.end(), n) == down.end() ? "ACTIVE" : "DOWN"},
+             {"linkDowned", it->second.link_downed[static_cast<std::size_t>(n)]}});
+        }
+      return ports.dump();
+    },
     [=](acked_atom, std::uint64_t count) {
       self->state.record->events_acknowledged += count;
     },

@@ -37,6 +37,7 @@ using xid_atom = caf::atom_constant<caf::atom("xid")>;
 using nic_atom = caf::atom_constant<caf::atom("nic")>;
 /// (failreset_atom, node, gpu): that GPU's next reset Job fails (exit 2).
 using failreset_atom = caf::atom_constant<caf::atom("failreset")>;
+/// (summary_atom, node) → JSON: the node's NIC ports as its agent sees them.
 /// (simtick_atom): the simulated controllers' periodic pass.
 using simtick_atom = caf::atom_constant<caf::atom("simtick")>;
 

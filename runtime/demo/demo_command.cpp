@@ -18,6 +18,7 @@
 #include "runtime/actor_clock.hpp"
 #include "runtime/control_command.hpp"
 #include "runtime/demo/cluster_simulator.hpp"
+#include "runtime/demo/demo_serve.hpp"
 #include "runtime/demo/fleet_simulation.hpp"
 #include "runtime/demo/simulated_cluster.hpp"
 #include "runtime/kube/kube_client_in_process.hpp"
@@ -30,8 +31,7 @@ namespace {
 using json = nlohmann::json;
 
 std::string config_dir() {
-  const char* dir = std::getenv("VIGIL_CONFIG_DIR");
-  return dir != nullptr && *dir != '\0' ? dir : VIGIL_DEFAULT_CONFIG_DIR;
+  return demo_config_dir();
 }
 
 // The demo's clock starts here: the same timestamps in every run.
@@ -411,6 +411,11 @@ void print_summary(const json& summary, std::ostream& out) {
 
 } // namespace
 
+std::string demo_config_dir() {
+  const char* dir = std::getenv("VIGIL_CONFIG_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : VIGIL_DEFAULT_CONFIG_DIR;
+}
+
 step_result check_step(const scenario_step& step, const step_observation& seen) {
   step_result result;
   result.name = step.name;
@@ -545,10 +550,6 @@ int run_demo(command_context& ctx) {
     ctx.out << builtin_scenario_yaml();
     return 0;
   }
-  if (ctx.args.has("serve")) {
-    ctx.err << "vigil demo: --serve is not built yet (issue #9 item 3)\n";
-    return 2;
-  }
   demo_options options;
   options.json_output = ctx.args.has("json");
   options.journal_url = ctx.args.value("journal").value_or("");
@@ -568,6 +569,8 @@ int run_demo(command_context& ctx) {
     ctx.err << "vigil demo: " << plan.error().to_string() << "\n";
     return 2;
   }
+  if (ctx.args.has("serve"))
+    return run_demo_serve(ctx, *plan, options.journal_url);
   if (!options.json_output)
     ctx.out << "vigil demo: " << plan->name << " (" << plan->nodes
             << " nodes of 8 GPUs; virtual time)\n";

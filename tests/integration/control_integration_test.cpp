@@ -25,107 +25,15 @@
 #include "actors/janitor/gpu_reset_plan.hpp"
 #include "runtime/journal/journal_store.hpp"
 #include "runtime/kube/kube_test_server.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/test_databases.hpp"
-
-extern char** environ;
 
 namespace vigil {
 namespace {
 
 using nlohmann::json;
-
-// A child process whose stdout and stderr come back through one pipe.
-class child_process {
-public:
-  explicit child_process(std::vector<std::string> args) {
-    int fds[2];
-    if (pipe(fds) != 0)
-      throw std::runtime_error("pipe failed");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start " + args[0]);
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    output_ = fdopen(fds[0], "r");
-  }
-  ~child_process() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (output_ != nullptr)
-      std::fclose(output_);
-  }
-
-  // Reads lines until one contains `text`; returns it, or "" at end of output.
-  std::string wait_for(const std::string& text) {
-    char* line = nullptr;
-    size_t size = 0;
-    std::string found;
-    while (getline(&line, &size, output_) != -1) {
-      std::string l(line);
-      seen_ += l;
-      if (l.find(text) != std::string::npos) {
-        found = l;
-        break;
-      }
-    }
-    std::free(line);
-    return found;
-  }
-
-  // SIGTERM and the exit status of an orderly shutdown.
-  int stop() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    wait_for("\x01never"); // drain the rest of the output
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  const std::string& seen() const { return seen_; }
-
-private:
-  pid_t pid_ = -1;
-  FILE* output_ = nullptr;
-  std::string seen_;
-};
-
-size_t collect(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
-
-// POST /v1/events; returns (status, body).
-std::pair<long, std::string> post_events(int port, const std::string& token,
-                                         const std::string& body) {
-  CURL* curl = curl_easy_init();
-  std::string answer;
-  const auto url = "http://127.0.0.1:" + std::to_string(port) + "/v1/events";
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
-  headers = curl_slist_append(headers, "Content-Type: application/x-ndjson");
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
-  long status = 0;
-  if (curl_easy_perform(curl) == CURLE_OK)
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  return {status, answer};
-}
+using test::child_process;
+using test::post_events;
 
 json xid_event(const std::string& id, const std::string& gpu, bool healthy) {
   json e = {{"id", id},

@@ -142,7 +142,8 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
                             {"gpuNodes", st.gpu_nodes},
                             {"admitted", st.stats.admitted},
                             {"refused", st.stats.refused},
-                            {"trips", st.stats.trips}}
+                            {"trips", st.stats.trips},
+                            {"mailboxDepth", self->mailbox().size()}}
         .dump();
     },
   };

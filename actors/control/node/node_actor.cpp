@@ -625,7 +625,11 @@ caf::behavior node(node_actor* self, std::string name,
       self->state.retry_armed = false;
       reconcile(self);
     },
-    [=](summary_atom) { return summary_of(self->state); },
+    [=](summary_atom) {
+      auto summary = nlohmann::json::parse(summary_of(self->state));
+      summary["mailboxDepth"] = self->mailbox().size(); // only the actor may read it
+      return summary.dump();
+    },
     [=](attempts_atom, const std::vector<remediation_attempt>& attempts) {
       for (const auto& a : attempts)
         self->state.remediation.escalation.remember_attempt(a.action, a.gpu_uuid, a.at);

@@ -1,0 +1,103 @@
+// `vigil demo --serve` as a process (issue #9 item 3 tests): it prints where
+// its API server, ingest and introspection API are, answers the
+// introspection API, and an event POSTed to its ingest cordons a node.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/demo/simulated_cluster.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/fresh_directory.hpp"
+
+namespace vigil {
+namespace {
+
+using nlohmann::json;
+using test::child_process;
+
+// "ingest:        http://127.0.0.1:PORT/v1/events  token T" → the word after `label`.
+std::string word_after(const std::string& line, const std::string& label) {
+  auto at = line.find(label);
+  if (at == std::string::npos)
+    return "";
+  at = line.find_first_not_of(' ', at + label.size());
+  return line.substr(at, line.find_first_of(" \n", at) - at);
+}
+
+json get_json(const std::string& url) {
+  auto [status, body] = test::http_call(url);
+  EXPECT_EQ(status, 200) << url << ": " << body;
+  return json::parse(body, nullptr, false);
+}
+
+TEST(demo_serve, answers_introspection_and_a_posted_event_cordons_a_node) {
+  const auto dir = test::fresh_directory();
+  child_process demo(
+    {VIGIL_BINARY, "demo", "--serve", "--journal", "sqlite:" + dir + "/journal.db"});
+  const auto api_line = demo.wait_for("API server:");
+  ASSERT_NE(word_after(api_line, "API server:").rfind("https://127.0.0.1:", 0),
+            std::string::npos)
+    << demo.seen();
+  EXPECT_FALSE(demo.wait_for("kubectl --server").empty());
+  const auto ingest_line = demo.wait_for("ingest:");
+  const auto ingest_url = word_after(ingest_line, "ingest:");
+  const auto ingest_token = word_after(ingest_line, "token");
+  const auto intro_line = demo.wait_for("introspection:");
+  auto base = word_after(intro_line, "introspection:");
+  base = base.substr(0, base.find("/api/nodes"));
+  ASSERT_FALSE(base.empty()) << demo.seen();
+  ASSERT_FALSE(demo.wait_for("Node list seen: 16 nodes").empty()) << demo.seen();
+
+  auto nodes = get_json(base + "/api/nodes");
+  ASSERT_EQ(nodes.size(), 16u);
+  for (const auto& n : nodes)
+    EXPECT_FALSE(n["cordoned"].get<bool>()) << n.dump();
+
+  // Anyone's HealthEvent, through the ingest endpoint and its token.
+  const auto node = demo::node_name(2);
+  json event = {{"agent", "operator"},
+                {"componentClass", "GPU"},
+                {"checkName", "SysLogsXIDError"},
+                {"isFatal", true},
+                {"errorCode", {"79"}},
+                {"recommendedAction", "RESTART_VM"},
+                {"entitiesImpacted",
+                 {{{"entityType", "GPU_UUID"}, {"entityValue", demo::gpu_uuid(2, 3)}}}},
+                {"nodeName", node}};
+  const int port = std::atoi(ingest_url.c_str() + ingest_url.rfind(':') + 1);
+  EXPECT_EQ(test::post_events(port, ingest_token, event.dump()).first, 200);
+  EXPECT_EQ(test::post_events(port, "wrong", event.dump()).first, 401);
+  ASSERT_FALSE(demo.wait_for("node " + node + ": applied: cordon").empty())
+    << demo.seen();
+
+  auto detail = get_json(base + "/api/nodes/" + node);
+  EXPECT_TRUE(detail["cordoned"].get<bool>()) << detail.dump();
+  EXPECT_TRUE(detail["cordonedByVigil"].get<bool>());
+  ASSERT_EQ(detail["activeEvents"].size(), 1u) << detail.dump();
+  EXPECT_EQ(detail["activeEvents"][0]["entityValue"], demo::gpu_uuid(2, 3));
+  EXPECT_EQ(detail["gpus"].size(), 8u);
+  EXPECT_EQ(detail["nicPorts"].size(), 8u);
+  EXPECT_FALSE(detail["pods"].empty());
+  bool journaled = false;
+  for (const auto& row : detail["timeline"])
+    journaled = journaled || row["kind"] == "event";
+  EXPECT_TRUE(journaled) << detail["timeline"].dump();
+  EXPECT_EQ(test::http_call(base + "/api/nodes/gpu-node-99").first, 404);
+
+  auto actors = get_json(base + "/api/actors");
+  bool fleet = false, node_actor = false;
+  for (const auto& a : actors) {
+    fleet = fleet || (a["name"] == "fleet" && a["mailboxDepth"].is_number());
+    node_actor = node_actor || a["name"] == "node/" + node;
+  }
+  EXPECT_TRUE(fleet) << actors.dump();
+  EXPECT_TRUE(node_actor) << actors.dump();
+  EXPECT_GE(get_json(base + "/api/breaker")["admitted"].get<int>(), 1);
+  EXPECT_EQ(test::http_call(base + "/api/nodes", "DELETE").first, 405);
+
+  EXPECT_EQ(demo.stop(), 0) << demo.seen();
+}
+
+} // namespace
+} // namespace vigil
