@@ -73,7 +73,12 @@ std::vector<subcommand> command_table() {
       {"since", "TIME", "RFC 3339; rows before it are skipped"},
       {"until", "TIME", "RFC 3339; rows after it are skipped"},
       {"node", "NAME", "only rows about this node"},
-      {"json", "", "one JSON object per row"}},
+      {"at", "TIME",
+       "RFC 3339: the fleet's state at that moment, and each node's timeline"},
+      {"what-if", "FILE",
+       "replay the events under the configuration in FILE; list the "
+       "decisions that would differ"},
+      {"json", "", "JSON output"}},
      run_replay},
     {"parse",
      "run the kernel-log or topology parser on a file, print its events",

@@ -4,34 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config.hpp"
+#include "runtime/control_command.hpp"
 #include "runtime/journal/journal_store.hpp"
+#include "runtime/replay_analysis.hpp"
 
 namespace vigil {
 
 namespace {
-
-// One line a person can read: what the event says, or the row's raw body.
-std::string summarise(const journal_record& row, std::string& problem) {
-  if (row.kind != "event")
-    return row.body;
-  auto event = decode_health_event(row.body);
-  if (!event) {
-    problem = event.error().to_string();
-    return "(undecodable: " + problem + ")";
-  }
-  std::string out = event->component_class + " " + event->check_name + " "
-                    + (event->is_healthy ? "healthy" : "unhealthy")
-                    + (event->is_fatal ? " fatal" : "");
-  for (const auto& code : event->error_codes)
-    out += " code=" + code;
-  if (!event->is_healthy)
-    out += " action=" + std::string(to_string(event->action));
-  for (const auto& e : event->entities)
-    out += " " + e.type + "=" + e.value;
-  if (!event->message.empty())
-    out += " \"" + event->message + "\"";
-  return out;
-}
 
 std::string json_line(const journal_record& row, const std::string& problem) {
   nlohmann::json line{{"seq", row.seq},
@@ -54,6 +34,101 @@ expected<std::optional<wall_time>> time_option(const command_line& args,
   if (!t)
     return failure{std::string("--") + name, t.error().what};
   return std::optional<wall_time>{*t};
+}
+
+expected<std::vector<journal_record>> read_all(journal_store& store,
+                                               journal_query query) {
+  std::vector<journal_record> all;
+  for (;;) {
+    auto rows = store.read(query);
+    if (!rows)
+      return rows.error();
+    all.insert(all.end(), rows->begin(), rows->end());
+    if (rows->size() < query.limit)
+      return all;
+    query.after_seq = rows->back().seq;
+  }
+}
+
+std::string describe_active(const nlohmann::json& e) {
+  return e.value("checkName", "") + " " + e.value("entityType", "") + "="
+         + e.value("entityValue", "") + " " + e.value("recommendedAction", "");
+}
+
+// --at: every node with rows, its state at the moment and its timeline.
+int print_fleet_at(command_context& ctx, const std::vector<journal_record>& rows,
+                   wall_time at) {
+  const auto fleet = fleet_at(rows, at);
+  if (ctx.args.has("json")) {
+    ctx.out << fleet.dump(2) << "\n";
+    return 0;
+  }
+  ctx.out << "fleet at " << fleet["at"].get<std::string>() << " (" << rows.size()
+          << " rows)\n";
+  for (const auto& node : fleet["nodes"]) {
+    const auto& active = node["activeEvents"];
+    ctx.out << "\n"
+            << node["name"].get<std::string>() << ": "
+            << (active.empty()
+                  ? std::string("healthy")
+                  : "quarantined, " + std::to_string(active.size()) + " active event(s)")
+            << "\n";
+    for (const auto& e : active)
+      ctx.out << "  active: " << describe_active(e) << "\n";
+    if (node.contains("drain"))
+      ctx.out << "  drain: " << node["drain"].value("drain", "") << " "
+              << node["drain"].value("phase", "") << "\n";
+    if (node.contains("remediation"))
+      ctx.out << "  remediation: " << node["remediation"].value("kind", "") << " "
+              << node["remediation"].value("phase", "") << "\n";
+    for (const auto& line : node["timeline"])
+      ctx.out << "    " << line.get<std::string>() << "\n";
+  }
+  for (const auto& incident : fleet["fabricIncidents"])
+    ctx.out << "\nfabric incident: " << incident.dump() << "\n";
+  return 0;
+}
+
+decision_policy policy_of(const vigil_config& config) {
+  decision_policy p;
+  p.quarantine = quarantine_policy_from(config.quarantine);
+  p.correlation = correlation_config_from(config.correlation);
+  p.remediation = remediation_settings_from(config.remediation).options;
+  return p;
+}
+
+// --what-if: the same events under another configuration.
+int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
+                  const std::string& file) {
+  auto other = load_config_file(file);
+  if (!other) {
+    ctx.err << "vigil replay: --what-if " << file << ": " << other.error().to_string()
+            << "\n";
+    return 2;
+  }
+  const auto differences =
+    compare_policies(rows, policy_of(ctx.config), policy_of(*other));
+  std::size_t events = 0;
+  for (const auto& r : rows)
+    events += r.kind == "event" ? 1 : 0;
+  if (ctx.args.has("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& d : differences)
+      out.push_back({{"seq", d.seq},
+                     {"node", d.node},
+                     {"event", d.event},
+                     {"now", d.now},
+                     {"whatIf", d.what_if}});
+    ctx.out << nlohmann::json{{"events", events}, {"differences", out}}.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& d : differences)
+    ctx.out << "#" << d.seq << "  " << d.node << "  " << d.event << "\n"
+            << "    now:     " << d.now << "\n"
+            << "    what-if: " << d.what_if << "\n";
+  ctx.out << differences.size() << " of " << events
+          << " events would be decided differently under " << file << "\n";
+  return 0;
 }
 
 } // namespace
@@ -85,6 +160,23 @@ int run_replay(command_context& ctx) {
     return 1;
   }
   const bool as_json = ctx.args.has("json");
+  if (ctx.args.has("at") || ctx.args.has("what-if")) {
+    auto at = time_option(ctx.args, "at");
+    if (!at) {
+      ctx.err << "vigil replay: " << at.error().to_string() << "\n";
+      return 2;
+    }
+    if (*at)
+      query.until = **at;
+    auto rows = read_all(**store, query);
+    if (!rows) {
+      ctx.err << "vigil replay: " << rows.error().to_string() << "\n";
+      return 1;
+    }
+    if (auto file = ctx.args.value("what-if"))
+      return print_what_if(ctx, *rows, *file);
+    return print_fleet_at(ctx, *rows, **at);
+  }
   std::vector<std::int64_t> undecodable;
   std::uint64_t count = 0;
   for (;;) {
@@ -95,7 +187,7 @@ int run_replay(command_context& ctx) {
     }
     for (const auto& row : *rows) {
       std::string problem;
-      const auto summary = summarise(row, problem);
+      const auto summary = summarise_row(row, problem);
       if (!problem.empty())
         undecodable.push_back(row.seq);
       ++count;
