@@ -36,6 +36,9 @@ std::string decide(node_replay& node, health_event e, const decision_policy& pol
     e.action = *out.escalate;
     notes +=
       "escalated to " + std::string(to_string(*out.escalate)) + " (" + out.rule + "), ";
+  } else if (!out.rule.empty() && !out.derived.empty()) {
+    notes += out.rule + " fired (" + out.derived.front().check_name + " "
+             + std::string(to_string(out.derived.front().action)) + "), ";
   }
   const auto applied = node.active.apply(e, policy.quarantine);
   for (const auto& derived : out.derived)

@@ -113,14 +113,14 @@ TEST(replay_what_if, lists_only_the_events_decided_differently) {
   ASSERT_EQ(decisions.size(), 6u);
   EXPECT_EQ(decisions[0].decision,
             "quarantine (rule fatal), drain partial:GPU-a, GPUReset");
-  EXPECT_NE(decisions[5].decision.find("escalated to REPLACE_VM (nic-flap)"),
+  EXPECT_NE(decisions[5].decision.find("nic-flap fired (NICPortFlapping REPLACE_VM)"),
             std::string::npos)
     << decisions[5].decision;
   auto differences = compare_policies(b.rows, policy_of(now), policy_of(other));
   ASSERT_EQ(differences.size(), 1u);
   EXPECT_EQ(differences[0].seq, 6);
   EXPECT_EQ(differences[0].node, "node-2");
-  EXPECT_EQ(differences[0].what_if.find("escalated"), std::string::npos);
+  EXPECT_EQ(differences[0].what_if.find("nic-flap"), std::string::npos);
   EXPECT_TRUE(compare_policies(b.rows, policy_of(now), policy_of(now)).empty());
 }
 

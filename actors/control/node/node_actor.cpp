@@ -450,6 +450,8 @@ std::vector<health_event> correlate(node_actor* self, const health_event& event,
     escalated.message = outcome.message + " (" + event.message + ")";
     if (live)
       journal_firing(self, outcome.rule, escalated, outcome.message);
+  } else if (!outcome.rule.empty() && !outcome.derived.empty() && live) {
+    journal_firing(self, outcome.rule, outcome.derived.front(), outcome.message);
   }
   for (auto& derived : outcome.derived)
     out.push_back(std::move(derived));
@@ -487,7 +489,8 @@ std::size_t drop_port_downs(node_actor* self) {
     as_event.entities.push_back(r.subject);
     as_event.error_codes = r.error_codes;
     return control::reports_link_down(as_event)
-           || r.check_name == control::nic_port_dropped_check;
+           || r.check_name == control::nic_port_dropped_check
+           || r.check_name == control::nic_port_flapping_check;
   });
   st.correlator.explain_port_downs();
   return dropped;

@@ -301,9 +301,18 @@ correlation_outcome node_correlator::observe(const health_event& e, wall_time no
   if (auto delta = link_downed_delta(e)) {
     auto& history = ports_.try_emplace(port, config_).first->second;
     if (auto verdict = history.on_link_downed(delta, at)) {
-      out.escalate = verdict->action;
+      // seed 002 §6.3: a verdict about the port, not about this DOWN: a
+      // record of its own, which the port's next UP does not clear (only a
+      // reboot or a new node does). It acts only where the DOWN may act.
       out.rule = "nic-flap";
       out.message = "NIC port " + port + ": " + verdict->message;
+      auto flapping = dropped_event(e.node_name, e.entities, at);
+      flapping.check_name = nic_port_flapping_check;
+      flapping.id = e.id + "-" + nic_port_flapping_check;
+      flapping.action = verdict->action;
+      flapping.message = out.message;
+      flapping.strategy = e.strategy;
+      out.derived.push_back(std::move(flapping));
     }
   }
   // Port-state events move the port DOWN/UP for the drop rule (after the

@@ -188,7 +188,8 @@ struct correlation_outcome {
   std::optional<recommended_action> escalate;
   std::string rule;    ///< "repeated-xid" or "nic-flap" when a rule fired
   std::string message; ///< why, for logs, the journal and the node's condition
-  /// Events the rules derive (a dropped port coming back up: its healthy twin).
+  /// Events the rules derive: a flapping port's NICPortFlapping record, a
+  /// dropped port coming back up: its healthy twin.
   std::vector<health_event> derived;
 };
 
@@ -228,5 +229,7 @@ bool reports_link_down(const health_event& event);
 
 /// The check name of the events the drop rule derives.
 inline constexpr const char* nic_port_dropped_check = "NICPortDropped";
+/// The check name of the events the flap rule derives.
+inline constexpr const char* nic_port_flapping_check = "NICPortFlapping";
 
 } // namespace vigil::control

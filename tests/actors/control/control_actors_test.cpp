@@ -841,6 +841,16 @@ CAF_TEST(a_flapping_nic_port_escalates_to_replace_vm) {
     CAF_CHECK(cordoned("node-1"));
     post({port_state("node-1", true, i)});
   }
+  // The port is up again, but the flap verdict stays until a reboot or a
+  // new node (seed 002 §6.3): the node stays out.
+  CAF_CHECK(cordoned("node-1"));
+  {
+    auto summary = node_summary("node-1");
+    bool flapping = false;
+    for (const auto& a : summary["active"])
+      flapping = flapping || a["check"] == control::nic_port_flapping_check;
+    CAF_CHECK(flapping);
+  }
   CAF_CHECK_EQUAL(journal_rows(correlation_row), 1u);
   auto rows = journal_db->read({});
   CAF_REQUIRE(rows.has_value());
