@@ -40,13 +40,6 @@ std::string text_at(const json& doc, std::initializer_list<const char*> path) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : "";
 }
 
-int node_index(const std::string& name) {
-  const std::string prefix = "gpu-node-";
-  if (name.rfind(prefix, 0) != 0)
-    return 0;
-  return std::atoi(name.c_str() + prefix.size());
-}
-
 std::string minutes_text(std::chrono::seconds d) {
   return std::to_string(d.count() / 60) + "m" + std::to_string(d.count() % 60) + "s";
 }
@@ -207,7 +200,7 @@ void start_job(cluster_simulator_actor* self, kube::object_store& store,
   simulated_job j;
   j.name = text_at(job, {"metadata", "name"});
   const auto node = text_at(job, {"spec", "template", "spec", "nodeName"});
-  j.node = node_index(node);
+  j.node = node_number(node);
   j.reboot = at(job, {"metadata", "labels", "vigil.dev/reboot-node"}) != nullptr;
   if (const json* containers = at(job, {"spec", "template", "spec", "containers"});
       containers && containers->is_array() && !containers->empty())
@@ -267,10 +260,18 @@ void finish_job(cluster_simulator_actor* self, kube::object_store& store,
                    exit_code);
     return;
   }
-  auto& agent = st.agents.at(j.node);
+  auto found = st.agents.find(j.node);
+  if (found == st.agents.end()) { // a node someone added by hand: no host behind it
+    logger()->warn("Job {}: node {} is not simulated; nothing rebooted", j.name, j.node);
+    return;
+  }
+  // The host comes back: a new boot, its NICs' counters and agent start over.
+  auto& agent = found->second;
   ++agent.boots;
   agent.boot_time = st.time->wall_now();
   agent.down_ports.clear();
+  std::fill(agent.link_downed.begin(), agent.link_downed.end(), 0);
+  agent.nic.reset();
   store.patch(
     *store.find_type("", "v1", "nodes"), "", node_name(j.node),
     json{{"status",
@@ -282,8 +283,14 @@ void finish_job(cluster_simulator_actor* self, kube::object_store& store,
                  boot_id(j.node, agent.boots));
 }
 
+// What a pass of the Job controller leaves for the agents.
+struct finished_jobs {
+  std::vector<std::pair<int, std::string>> resets; ///< (node, GPU UUID)
+  std::vector<int> reboots;
+};
+
 void jobs_pass(cluster_simulator_actor* self, kube::object_store& store,
-               std::vector<std::string>& reset_lines_for) {
+               finished_jobs& finished) {
   auto& st = self->state;
   const auto* jobs = store.find_type("batch", "v1", "jobs");
   auto listed = store.list(*jobs, janitor_namespace, {});
@@ -300,15 +307,17 @@ void jobs_pass(cluster_simulator_actor* self, kube::object_store& store,
       it = st.jobs.erase(it);
       continue;
     }
-    if (it->second.due > st.time->now() || it->second.due == steady_time{}) {
+    if (it->second.finished || it->second.due > st.time->now()) {
       ++it;
       continue;
     }
     finish_job(self, store, it->second);
-    if (!it->second.reboot && !it->second.fails)
-      reset_lines_for.push_back(std::to_string(it->second.node) + " "
-                                + it->second.gpu_uuid);
-    it->second.due = steady_time{}; // finished; forgotten when the Job is deleted
+    const bool simulated = st.agents.count(it->second.node) > 0;
+    if (simulated && it->second.reboot)
+      finished.reboots.push_back(it->second.node);
+    else if (simulated && !it->second.fails)
+      finished.resets.emplace_back(it->second.node, it->second.gpu_uuid);
+    it->second.finished = true; // forgotten when the janitor deletes the Job
     ++it;
   }
 }
@@ -349,18 +358,18 @@ caf::behavior cluster_simulator(cluster_simulator_actor* self,
   return {
     [=](simtick_atom) {
       auto& st = self->state;
-      std::vector<std::string> resets;
+      finished_jobs finished;
       st.access([&](kube::object_store& store) {
         kubelet_pass(self, store);
         operator_pass(store);
-        jobs_pass(self, store, resets);
+        jobs_pass(self, store, finished);
       });
       // The reset script's last words, read by the agent (seed 001 step 4).
-      for (const auto& done : resets) {
-        const auto space = done.find(' ');
-        log_kernel_lines(self, std::stoi(done.substr(0, space)),
-                         gpu_reset_line(done.substr(space + 1)));
-      }
+      for (const auto& [node, uuid] : finished.resets)
+        log_kernel_lines(self, node, gpu_reset_line(uuid));
+      // A rebooted host's NIC monitor starts again: its first poll.
+      for (int node : finished.reboots)
+        poll_nics(self, node);
       self->delayed_send(self, st.settings.tick, simtick_atom::value);
     },
     [=](xid_atom, int node, int gpu, const std::vector<int>& codes) {

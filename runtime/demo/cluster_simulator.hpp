@@ -37,7 +37,6 @@ using xid_atom = caf::atom_constant<caf::atom("xid")>;
 using nic_atom = caf::atom_constant<caf::atom("nic")>;
 /// (failreset_atom, node, gpu): that GPU's next reset Job fails (exit 2).
 using failreset_atom = caf::atom_constant<caf::atom("failreset")>;
-/// (summary_atom, node) → JSON: the node's NIC ports as its agent sees them.
 /// (simtick_atom): the simulated controllers' periodic pass.
 using simtick_atom = caf::atom_constant<caf::atom("simtick")>;
 
@@ -72,6 +71,7 @@ struct simulated_job {
   std::string gpu_uuid; ///< reset Jobs
   steady_time due{};
   bool fails = false;
+  bool finished = false; ///< ended; kept until the janitor deletes the Job
 };
 
 struct node_agent {
@@ -100,7 +100,8 @@ struct cluster_simulator_state {
 using cluster_simulator_actor = caf::stateful_actor<cluster_simulator_state>;
 
 /// Populates nothing (the caller did); starts each node's NIC monitor with a
-/// baseline poll and the controllers' periodic pass.
+/// baseline poll and the controllers' periodic pass. Also answers
+/// (summary_atom, node) → JSON: the node's NIC ports as its agent sees them.
 caf::behavior cluster_simulator(cluster_simulator_actor* self,
                                 simulator_settings settings, store_access access,
                                 caf::actor ingest, agent::xid_catalog catalog,

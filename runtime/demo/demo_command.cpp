@@ -184,141 +184,233 @@ struct demo_options {
   std::string scenario_file;
 };
 
+// The scenario's actions of one step, at their times: a flap is its
+// down/up transitions.
+std::vector<std::pair<std::chrono::seconds, caf::message>>
+timed_actions(const scenario_step& step) {
+  std::vector<std::pair<std::chrono::seconds, caf::message>> timed;
+  for (const auto& a : step.actions)
+    for (int node : a.nodes) {
+      switch (a.what) {
+        case scenario_action::kind::xid:
+          timed.emplace_back(a.at,
+                             caf::make_message(xid_atom::value, node, a.gpu, a.codes));
+          break;
+        case scenario_action::kind::fail_reset:
+          timed.emplace_back(a.at, caf::make_message(failreset_atom::value, node, a.gpu));
+          break;
+        case scenario_action::kind::nic_down:
+        case scenario_action::kind::nic_up:
+          timed.emplace_back(a.at,
+                             caf::make_message(nic_atom::value, node, a.nic,
+                                               a.what == scenario_action::kind::nic_up));
+          break;
+        case scenario_action::kind::nic_flap:
+          for (int k = 0; k < 2 * a.times; ++k)
+            timed.emplace_back(
+              a.at + k * a.every,
+              caf::make_message(nic_atom::value, node, a.nic, k % 2 == 1));
+          break;
+      }
+    }
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  return timed;
+}
+
+// What the journal says about one step: fabric incidents (an incident is
+// journaled again each time it grows: counted once) and the nodes vigil
+// cordoned at any moment of it.
+void read_step_rows(journal_store& journal, std::int64_t after_seq,
+                    step_observation& seen) {
+  journal_query rows;
+  rows.after_seq = after_seq;
+  rows.limit = 1000000;
+  std::set<std::string> incidents;
+  auto read = journal.read(rows);
+  if (!read)
+    return;
+  for (const auto& row : *read) {
+    auto body = json::parse(row.body, nullptr, false);
+    if (!body.is_object())
+      continue;
+    if (row.kind == fabric_row)
+      incidents.insert(body.value("opened", row.body));
+    if (row.kind == quarantine_row && body.value("cordon", false))
+      seen.cordoned_during.insert(row.node);
+  }
+  seen.fabric_incidents = static_cast<int>(incidents.size());
+}
+
+// One run of a scenario on a virtual clock: the cluster, the control plane
+// and the simulator on CAF's test coordinator. Members are declared so that
+// the store outlives the actor system; the destructor stops every actor and
+// drives the coordinator until they are gone, whichever way the run ends.
+class virtual_run {
+public:
+  virtual_run(const vigil_config& base, const scenario& plan, const demo_options& options,
+              std::ostream& out)
+    : plan_(plan), system_(testing(cfg_)), driver_(system_), start_(driver_.now()),
+      time_(std::make_shared<caf_clock>(system_.clock(), demo_epoch)) {
+    config_ = base;
+    config_.control.leader_election = false; // one replica
+    config_.control.dry_run = false;
+    config_.janitor.in_process = true;
+    system_.await_actors_before_shutdown(false); // the destructor has stopped them
+    redirect_logs(
+      std::make_shared<timeline_sink>(options.json_output ? nullptr : &out, [this] {
+        return clock_text(driver_.now() - start_);
+      }));
+  }
+
+  ~virtual_run() {
+    redirect_logs(nullptr);
+    if (simulator_)
+      caf::anon_send_exit(simulator_, caf::exit_reason::user_shutdown);
+    for (const auto& [name, actor] : actors_)
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    driver_.drain();
+    if (journal_)
+      journal_->close();
+  }
+
+  /// Opens the journal (refusing one that holds rows: the demo starts from
+  /// a fresh cluster), populates the cluster, spawns everything.
+  status start(const std::string& journal_url) {
+    auto store = make_journal_store(journal_url);
+    if (!store)
+      return store.error();
+    if (auto opened = (*store)->open(); !opened)
+      return opened.error();
+    journal_ = std::move(*store);
+    if (auto last = journal_->last_seq(); last && *last > 0)
+      return failure{"--journal",
+                     journal_->describe()
+                       + " already holds rows: the demo needs an empty journal"};
+    auto catalog = agent::xid_catalog::load(demo_config_dir());
+    if (!catalog)
+      return catalog.error();
+    config_.journal.url = journal_url;
+    simulator_settings sim;
+    sim.spec.nodes = plan_.nodes;
+    sim.seed = plan_.seed;
+    auto time = time_;
+    api_.with_store([&](kube::object_store& s) {
+      s.set_clock([time] { return unix_seconds(time->wall_now()); });
+      populate(s, sim.spec);
+    });
+    control_plane_options plane_options;
+    plane_options.detach_journal_writer = false;
+    plane_options.replica_identity = "vigil-demo";
+    auto plane = spawn_control_plane(system_, config_, journal_, api_.client(), time_,
+                                     plane_options);
+    if (!plane)
+      return plane.error();
+    actors_ = plane->named;
+    simulator_ = system_.spawn(
+      cluster_simulator, sim,
+      store_access([this](const std::function<void(kube::object_store&)>& f) {
+        api_.with_store(f);
+      }),
+      plane->actors.ingest, *catalog, std::shared_ptr<const clock>(time_), record_);
+    // The fleet lists the Nodes and replays the (empty) journal.
+    driver_.run_until(driver_.now() + std::chrono::seconds{30});
+    return ok();
+  }
+
+  /// Plays one step and checks it.
+  step_result play(const scenario_step& step) {
+    const auto step_start = driver_.now();
+    const auto evictions_before = record_->evictions.size();
+    const auto last = journal_->last_seq();
+    const std::int64_t seq_before = last ? *last : 0;
+    std::set<std::string> crs_before;
+    for (const auto& r : observe(api_.store()).remediations)
+      crs_before.insert(r.kind + "/" + r.name);
+    for (const auto& [when, message] : timed_actions(step)) {
+      driver_.run_until(step_start + when);
+      caf::anon_send(simulator_, message);
+    }
+    driver_.run_until(step_start + step.run_for);
+
+    step_observation seen;
+    for (auto k = evictions_before; k < record_->evictions.size(); ++k)
+      seen.evicted.push_back(record_->evictions[k].ns + "/" + record_->evictions[k].pod);
+    seen.after = observe(api_.store());
+    for (const auto& r : seen.after.remediations)
+      if (crs_before.count(r.kind + "/" + r.name) == 0)
+        seen.new_remediations.push_back(r);
+    read_step_rows(*journal_, seq_before, seen);
+    return check_step(step, seen);
+  }
+
+  json summary(const json& steps, bool all_passed) const {
+    const auto final_view = observe(api_.store());
+    json out = {
+      {"scenario", plan_.name},
+      {"passed", all_passed},
+      {"virtualSeconds",
+       std::chrono::duration_cast<std::chrono::seconds>(driver_.now() - start_).count()},
+      {"journal", config_.journal.url},
+      {"steps", steps},
+      {"remediations", json::array()},
+      {"evictions", json::array()},
+      {"nodes", final_view.nodes},
+      {"events",
+       {{"sent", record_->events_sent}, {"acknowledged", record_->events_acknowledged}}}};
+    for (const auto& r : final_view.remediations)
+      out["remediations"].push_back({{"kind", r.kind},
+                                     {"name", r.name},
+                                     {"node", r.node},
+                                     {"gpuUUID", r.gpu_uuid},
+                                     {"outcome", r.outcome}});
+    for (const auto& e : record_->evictions)
+      out["evictions"].push_back({{"namespace", e.ns}, {"pod", e.pod}, {"node", e.node}});
+    return out;
+  }
+
+private:
+  static caf::actor_system_config& testing(caf::actor_system_config& cfg) {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    return cfg;
+  }
+
+  const scenario& plan_;
+  vigil_config config_;
+  std::shared_ptr<journal_store> journal_;
+  kube::in_process_api api_; ///< before system_: the simulator uses it to the end
+  caf::actor_system_config cfg_;
+  caf::actor_system system_;
+  virtual_time driver_;
+  steady_time start_;
+  std::shared_ptr<caf_clock> time_;
+  std::shared_ptr<simulation_record> record_ = std::make_shared<simulation_record>();
+  std::vector<std::pair<std::string, caf::actor>> actors_;
+  caf::actor simulator_;
+};
+
 // The scenario on a virtual clock. Returns the summary JSON.
 expected<json> run_virtual(const vigil_config& base, const scenario& plan,
                            const demo_options& options, std::ostream& out) {
   std::string journal_url = options.journal_url;
-  std::string scratch;
   if (journal_url.empty()) {
-    std::string pattern = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
-    pattern += "/vigil-demo-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr)
+    std::string dir = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
+    dir += "/vigil-demo-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr)
       return failure{"--journal", "no temporary directory for the SQLite journal"};
-    scratch = pattern;
-    journal_url = "sqlite:" + scratch + "/journal.db";
+    journal_url = "sqlite:" + dir + "/journal.db";
   }
-  auto store = make_journal_store(journal_url);
-  if (!store)
-    return store.error();
-  if (auto opened = (*store)->open(); !opened)
-    return opened.error();
-  std::shared_ptr<journal_store> journal_db = std::move(*store);
-  auto catalog = agent::xid_catalog::load(config_dir());
-  if (!catalog)
-    return catalog.error();
-
-  auto config = base;
-  config.journal.url = journal_url;
-  config.control.leader_election = false; // one replica
-  config.control.dry_run = false;
-  config.janitor.in_process = true;
-
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.policy", caf::atom("testing"));
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system system{cfg};
-  virtual_time driver{system};
-  const auto start = driver.now();
-  auto time = std::make_shared<caf_clock>(system.clock(), demo_epoch);
-  redirect_logs(std::make_shared<timeline_sink>(
-    options.json_output ? nullptr : &out,
-    [&driver, start] { return clock_text(driver.now() - start); }));
-
-  simulator_settings sim;
-  sim.spec.nodes = plan.nodes;
-  sim.seed = plan.seed;
-  kube::in_process_api api;
-  api.with_store([&](kube::object_store& s) {
-    s.set_clock([time] { return unix_seconds(time->wall_now()); });
-    populate(s, sim.spec);
-  });
-  control_plane_options plane_options;
-  plane_options.detach_journal_writer = false;
-  plane_options.replica_identity = "vigil-demo";
-  auto plane =
-    spawn_control_plane(system, config, journal_db, api.client(), time, plane_options);
-  if (!plane)
-    return plane.error();
-  auto record = std::make_shared<simulation_record>();
-  auto simulator = system.spawn(
-    cluster_simulator, sim,
-    store_access(
-      [&api](const std::function<void(kube::object_store&)>& f) { api.with_store(f); }),
-    plane->actors.ingest, *catalog, std::shared_ptr<const clock>(time), record);
-  // The fleet lists the Nodes and replays the (empty) journal.
-  driver.run_until(driver.now() + std::chrono::seconds{30});
-
+  virtual_run run(base, plan, options, out);
+  if (auto started = run.start(journal_url); !started)
+    return started.error();
   json steps = json::array();
   bool all_passed = true;
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const auto& step = plan.steps[i];
     if (!options.json_output)
       out << "\n== step " << (i + 1) << ": " << step.name << "\n";
-    const auto step_start = driver.now();
-    const auto evictions_before = record->evictions.size();
-    auto seq_before = journal_db->last_seq();
-    std::set<std::string> crs_before;
-    for (const auto& r : observe(api.store()).remediations)
-      crs_before.insert(r.kind + "/" + r.name);
-    // Each action at its time; a flap is its down/up transitions.
-    std::vector<std::pair<std::chrono::seconds, std::function<void()>>> timed;
-    for (const auto& a : step.actions)
-      for (int node : a.nodes) {
-        switch (a.what) {
-          case scenario_action::kind::xid:
-            timed.emplace_back(a.at, [=] {
-              caf::anon_send(simulator, xid_atom::value, node, a.gpu, a.codes);
-            });
-            break;
-          case scenario_action::kind::fail_reset:
-            timed.emplace_back(a.at, [=] {
-              caf::anon_send(simulator, failreset_atom::value, node, a.gpu);
-            });
-            break;
-          case scenario_action::kind::nic_down:
-          case scenario_action::kind::nic_up: {
-            const bool up = a.what == scenario_action::kind::nic_up;
-            timed.emplace_back(
-              a.at, [=] { caf::anon_send(simulator, nic_atom::value, node, a.nic, up); });
-            break;
-          }
-          case scenario_action::kind::nic_flap:
-            for (int k = 0; k < 2 * a.times; ++k) {
-              const bool up = k % 2 == 1;
-              timed.emplace_back(a.at + k * a.every, [=] {
-                caf::anon_send(simulator, nic_atom::value, node, a.nic, up);
-              });
-            }
-            break;
-        }
-      }
-    std::stable_sort(timed.begin(), timed.end(),
-                     [](const auto& x, const auto& y) { return x.first < y.first; });
-    for (const auto& [when, act] : timed) {
-      driver.run_until(step_start + when);
-      act();
-    }
-    driver.run_until(step_start + step.run_for);
-
-    step_observation seen;
-    for (auto k = evictions_before; k < record->evictions.size(); ++k)
-      seen.evicted.push_back(record->evictions[k].ns + "/" + record->evictions[k].pod);
-    seen.after = observe(api.store());
-    for (const auto& r : seen.after.remediations)
-      if (crs_before.count(r.kind + "/" + r.name) == 0)
-        seen.new_remediations.push_back(r);
-    journal_query rows;
-    rows.after_seq = seq_before ? *seq_before : 0;
-    rows.limit = 1000000;
-    // An incident is journaled again each time it grows: count it once.
-    std::set<std::string> incidents;
-    if (auto read = journal_db->read(rows))
-      for (const auto& row : *read)
-        if (row.kind == fabric_row)
-          incidents.insert(
-            json::parse(row.body, nullptr, false).value("opened", row.body));
-    seen.fabric_incidents = static_cast<int>(incidents.size());
-    auto result = check_step(step, seen);
+    auto result = run.play(step);
     all_passed = all_passed && result.passed;
     if (!options.json_output)
       out << "== " << (result.passed ? "PASSED" : "FAILED") << ": " << result.detail
@@ -326,40 +418,7 @@ expected<json> run_virtual(const vigil_config& base, const scenario& plan,
     steps.push_back(
       {{"name", result.name}, {"passed", result.passed}, {"detail", result.detail}});
   }
-
-  const auto final_view = observe(api.store());
-  json summary = {
-    {"scenario", plan.name},
-    {"passed", all_passed},
-    {"virtualSeconds",
-     std::chrono::duration_cast<std::chrono::seconds>(driver.now() - start).count()},
-    {"journal", journal_db->describe()},
-    {"steps", steps},
-    {"remediations", json::array()},
-    {"evictions", json::array()},
-    {"nodes", final_view.nodes},
-    {"events",
-     {{"sent", record->events_sent}, {"acknowledged", record->events_acknowledged}}}};
-  for (const auto& r : final_view.remediations)
-    summary["remediations"].push_back({{"kind", r.kind},
-                                       {"name", r.name},
-                                       {"node", r.node},
-                                       {"gpuUUID", r.gpu_uuid},
-                                       {"outcome", r.outcome}});
-  for (const auto& e : record->evictions)
-    summary["evictions"].push_back(
-      {{"namespace", e.ns}, {"pod", e.pod}, {"node", e.node}});
-
-  // Orderly teardown on the one thread: the actors with periodic timers go first.
-  redirect_logs(nullptr);
-  caf::anon_send_exit(simulator, caf::exit_reason::user_shutdown);
-  for (const auto& [name, actor] : plane->named)
-    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
-  driver.drain();
-  journal_db->close();
-  if (!scratch.empty() && options.journal_url.empty())
-    summary["journal"] = journal_url;
-  return summary;
+  return run.summary(steps, all_passed);
 }
 
 void print_summary(const json& summary, std::ostream& out) {
@@ -458,11 +517,13 @@ step_result check_step(const scenario_step& step, const step_observation& seen) 
            + std::to_string(seen.new_remediations.size()));
   }
   for (const auto& [node, want] : e.cordoned) {
-    bool cordoned = false;
+    std::optional<bool> cordoned;
     for (const auto& n : seen.after.nodes)
       if (n["name"] == node_name(node))
         cordoned = n["cordoned"].get<bool>();
-    if (cordoned != want)
+    if (!cordoned)
+      fail(node_name(node) + " to exist");
+    else if (*cordoned != want)
       fail(node_name(node) + (want ? " cordoned" : " not cordoned"));
   }
   if (e.quarantined) {
@@ -472,6 +533,17 @@ step_result check_step(const scenario_step& step, const step_observation& seen) 
     if (n != *e.quarantined)
       fail(std::to_string(*e.quarantined) + " node(s) quarantined by vigil, saw "
            + std::to_string(n));
+  }
+  if (e.cordoned_during) {
+    std::set<std::string> want;
+    for (int n : *e.cordoned_during)
+      want.insert(node_name(n));
+    if (want != seen.cordoned_during) {
+      std::vector<std::string> names(seen.cordoned_during.begin(),
+                                     seen.cordoned_during.end());
+      fail("cordoned during the step: " + join({want.begin(), want.end()}) + ", saw "
+           + join(names));
+    }
   }
   if (e.fabric_incidents && *e.fabric_incidents != seen.fabric_incidents)
     fail(std::to_string(*e.fabric_incidents) + " fabric incident(s), saw "

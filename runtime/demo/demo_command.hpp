@@ -4,6 +4,7 @@
 // scripted scenario's hours pass in seconds and each run is the same.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct step_observation {
   std::vector<remediation_view> new_remediations; ///< CRs created in the step
   cluster_view after;
   int fabric_incidents = 0;
+  std::set<std::string> cordoned_during; ///< nodes vigil cordoned in the step
 };
 
 /// Compares one step's observation with its expectations (pure).

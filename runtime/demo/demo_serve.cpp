@@ -136,11 +136,14 @@ void describe_node(introspection_actor* self, const std::string& name,
   });
   if (out.is_null())
     return reply(json_reply(404, {{"error", "no such node: " + name}}));
-  const int index = std::atoi(name.c_str() + std::string("gpu-node-").size());
+  // GPUs and NIC ports exist only for the nodes the simulator made.
+  const int index = node_number(name);
+  const bool simulated = index >= 1 && index <= st.spec.nodes;
   json gpus = json::array();
-  for (const auto& g : node_metadata(st.spec, index).gpus)
-    gpus.push_back(
-      {{"index", g.gpu_id}, {"uuid", g.uuid}, {"pciAddress", g.pci_address}});
+  if (simulated)
+    for (const auto& g : node_metadata(st.spec, index).gpus)
+      gpus.push_back(
+        {{"index", g.gpu_id}, {"uuid", g.uuid}, {"pciAddress", g.pci_address}});
   out["gpus"] = gpus;
   journal_query query;
   query.node = name;
@@ -155,6 +158,10 @@ void describe_node(introspection_actor* self, const std::string& name,
                           {"body", body.is_discarded() ? json(r.body) : body}});
     }
   out["timeline"] = timeline;
+  if (!simulated) {
+    out["nicPorts"] = json::array();
+    return reply(json_reply(200, out));
+  }
   self->request(st.simulator, std::chrono::seconds{5}, summary_atom::value, index)
     .then(
       [=](const std::string& ports) mutable {
@@ -237,10 +244,13 @@ caf::behavior introspection(introspection_actor* self, kube::kube_test_server* a
         self
           ->request(self->state.actors.breaker, std::chrono::seconds{5},
                     summary_atom::value)
-          .then([=](const std::string& s) { reply(json_reply(200, json::parse(s))); },
-                [=](const caf::error& e) {
-                  reply(json_reply(503, {{"error", caf::to_string(e)}}));
-                });
+          .then(
+            [=](const std::string& s) {
+              reply(json_reply(200, json::parse(s, nullptr, false)));
+            },
+            [=](const caf::error& e) {
+              reply(json_reply(503, {{"error", caf::to_string(e)}}));
+            });
         return;
       }
       reply(json_reply(

@@ -67,6 +67,8 @@ public:
     if (!node_.IsMap())
       return fail("expected a mapping");
     for (const auto& kv : node_) {
+      if (!kv.first.IsScalar())
+        return fail("has a key that is not a plain string");
       const auto key = kv.first.as<std::string>();
       bool ok = false;
       for (const char* k : known)
@@ -175,8 +177,8 @@ expected<scenario_action> parse_action(const reader& r, const scenario& s) {
 
 expected<step_expectations> parse_expectations(const reader& r, const scenario& s) {
   step_expectations e;
-  if (auto st = r.only(
-        {"evicted", "remediations", "cordoned", "quarantined", "fabric_incidents"});
+  if (auto st = r.only({"evicted", "remediations", "cordoned", "quarantined",
+                        "fabric_incidents", "cordoned_during"});
       !st)
     return st.error();
   if (r.has("evicted")) {
@@ -226,6 +228,8 @@ expected<step_expectations> parse_expectations(const reader& r, const scenario& 
     if (!map.is_map())
       return map.fail("expected a mapping of node number to true/false");
     for (const auto& kv : map.node()) {
+      if (!kv.first.IsScalar())
+        return map.fail("has a key that is not a node number");
       const auto key = kv.first.as<std::string>();
       const reader value(kv.second, map.path() + "." + key);
       VIGIL_TRY(node, reader(kv.first, map.path() + "." + key).number(1, s.nodes));
@@ -236,6 +240,17 @@ expected<step_expectations> parse_expectations(const reader& r, const scenario& 
   if (r.has("quarantined")) {
     VIGIL_TRY(n, r.at("quarantined").number(0, s.nodes));
     e.quarantined = static_cast<int>(*n);
+  }
+  if (r.has("cordoned_during")) {
+    const auto list = r.at("cordoned_during");
+    if (!list.is_sequence() && !list.node().IsNull())
+      return list.fail("expected a list of node numbers");
+    std::vector<int> nodes;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      VIGIL_TRY(n, list.item(i).number(1, s.nodes));
+      nodes.push_back(static_cast<int>(*n));
+    }
+    e.cordoned_during = nodes;
   }
   if (r.has("fabric_incidents")) {
     VIGIL_TRY(n, r.at("fabric_incidents").number(0, 1000));
@@ -290,6 +305,9 @@ expected<scenario> parse_scenario(const std::string& yaml_text) {
 
 namespace {
 
+// A step's virtual time is bounded: time points stay far from overflow.
+constexpr std::chrono::seconds max_step = std::chrono::hours{24};
+
 expected<scenario> parse_scenario_tree(const YAML::Node& root) {
   const reader r(root, "");
   if (auto st = r.only({"name", "nodes", "seed", "steps"}); !st)
@@ -319,6 +337,8 @@ expected<scenario> parse_scenario_tree(const YAML::Node& root) {
     step.name = *name;
     if (item.has("run_for")) {
       VIGIL_TRY(run_for, item.at("run_for").duration());
+      if (*run_for > max_step || run_for->count() == 0)
+        return item.at("run_for").fail("must be between 1s and 24h");
       step.run_for = *run_for;
     }
     const auto actions = item.at("do");
@@ -326,8 +346,14 @@ expected<scenario> parse_scenario_tree(const YAML::Node& root) {
       return actions.fail("expected a list of actions");
     for (std::size_t a = 0; a < actions.size(); ++a) {
       VIGIL_TRY(action, parse_action(actions.item(a), s));
-      if (action->at > step.run_for)
-        return actions.item(a).at("at").fail("is after the step's run_for");
+      // A flap's last change must fall inside the step too.
+      const auto last = action->what == scenario_action::kind::nic_flap
+                          ? action->at + (2 * action->times - 1) * action->every
+                          : action->at;
+      if (last > step.run_for)
+        return actions.item(a).fail("ends after the step's run_for ("
+                                    + std::to_string(last.count()) + "s > "
+                                    + std::to_string(step.run_for.count()) + "s)");
       step.actions.push_back(*action);
     }
     if (item.has("expect")) {
@@ -356,6 +382,7 @@ steps:
       evicted: [inference/infer-gpu-node-03-gpu2]
       remediations: [{kind: GPUReset, node: 3, gpu: 2, outcome: Succeeded}]
       cordoned: {3: false}
+      cordoned_during: [3]
       quarantined: 0
   - name: XID 79 (fell off the bus) - full drain, reboot, recovery
     do:
@@ -365,6 +392,7 @@ steps:
       evicted: [training/train-gpu-node-04]
       remediations: [{kind: RebootNode, node: 4, outcome: Succeeded}]
       cordoned: {4: false}
+      cordoned_during: [4]
       quarantined: 0
   - name: a NIC port flapping three times - REPLACE_VM, node stays out
     do:
@@ -373,6 +401,7 @@ steps:
     expect:
       remediations: [{kind: TerminateNode, node: 5}]
       cordoned: {5: true}
+      cordoned_during: [5]
       quarantined: 1
   - name: application XIDs 13, 31, 43 - the job's fault, no action
     do:
@@ -382,6 +411,7 @@ steps:
       evicted: []
       remediations: []
       cordoned: {6: false}
+      cordoned_during: []
       quarantined: 1
   - name: NIC ports down on six nodes at once - one fabric incident, no mass quarantine
     do:
@@ -393,6 +423,7 @@ steps:
       evicted: []
       remediations: []
       fabric_incidents: 1
+      cordoned_during: []
       cordoned: {7: false, 8: false, 9: false, 10: false, 11: false, 12: false}
       quarantined: 1
 )";

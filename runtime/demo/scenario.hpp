@@ -44,6 +44,10 @@ struct step_expectations {
   std::map<int, bool> cordoned;        ///< node → cordoned at the step's end
   std::optional<int> quarantined;      ///< nodes cordoned by vigil at the step's end
   std::optional<int> fabric_incidents; ///< journaled in the step
+  /// Exactly these nodes were cordoned by vigil at some moment of the step
+  /// (from the journal's quarantine rows: a cordon undone before the step's
+  /// end still counts).
+  std::optional<std::vector<int>> cordoned_during;
 };
 
 struct scenario_step {

@@ -94,6 +94,20 @@ std::string node_name(int node) {
   return text;
 }
 
+int node_number(const std::string& name) {
+  const std::string prefix = "gpu-node-";
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()
+      || name.size() > prefix.size() + 6)
+    return 0;
+  int n = 0;
+  for (char c : name.substr(prefix.size())) {
+    if (c < '0' || c > '9')
+      return 0;
+    n = n * 10 + (c - '0');
+  }
+  return node_name(n) == name ? n : 0;
+}
+
 std::string gpu_uuid(int node, int gpu) {
   char text[64];
   std::snprintf(text, sizeof text, "GPU-%04x%04x-5a1e-4d3c-9b2a-%012x", node & 0xffff,

@@ -31,6 +31,8 @@ inline constexpr const char* janitor_namespace = "vigil-system";
 
 /// "gpu-node-01" … (1-based, two digits at least).
 std::string node_name(int node);
+/// The inverse: "gpu-node-07" → 7; 0 for a name node_name does not make.
+int node_number(const std::string& name);
 /// A node's GPU `gpu` (0-based), as nvidia-smi names it: "GPU-0003-0002-…".
 std::string gpu_uuid(int node, int gpu);
 /// The PCI address of GPU `gpu` on an HGX H100 baseboard ("0000:18:00.0").

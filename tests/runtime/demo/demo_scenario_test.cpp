@@ -75,6 +75,7 @@ step_observation as_expected() {
   seen.evicted = {"inference/infer-gpu-node-03-gpu2"};
   seen.new_remediations = {
     {"GPUReset", "gpureset-x", node_name(3), gpu_uuid(3, 2), "Succeeded"}};
+  seen.cordoned_during = {node_name(3)};
   for (int n = 1; n <= 16; ++n)
     seen.after.nodes.push_back(
       {{"name", node_name(n)}, {"cordoned", false}, {"cordonedByVigil", false}});
@@ -98,6 +99,34 @@ TEST(demo_scenario, a_step_fails_naming_each_difference) {
        {"EXPECTED evicted: inference/infer-gpu-node-03-gpu2", "ending Succeeded",
         "gpu-node-03 not cordoned", "0 node(s) quarantined by vigil, saw 1"})
     EXPECT_NE(result.detail.find(part), std::string::npos) << result.detail;
+}
+
+// A step whose end state looks right still fails when vigil cordoned another
+// node in between, or when a node it names does not exist.
+TEST(demo_scenario, checks_do_not_pass_vacuously) {
+  auto seen = as_expected();
+  seen.cordoned_during.insert(node_name(7));
+  auto result = check_step(reset_step(), seen);
+  EXPECT_FALSE(result.passed);
+  EXPECT_NE(result.detail.find("cordoned during the step"), std::string::npos);
+  seen = as_expected();
+  seen.after.nodes.erase(seen.after.nodes.begin() + 2); // gpu-node-03
+  result = check_step(reset_step(), seen);
+  EXPECT_FALSE(result.passed);
+  EXPECT_NE(result.detail.find("gpu-node-03 to exist"), std::string::npos)
+    << result.detail;
+}
+
+TEST(demo_scenario, limits_are_errors_naming_the_key) {
+  EXPECT_NE(failure_of("steps: [{name: a, run_for: 48h}]").find("steps[0].run_for"),
+            std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, run_for: 1m, do: [{nic_flap: {node: 1, nic: 0, "
+                       "times: 5, every: 20s}}]}]")
+              .find("ends after the step's run_for"),
+            std::string::npos);
+  EXPECT_NE(failure_of("steps: [{name: a, expect: {cordoned: {[1]: true}}}]")
+              .find("steps[0].expect.cordoned"),
+            std::string::npos);
 }
 
 TEST(demo_scenario, an_unexpected_remediation_fails_the_step) {
