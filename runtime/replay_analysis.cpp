@@ -41,24 +41,38 @@ std::string decide(node_replay& node, health_event e, const decision_policy& pol
              + std::string(to_string(out.derived.front().action)) + "), ";
   }
   const auto applied = node.active.apply(e, policy.quarantine);
-  for (const auto& derived : out.derived)
-    node.active.apply(derived, policy.quarantine);
+  bool derived_acts = false;
+  for (const auto& derived : out.derived) {
+    const bool tracked = node.active.apply(derived, policy.quarantine).ignored.empty();
+    derived_acts = derived_acts || (tracked && !derived.is_healthy);
+  }
   if (e.is_healthy)
     return notes
            + (node.active.empty()
                 ? std::string("healthy: the node is released")
                 : "healthy: " + std::to_string(node.active.size()) + " still active");
-  if (!applied.ignored.empty())
+  // A derived record (a flap verdict) acts even where its event does not.
+  if (!applied.ignored.empty() && !derived_acts)
     return notes + "not acted on: " + applied.ignored;
   const auto records = node.active.records();
   const auto drain = control::desired_drain(records);
-  // The journal holds no node labels: the GPUs are taken to be H100s.
+  // The remediation the node's records call for: the strongest, which covers
+  // the others (seed 000 §4.3). The journal holds no node labels: the GPUs
+  // are taken to be H100s.
   control::node_gpu_facts facts;
   facts.product_name = "NVIDIA-H100-80GB-HBM3";
-  const auto plan = control::plan_remediation(e, facts, policy.remediation);
-  return notes + "quarantine (rule " + applied.rule + "), "
+  auto strongest = control::remediation_kind::none;
+  for (const auto& r : records) {
+    const auto gpu = r.subject.type == "GPU_UUID" ? r.subject.value : std::string();
+    const auto plan = control::plan_remediation(r.action, gpu, facts, policy.remediation);
+    if (control::strength(plan.kind) > control::strength(strongest))
+      strongest = plan.kind;
+  }
+  const auto why = applied.ignored.empty() ? "rule " + applied.rule
+                                           : "its " + out.derived.front().check_name;
+  return notes + "quarantine (" + why + "), "
          + (drain ? "drain " + control::drain_key(*drain) : std::string("no drain"))
-         + ", " + std::string(control::to_string(plan.kind));
+         + ", " + std::string(control::to_string(strongest));
 }
 
 // When each node joined a fabric incident, from the journal's port-downs in

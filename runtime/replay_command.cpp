@@ -1,5 +1,6 @@
 #include "runtime/replay_command.hpp"
 
+#include <algorithm>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -58,7 +59,14 @@ std::string describe_active(const nlohmann::json& e) {
 // --at: every node with rows, its state at the moment and its timeline.
 int print_fleet_at(command_context& ctx, const std::vector<journal_record>& rows,
                    wall_time at) {
-  const auto fleet = fleet_at(rows, at);
+  auto fleet = fleet_at(rows, at);
+  if (auto only = ctx.args.value("node")) {
+    auto& nodes = fleet["nodes"];
+    nodes.erase(
+      std::remove_if(nodes.begin(), nodes.end(),
+                     [&](const nlohmann::json& n) { return n["name"] != *only; }),
+      nodes.end());
+  }
   if (ctx.args.has("json")) {
     ctx.out << fleet.dump(2) << "\n";
     return 0;
@@ -106,8 +114,11 @@ int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
             << "\n";
     return 2;
   }
-  const auto differences =
-    compare_policies(rows, policy_of(ctx.config), policy_of(*other));
+  auto differences = compare_policies(rows, policy_of(ctx.config), policy_of(*other));
+  if (auto only = ctx.args.value("node"))
+    differences.erase(std::remove_if(differences.begin(), differences.end(),
+                                     [&](const auto& d) { return d.node != *only; }),
+                      differences.end());
   std::size_t events = 0;
   for (const auto& r : rows)
     events += r.kind == "event" ? 1 : 0;
@@ -161,6 +172,17 @@ int run_replay(command_context& ctx) {
   }
   const bool as_json = ctx.args.has("json");
   if (ctx.args.has("at") || ctx.args.has("what-if")) {
+    // State needs every row before the moment, of every node (fabric
+    // incidents are fleet-wide rows): --node filters what is printed.
+    const char* clash = query.since                                   ? "--since"
+                        : ctx.args.has("at") && ctx.args.has("until") ? "--until"
+                                                                      : nullptr;
+    if (clash != nullptr) {
+      ctx.err << "vigil replay: " << clash << " cannot be combined with "
+              << (ctx.args.has("at") ? "--at" : "--what-if")
+              << ": the state needs every earlier row\n";
+      return 2;
+    }
     auto at = time_option(ctx.args, "at");
     if (!at) {
       ctx.err << "vigil replay: " << at.error().to_string() << "\n";
@@ -168,6 +190,7 @@ int run_replay(command_context& ctx) {
     }
     if (*at)
       query.until = **at;
+    query.node.clear();
     auto rows = read_all(**store, query);
     if (!rows) {
       ctx.err << "vigil replay: " << rows.error().to_string() << "\n";

@@ -9,6 +9,7 @@
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "messages/atoms.hpp"
 #include "messages/control_messages.hpp"
+#include "messages/json_path.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil::demo {
@@ -20,24 +21,6 @@ using acked_atom = caf::atom_constant<caf::atom("acked")>;
 
 std::shared_ptr<spdlog::logger> logger() {
   return component_logger("cluster");
-}
-
-const json* at(const json& doc, std::initializer_list<const char*> path) {
-  const json* node = &doc;
-  for (const char* key : path) {
-    if (!node->is_object())
-      return nullptr;
-    auto it = node->find(key);
-    if (it == node->end())
-      return nullptr;
-    node = &*it;
-  }
-  return node;
-}
-
-std::string text_at(const json& doc, std::initializer_list<const char*> path) {
-  const json* v = at(doc, path);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : "";
 }
 
 std::string minutes_text(std::chrono::seconds d) {
@@ -136,8 +119,9 @@ void kubelet_pass(cluster_simulator_actor* self, kube::object_store& store) {
   for (const auto& [ns, name] : store.terminating_pods()) {
     auto pod = store.get(*pods, ns, name);
     if (pod.ok()
-        && text_at(*pod.value, {"metadata", "labels", "vigil-demo/workload"}) == "true") {
-      const auto node = text_at(*pod.value, {"spec", "nodeName"});
+        && json_text(*pod.value, {"metadata", "labels", "vigil-demo/workload"})
+             == "true") {
+      const auto node = json_text(*pod.value, {"spec", "nodeName"});
       self->state.record->evictions.push_back({ns, name, node});
       logger()->info("kubelet {}: pod {}/{} stopped", node, ns, name);
     }
@@ -154,8 +138,8 @@ void operator_pass(kube::object_store& store) {
   if (!listed.ok())
     return;
   for (const auto& node : (*listed.value)["items"]) {
-    const auto name = text_at(node, {"metadata", "name"});
-    const json* labels = at(node, {"metadata", "labels"});
+    const auto name = json_text(node, {"metadata", "name"});
+    const json* labels = json_at(node, {"metadata", "labels"});
     if (labels == nullptr || !labels->is_object())
       continue;
     for (const auto& [label, value] : labels->items()) {
@@ -198,13 +182,13 @@ void start_job(cluster_simulator_actor* self, kube::object_store& store,
                const json& job) {
   auto& st = self->state;
   simulated_job j;
-  j.name = text_at(job, {"metadata", "name"});
-  const auto node = text_at(job, {"spec", "template", "spec", "nodeName"});
+  j.name = json_text(job, {"metadata", "name"});
+  const auto node = json_text(job, {"spec", "template", "spec", "nodeName"});
   j.node = node_number(node);
-  j.reboot = at(job, {"metadata", "labels", "vigil.dev/reboot-node"}) != nullptr;
-  if (const json* containers = at(job, {"spec", "template", "spec", "containers"});
+  j.reboot = json_at(job, {"metadata", "labels", "vigil.dev/reboot-node"}) != nullptr;
+  if (const json* containers = json_at(job, {"spec", "template", "spec", "containers"});
       containers && containers->is_array() && !containers->empty())
-    if (const json* env = at((*containers)[0], {"env"}); env && env->is_array())
+    if (const json* env = json_at((*containers)[0], {"env"}); env && env->is_array())
       for (const auto& e : *env)
         if (e.value("name", "") == "GPU_UUID")
           j.gpu_uuid = e.value("value", "");
@@ -297,9 +281,9 @@ void jobs_pass(cluster_simulator_actor* self, kube::object_store& store,
   std::set<std::string> present;
   if (listed.ok())
     for (const auto& job : (*listed.value)["items"]) {
-      const auto name = text_at(job, {"metadata", "name"});
+      const auto name = json_text(job, {"metadata", "name"});
       present.insert(name);
-      if (st.jobs.count(name) == 0 && at(job, {"status", "conditions"}) == nullptr)
+      if (st.jobs.count(name) == 0 && json_at(job, {"status", "conditions"}) == nullptr)
         start_job(self, store, job);
     }
   for (auto it = st.jobs.begin(); it != st.jobs.end();) {

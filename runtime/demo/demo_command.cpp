@@ -15,6 +15,7 @@
 
 #include "actors/control/node/node_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
+#include "messages/json_path.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/control_command.hpp"
 #include "runtime/demo/cluster_simulator.hpp"
@@ -102,24 +103,6 @@ private:
   caf::scheduler::test_coordinator& sched_;
 };
 
-const json* at(const json& doc, std::initializer_list<const char*> path) {
-  const json* node = &doc;
-  for (const char* key : path) {
-    if (!node->is_object())
-      return nullptr;
-    auto it = node->find(key);
-    if (it == node->end())
-      return nullptr;
-    node = &*it;
-  }
-  return node;
-}
-
-std::string text_at(const json& doc, std::initializer_list<const char*> path) {
-  const json* v = at(doc, path);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : "";
-}
-
 cluster_view observe(const kube::object_store& store) {
   cluster_view view;
   for (auto [plural, kind] :
@@ -133,12 +116,12 @@ cluster_view observe(const kube::object_store& store) {
     for (const auto& cr : (*listed.value)["items"]) {
       remediation_view r;
       r.kind = kind;
-      r.name = text_at(cr, {"metadata", "name"});
-      r.node = text_at(cr, {"spec", "nodeName"});
-      if (const json* gpus = at(cr, {"spec", "gpuUUIDs"});
+      r.name = json_text(cr, {"metadata", "name"});
+      r.node = json_text(cr, {"spec", "nodeName"});
+      if (const json* gpus = json_at(cr, {"spec", "gpuUUIDs"});
           gpus && gpus->is_array() && !gpus->empty() && (*gpus)[0].is_string())
         r.gpu_uuid = (*gpus)[0].get<std::string>();
-      r.outcome = text_at(cr, {"status", "phase"});
+      r.outcome = json_text(cr, {"status", "phase"});
       if (r.outcome.empty())
         r.outcome = "Pending";
       view.remediations.push_back(r);
@@ -147,19 +130,19 @@ cluster_view observe(const kube::object_store& store) {
   auto nodes = store.list(*store.find_type("", "v1", "nodes"), "", {});
   if (nodes.ok())
     for (const auto& n : (*nodes.value)["items"]) {
-      const json* unschedulable = at(n, {"spec", "unschedulable"});
+      const json* unschedulable = json_at(n, {"spec", "unschedulable"});
       json conditions = json::array();
-      if (const json* c = at(n, {"status", "conditions"}); c && c->is_array())
+      if (const json* c = json_at(n, {"status", "conditions"}); c && c->is_array())
         for (const auto& cond : *c)
           conditions.push_back({{"type", cond.value("type", "")},
                                 {"status", cond.value("status", "")},
                                 {"reason", cond.value("reason", "")}});
       view.nodes.push_back(
-        {{"name", text_at(n, {"metadata", "name"})},
+        {{"name", json_text(n, {"metadata", "name"})},
          {"cordoned", unschedulable != nullptr && unschedulable->is_boolean()
                         && unschedulable->get<bool>()},
          {"cordonedByVigil",
-          at(n, {"metadata", "annotations", control::node_annotation::cordoned})
+          json_at(n, {"metadata", "annotations", control::node_annotation::cordoned})
             != nullptr},
          {"conditions", conditions}});
     }

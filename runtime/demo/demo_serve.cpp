@@ -4,6 +4,7 @@
 // introspection API shows what vigil holds: /api/nodes, /api/nodes/{name},
 // /api/actors, /api/breaker.
 #include "runtime/demo/demo_serve.hpp"
+#include "messages/json_path.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -46,22 +47,9 @@ std::string random_token() {
   return out;
 }
 
-const json* at(const json& doc, std::initializer_list<const char*> path) {
-  const json* node = &doc;
-  for (const char* key : path) {
-    if (!node->is_object())
-      return nullptr;
-    auto it = node->find(key);
-    if (it == node->end())
-      return nullptr;
-    node = &*it;
-  }
-  return node;
-}
-
 // An annotation holding JSON, parsed; null when absent or not JSON.
 json annotation_json(const json& node, const char* key) {
-  const json* a = at(node, {"metadata", "annotations", key});
+  const json* a = json_at(node, {"metadata", "annotations", key});
   if (a == nullptr || !a->is_string())
     return nullptr;
   auto parsed = json::parse(a->get<std::string>(), nullptr, false);
@@ -69,14 +57,14 @@ json annotation_json(const json& node, const char* key) {
 }
 
 json node_entry(const json& node) {
-  const json* unschedulable = at(node, {"spec", "unschedulable"});
-  const json* taints = at(node, {"spec", "taints"});
+  const json* unschedulable = json_at(node, {"spec", "unschedulable"});
+  const json* taints = json_at(node, {"spec", "taints"});
   return {
     {"name", node["metadata"].value("name", "")},
     {"cordoned", unschedulable != nullptr && unschedulable->is_boolean()
                    && unschedulable->get<bool>()},
     {"cordonedByVigil",
-     at(node, {"metadata", "annotations", control::node_annotation::cordoned})
+     json_at(node, {"metadata", "annotations", control::node_annotation::cordoned})
        != nullptr},
     {"taints", taints != nullptr ? *taints : json::array()},
     {"activeEvents", annotation_json(node, control::node_annotation::quarantine)},

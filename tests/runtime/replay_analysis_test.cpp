@@ -116,6 +116,7 @@ TEST(replay_what_if, lists_only_the_events_decided_differently) {
   EXPECT_NE(decisions[5].decision.find("nic-flap fired (NICPortFlapping REPLACE_VM)"),
             std::string::npos)
     << decisions[5].decision;
+  EXPECT_NE(decisions[5].decision.find("TerminateNode"), std::string::npos);
   auto differences = compare_policies(b.rows, policy_of(now), policy_of(other));
   ASSERT_EQ(differences.size(), 1u);
   EXPECT_EQ(differences[0].seq, 6);

@@ -231,21 +231,32 @@ void route(fleet_actor* self, health_event event, std::int64_t seq) {
       on_fabric_incident(self, *incident);
   mark_if_fabric(self, event);
   // A link down the fabric does not explain yet waits correlation.fabric_hold:
-  // the incident may still be forming on other nodes. The node's later
-  // events wait behind it, so its actor sees them in order.
-  const auto hold = st.settings->correlation.fabric_hold;
-  if (auto held = st.on_hold.find(event.node_name); held != st.on_hold.end()) {
-    held->second.emplace_back(std::move(event), seq);
+  // the incident may still be forming on other nodes.
+  const auto name = event.node_name;
+  const bool first = !st.on_hold.next_due(name);
+  const bool hold =
+    link_down && event.strategy == processing_strategy::execute_remediation;
+  if (!st.on_hold.take(event, seq, hold, st.time->wall_now())) {
+    deliver(self, std::move(event), seq);
     return;
   }
-  if (link_down && hold.count() > 0
-      && event.strategy == processing_strategy::execute_remediation) {
-    auto name = event.node_name;
-    st.on_hold[name].emplace_back(std::move(event), seq);
-    self->delayed_send(self, hold, fhold_atom::value, name);
-    return;
+  if (first)
+    self->delayed_send(self, st.settings->correlation.fabric_hold, fhold_atom::value,
+                       name);
+}
+
+// The hold of some of `node`'s events is over: deliver them in order (an
+// incident formed meanwhile claims them), and wait for the next one.
+void release_held(fleet_actor* self, const std::string& node) {
+  auto& st = self->state;
+  const auto now = st.time->wall_now();
+  for (auto& h : st.on_hold.release(node, now)) {
+    mark_if_fabric(self, h.event);
+    deliver(self, std::move(h.event), h.seq);
   }
-  deliver(self, std::move(event), seq);
+  if (auto due = st.on_hold.next_due(node))
+    self->delayed_send(self, std::max(*due - now, std::chrono::nanoseconds{0}),
+                       fhold_atom::value, node);
 }
 
 void deliver(fleet_actor* self, health_event event, std::int64_t seq) {
@@ -310,9 +321,12 @@ void restart_node(fleet_actor* self, const std::string& name) {
                std::move(batch->marks[name]));
     auto waiting = std::move(st.replaying[name]);
     st.replaying.erase(name);
+    // Routed once already (fabric rule, hold): only delivered now.
     for (auto& [event, seq] : waiting)
-      if (seq > batch->last_seq)
-        route(self, std::move(event), seq);
+      if (seq > batch->last_seq) {
+        mark_if_fabric(self, event);
+        deliver(self, std::move(event), seq);
+      }
   });
 }
 
@@ -444,7 +458,9 @@ void lead(fleet_actor* self, bool leading) {
   st.names.clear();
   st.replaying.clear();
   st.held.clear();
-  st.on_hold.clear(); // journaled: the next leader's rebuild has them
+  // Journaled: the next leader's rebuild replays them (without the hold, and
+  // without the fabric window seen so far: issue #7 note).
+  st.on_hold.clear();
   if (st.watch_id != 0) {
     self->send(st.gateway, unwatch_atom::value, st.watch_id);
     st.watch_id = 0;
@@ -460,6 +476,7 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
   auto& st = self->state;
   st.settings = std::move(settings);
   st.fabric = control::fabric_correlator(st.settings->correlation);
+  st.on_hold = control::fabric_hold(st.settings->correlation.fabric_hold);
   st.gateway = std::move(gateway);
   st.journal = std::move(journal);
   st.breaker = std::move(breaker);
@@ -502,17 +519,9 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
       }
       route(self, std::move(event), seq);
     },
-    [=](fhold_atom, const std::string& node) {
-      auto held = self->state.on_hold.find(node);
-      if (held == self->state.on_hold.end())
-        return;
-      auto events = std::move(held->second);
-      self->state.on_hold.erase(held);
-      for (auto& [event, seq] : events) {
-        mark_if_fabric(self, event);
-        deliver(self, std::move(event), seq);
-      }
-    },
+    // Only what is due goes: a timer left from before a leadership change
+    // or an earlier hold releases nothing early.
+    [=](fhold_atom, const std::string& node) { release_held(self, node); },
     [=](const kube_watch_event& event) {
       if (!self->state.standby) // a late line of a watch given up on
         on_watch_event(self, event);

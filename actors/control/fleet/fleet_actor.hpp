@@ -58,9 +58,9 @@ struct fleet_state {
   std::uint64_t watch_id = 0;
   /// issue #7 item 6: NIC ports down on many nodes at once are one incident.
   control::fabric_correlator fabric;
-  /// Events of nodes with a link-down report on hold (fabric_hold), in
-  /// order: later events of the node wait behind it.
-  std::map<std::string, std::vector<std::pair<health_event, std::int64_t>>> on_hold;
+  /// Link-down reports on hold (correlation.fabric_hold), and the events of
+  /// their nodes waiting behind them.
+  control::fabric_hold on_hold;
   fleet_stats stats;
   static inline const char* name = "fleet";
 };

@@ -95,18 +95,24 @@ nic_port_history::nic_port_history(correlation_config config)
   : config_(std::move(config)) {}
 
 std::optional<nic_verdict> nic_port_history::on_link_downed(std::uint64_t delta,
-                                                            wall_time now) {
+                                                            wall_time now,
+                                                            const std::string& check) {
   // One poll reports a DOWN twice: the port-state event (one) and the
   // degradation event (the counter's delta), both stamped with the poll's
-  // time. Reports of the same instant are the same link_downed events: only
-  // what exceeds the largest one counts.
-  if (last_report_at_ == now) {
+  // time. The other check's report of the same instant is the same
+  // link_downed events: only what exceeds the first counts. Reports without
+  // the agent's timestamp (`check` empty) are never paired.
+  const bool paired = !check.empty() && !last_report_check_.empty()
+                      && check != last_report_check_ && last_report_at_ == now;
+  if (paired) {
     const auto counted = last_report_delta_;
     last_report_delta_ = std::max(counted, delta);
     delta = delta > counted ? delta - counted : 0;
+    last_report_check_.clear(); // a pair is complete
   } else {
     last_report_at_ = now;
     last_report_delta_ = delta;
+    last_report_check_ = check;
   }
   if (delta == 0)
     return std::nullopt;
@@ -266,6 +272,47 @@ health_event dropped_event(const std::string& node, std::vector<entity> entities
 
 } // namespace
 
+bool fabric_hold::take(health_event& event, std::int64_t seq, bool link_down,
+                       wall_time now) {
+  auto node = nodes_.find(event.node_name);
+  if (node == nodes_.end() && (!link_down || hold_.count() <= 0))
+    return false;
+  auto& queue = nodes_[event.node_name];
+  // Behind a held report an event waits only for that one: due at once.
+  queue.push_back({std::move(event), seq, link_down ? now + hold_ : now});
+  return true;
+}
+
+std::vector<fabric_hold::held> fabric_hold::release(const std::string& node,
+                                                    wall_time now) {
+  std::vector<held> out;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end())
+    return out;
+  auto& queue = it->second;
+  while (!queue.empty() && queue.front().due <= now) {
+    out.push_back(std::move(queue.front()));
+    queue.pop_front();
+  }
+  if (queue.empty())
+    nodes_.erase(it);
+  return out;
+}
+
+std::optional<wall_time> fabric_hold::next_due(const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.empty())
+    return std::nullopt;
+  return it->second.front().due;
+}
+
+std::size_t fabric_hold::size() const {
+  std::size_t n = 0;
+  for (const auto& [node, queue] : nodes_)
+    n += queue.size();
+  return n;
+}
+
 bool reports_link_down(const health_event& e) {
   return link_downed_delta(e) > 0;
 }
@@ -300,7 +347,8 @@ correlation_outcome node_correlator::observe(const health_event& e, wall_time no
   const auto port = entity_value(e, "NIC") + "/" + entity_value(e, "NICPort");
   if (auto delta = link_downed_delta(e)) {
     auto& history = ports_.try_emplace(port, config_).first->second;
-    if (auto verdict = history.on_link_downed(delta, at)) {
+    if (auto verdict =
+          history.on_link_downed(delta, at, e.generated ? e.check_name : std::string{})) {
       // seed 002 §6.3: a verdict about the port, not about this DOWN: a
       // record of its own, which the port's next UP does not clear (only a
       // reboot or a new node does). It acts only where the DOWN may act.

@@ -108,8 +108,12 @@ class nic_port_history {
 public:
   explicit nic_port_history(correlation_config config = {});
 
-  /// The port's link_downed counter rose by `delta` (each counts as one event).
-  std::optional<nic_verdict> on_link_downed(std::uint64_t delta, wall_time now);
+  /// The port's link_downed counter rose by `delta` (each counts as one
+  /// event), as `check` reported at `now` (its generatedTimestamp; "" when the
+  /// report had none). The state and degradation checks' reports of one DOWN
+  /// at the same instant count once.
+  std::optional<nic_verdict> on_link_downed(std::uint64_t delta, wall_time now,
+                                            const std::string& check = {});
   /// The port was seen DOWN (`up` false) or back up.
   void on_state(bool up, wall_time now);
   /// Timer check for the drop rule; reports a drop once per DOWN period.
@@ -127,6 +131,7 @@ private:
   std::deque<wall_time> link_downs_;
   std::optional<wall_time> last_report_at_; ///< the latest link_downed report
   std::uint64_t last_report_delta_ = 0;     ///< and the most it reported
+  std::string last_report_check_;           ///< its check; "" once paired
   std::optional<wall_time> down_since_;
   bool delta_while_down_ = false;
   bool drop_reported_ = false;
@@ -219,6 +224,37 @@ private:
   event_deduplicator dedup_;
   std::map<std::string, gpu_xid_history> gpus_;   ///< by GPU UUID
   std::map<std::string, nic_port_history> ports_; ///< by "device/port"
+};
+
+/// The fleet's hold on link-down reports (correlation.fabric_hold): such a
+/// report waits its hold before it reaches its node, so that a fabric
+/// incident still forming can claim it; the node's later events wait behind
+/// it, so the node sees its events in order.
+class fabric_hold {
+public:
+  struct held {
+    health_event event;
+    std::int64_t seq = 0;
+    wall_time due{};
+  };
+
+  explicit fabric_hold(std::chrono::nanoseconds hold = {}) : hold_(hold) {}
+
+  /// Takes the event when it must wait: a link-down report to hold
+  /// (`link_down`) or any event of a node with events on hold. False: deliver
+  /// it now.
+  bool take(health_event& event, std::int64_t seq, bool link_down, wall_time now);
+  /// The node's events that may go now, in order: those due, and whatever
+  /// waited behind them and is not itself held.
+  std::vector<held> release(const std::string& node, wall_time now);
+  /// When the node's next held event is due; nullopt when none is held.
+  std::optional<wall_time> next_due(const std::string& node) const;
+  void clear() { nodes_.clear(); }
+  std::size_t size() const;
+
+private:
+  std::chrono::nanoseconds hold_;
+  std::map<std::string, std::deque<held>> nodes_;
 };
 
 /// A NIC port-state event reporting a port down (the fabric rule's input).

@@ -301,3 +301,59 @@ TEST(node_correlator, event_time_wins_over_arrival) {
 
 } // namespace
 } // namespace vigil::control
+
+namespace vigil::control {
+namespace {
+
+health_event on_node(std::string node, std::string id) {
+  health_event e;
+  e.node_name = std::move(node);
+  e.id = std::move(id);
+  return e;
+}
+
+std::vector<std::string> ids(const std::vector<fabric_hold::held>& released) {
+  std::vector<std::string> out;
+  for (const auto& h : released)
+    out.push_back(h.event.id);
+  return out;
+}
+
+TEST(fabric_hold, a_link_down_waits_and_its_node_waits_behind_it_in_order) {
+  using namespace std::chrono_literals;
+  const wall_time t = from_unix(1'800'000'000, 0);
+  fabric_hold hold(30s);
+  auto down = on_node("n1", "down");
+  auto next = on_node("n1", "next");
+  auto other = on_node("n2", "other");
+  EXPECT_TRUE(hold.take(down, 1, true, t));
+  EXPECT_TRUE(hold.take(next, 2, false, t + 5s));   // behind the held one
+  EXPECT_FALSE(hold.take(other, 3, false, t + 5s)); // another node: goes now
+  EXPECT_EQ(hold.next_due("n1"), t + 30s);
+  EXPECT_TRUE(hold.release("n1", t + 29s).empty()); // a stale timer frees nothing
+  EXPECT_EQ(ids(hold.release("n1", t + 30s)), (std::vector<std::string>{"down", "next"}));
+  EXPECT_FALSE(hold.next_due("n1"));
+  EXPECT_EQ(hold.size(), 0u);
+}
+
+TEST(fabric_hold, a_second_link_down_behind_the_first_gets_its_own_hold) {
+  using namespace std::chrono_literals;
+  const wall_time t = from_unix(1'800'000'000, 0);
+  fabric_hold hold(30s);
+  auto first = on_node("n1", "first");
+  auto second = on_node("n1", "second");
+  hold.take(first, 1, true, t);
+  hold.take(second, 2, true, t + 20s);
+  EXPECT_EQ(ids(hold.release("n1", t + 30s)), std::vector<std::string>{"first"});
+  EXPECT_EQ(hold.next_due("n1"), t + 50s);
+  EXPECT_EQ(ids(hold.release("n1", t + 50s)), std::vector<std::string>{"second"});
+}
+
+TEST(fabric_hold, no_hold_configured_takes_nothing) {
+  fabric_hold hold;
+  auto down = on_node("n1", "down");
+  EXPECT_FALSE(hold.take(down, 1, true, from_unix(0, 0)));
+}
+
+} // namespace
+} // namespace vigil::control
