@@ -22,12 +22,12 @@
 
 namespace vigil {
 
-namespace {
-
 wall_time system_now() {
   return std::chrono::time_point_cast<wall_time::duration>(
     std::chrono::system_clock::now());
 }
+
+namespace {
 
 // Owns the HTTP server: it stops (joining its I/O thread) when this actor
 // exits with the rest of the process.
@@ -41,6 +41,24 @@ caf::behavior http_host(caf::stateful_actor<http_host_state>* self,
   self->state.server = std::move(server);
   return {[](list_atom) { return std::string("http"); }};
 }
+
+} // namespace
+
+caf::actor spawn_http_host(caf::actor_system& system,
+                           std::unique_ptr<http::server> server) {
+  return system.spawn<caf::detached>(http_host,
+                                     std::shared_ptr<http::server>(std::move(server)));
+}
+
+decision_policy decision_policy_from(const vigil_config& config) {
+  decision_policy p;
+  p.quarantine = quarantine_policy_from(config.quarantine);
+  p.correlation = correlation_config_from(config.correlation);
+  p.remediation = remediation_settings_from(config.remediation).options;
+  return p;
+}
+
+namespace {
 
 expected<std::pair<std::string, std::uint16_t>> split_listen(const std::string& listen) {
   auto colon = listen.rfind(':');
@@ -309,8 +327,7 @@ int run_control(command_context& ctx) {
       journal_db->describe(), source, cc.dry_run ? ", DRY RUN" : "");
     caf::anon_send(p.root, adopt_atom::value, std::string("endpoints"), endpoints_actor);
     caf::anon_send(p.root, adopt_atom::value, std::string("http"),
-                   p.system.spawn<caf::detached>(
-                     http_host, std::shared_ptr<http::server>(std::move(*server))));
+                   spawn_http_host(p.system, std::move(*server)));
     return ok();
   });
 }

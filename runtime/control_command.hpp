@@ -13,6 +13,7 @@
 #include "runtime/control_endpoints.hpp"
 #include "runtime/journal/journal_store.hpp"
 #include "runtime/kube/kube_client.hpp"
+#include "runtime/replay_analysis.hpp"
 
 namespace vigil {
 
@@ -50,6 +51,17 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                     std::shared_ptr<kube::kube_client> kube_client,
                     std::shared_ptr<const clock> time,
                     const control_plane_options& options);
+
+/// The system clock as wall time (the processes' clocks are anchored on it).
+wall_time system_now();
+
+/// An actor that owns the HTTP server: it stops (joining its I/O thread)
+/// when the actor exits with the rest of the process.
+caf::actor spawn_http_host(caf::actor_system& system,
+                           std::unique_ptr<http::server> server);
+
+/// The parts of a configuration `vigil replay --what-if` compares.
+decision_policy decision_policy_from(const vigil_config& config);
 
 /// Configuration (already validated) to the rules' own types.
 control::quarantine_policy quarantine_policy_from(const quarantine_config& config);

@@ -97,14 +97,6 @@ int print_fleet_at(command_context& ctx, const std::vector<journal_record>& rows
   return 0;
 }
 
-decision_policy policy_of(const vigil_config& config) {
-  decision_policy p;
-  p.quarantine = quarantine_policy_from(config.quarantine);
-  p.correlation = correlation_config_from(config.correlation);
-  p.remediation = remediation_settings_from(config.remediation).options;
-  return p;
-}
-
 // --what-if: the same events under another configuration.
 int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
                   const std::string& file) {
@@ -114,7 +106,8 @@ int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
             << "\n";
     return 2;
   }
-  auto differences = compare_policies(rows, policy_of(ctx.config), policy_of(*other));
+  auto differences = compare_policies(rows, decision_policy_from(ctx.config),
+                                      decision_policy_from(*other));
   if (auto only = ctx.args.value("node"))
     differences.erase(std::remove_if(differences.begin(), differences.end(),
                                      [&](const auto& d) { return d.node != *only; }),

@@ -1,5 +1,7 @@
 #include "actors/janitor/janitor_resource.hpp"
 
+#include "messages/json_path.hpp"
+
 #include <array>
 
 #include <nlohmann/json.hpp>
@@ -18,23 +20,13 @@ constexpr std::array<std::string_view, 4> operand_apps{
 };
 
 const json* at(const json& doc, std::initializer_list<const char*> path) {
-  const json* node = &doc;
-  for (const char* key : path) {
-    if (!node->is_object())
-      return nullptr;
-    auto it = node->find(key);
-    if (it == node->end())
-      return nullptr;
-    node = &*it;
-  }
-  return node;
+  return json_at(doc, path);
 }
 
 } // namespace
 
 std::string text_at(const json& doc, std::initializer_list<const char*> path) {
-  const json* v = at(doc, path);
-  return v && v->is_string() ? v->get<std::string>() : std::string{};
+  return json_text(doc, path);
 }
 
 namespace {

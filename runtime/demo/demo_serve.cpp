@@ -249,22 +249,6 @@ caf::behavior introspection(introspection_actor* self, kube::kube_test_server* a
   };
 }
 
-struct http_host_state {
-  std::shared_ptr<http::server> server;
-  static inline const char* name = "http";
-};
-
-caf::behavior http_host(caf::stateful_actor<http_host_state>* self,
-                        std::shared_ptr<http::server> server) {
-  self->state.server = std::move(server);
-  return {[](list_atom) { return std::string("http"); }};
-}
-
-wall_time system_now() {
-  return std::chrono::time_point_cast<wall_time::duration>(
-    std::chrono::system_clock::now());
-}
-
 } // namespace
 
 int run_demo_serve(command_context& ctx, const scenario& plan,
@@ -386,8 +370,7 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
                                {"endpoints", endpoints_actor}})
       caf::anon_send(p.root, adopt_atom::value, std::string(name), actor);
     caf::anon_send(p.root, adopt_atom::value, std::string("http"),
-                   p.system.spawn<caf::detached>(
-                     http_host, std::shared_ptr<http::server>(std::move(*http_server))));
+                   spawn_http_host(p.system, std::move(*http_server)));
     return ok(); // `server` outlives run_process: it stops after the actors
   });
 }

@@ -880,15 +880,6 @@ private:
 // vigil: the control plane's rules as the fleet, node and remediation code
 // runs them (actors/control/fleet, node, node_remediation), without actors.
 
-std::string gpu_uuid_of(const control::active_record& r) {
-  if (r.subject.type == "GPU_UUID")
-    return r.subject.value;
-  for (const auto& e : r.reported_with)
-    if (e.type == "GPU_UUID")
-      return e.value;
-  return {};
-}
-
 action_kind action_of(control::remediation_kind kind) {
   switch (kind) {
     case control::remediation_kind::gpu_reset: return action_kind::reset;
@@ -1040,16 +1031,7 @@ private:
       auto* st = node < 0 ? nullptr : nodes_[node].get();
       if (st == nullptr)
         continue;
-      auto dropped = st->active.remove_if([](const control::active_record& r) {
-        health_event as_event;
-        as_event.component_class = r.component_class;
-        as_event.check_name = r.check_name;
-        as_event.entities = r.reported_with;
-        as_event.entities.push_back(r.subject);
-        as_event.error_codes = r.error_codes;
-        return control::reports_link_down(as_event)
-               || r.check_name == control::nic_port_dropped_check;
-      });
+      auto dropped = st->active.remove_if(control::explained_by_fabric);
       st->correlator.explain_port_downs();
       if (dropped > 0)
         reconcile(node);
@@ -1193,7 +1175,7 @@ private:
         continue;
       control::remediation_request request;
       request.plan =
-        control::plan_remediation(record.action, gpu_uuid_of(record), facts_);
+        control::plan_remediation(record.action, control::gpu_uuid_of(record), facts_);
       request.event_id = record.event_id;
       request.requested_at = world_.now();
       submit(node, std::move(request));

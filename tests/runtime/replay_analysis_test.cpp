@@ -60,14 +60,6 @@ health_event port_down(const std::string& node, int n) {
   return e;
 }
 
-decision_policy policy_of(const vigil_config& config) {
-  decision_policy p;
-  p.quarantine = quarantine_policy_from(config.quarantine);
-  p.correlation = correlation_config_from(config.correlation);
-  p.remediation = remediation_settings_from(config.remediation).options;
-  return p;
-}
-
 TEST(replay_at, active_events_latest_steps_and_timelines_per_node) {
   using namespace std::chrono_literals;
   rows_builder b;
@@ -109,7 +101,7 @@ TEST(replay_what_if, lists_only_the_events_decided_differently) {
   vigil_config now;
   vigil_config other;
   other.correlation.nic_flap_threshold = 10;
-  auto decisions = decide_events(b.rows, policy_of(now));
+  auto decisions = decide_events(b.rows, decision_policy_from(now));
   ASSERT_EQ(decisions.size(), 6u);
   EXPECT_EQ(decisions[0].decision,
             "quarantine (rule fatal), drain partial:GPU-a, GPUReset");
@@ -117,12 +109,15 @@ TEST(replay_what_if, lists_only_the_events_decided_differently) {
             std::string::npos)
     << decisions[5].decision;
   EXPECT_NE(decisions[5].decision.find("TerminateNode"), std::string::npos);
-  auto differences = compare_policies(b.rows, policy_of(now), policy_of(other));
+  auto differences =
+    compare_policies(b.rows, decision_policy_from(now), decision_policy_from(other));
   ASSERT_EQ(differences.size(), 1u);
   EXPECT_EQ(differences[0].seq, 6);
   EXPECT_EQ(differences[0].node, "node-2");
   EXPECT_EQ(differences[0].what_if.find("nic-flap"), std::string::npos);
-  EXPECT_TRUE(compare_policies(b.rows, policy_of(now), policy_of(now)).empty());
+  EXPECT_TRUE(
+    compare_policies(b.rows, decision_policy_from(now), decision_policy_from(now))
+      .empty());
 }
 
 TEST(replay_what_if, the_fabric_hold_decides_who_an_incident_claims) {
@@ -133,9 +128,10 @@ TEST(replay_what_if, the_fabric_hold_decides_who_an_incident_claims) {
   vigil_config held;
   vigil_config at_once;
   at_once.correlation.fabric_hold_seconds = 0;
-  for (const auto& d : decide_events(b.rows, policy_of(held)))
+  for (const auto& d : decide_events(b.rows, decision_policy_from(held)))
     EXPECT_EQ(d.decision.rfind("fabric incident, not acted on", 0), 0u) << d.decision;
-  auto differences = compare_policies(b.rows, policy_of(held), policy_of(at_once));
+  auto differences =
+    compare_policies(b.rows, decision_policy_from(held), decision_policy_from(at_once));
   ASSERT_EQ(differences.size(), 2u); // node-1 and node-2 acted on before it formed
   EXPECT_EQ(differences[0].what_if.rfind("quarantine (rule fatal)", 0), 0u);
 }

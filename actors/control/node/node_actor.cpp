@@ -479,19 +479,7 @@ bool apply_events(node_actor* self, const std::vector<health_event>& events) {
 // their records, and let the drop rule know the fabric explains them.
 std::size_t drop_port_downs(node_actor* self) {
   auto& st = self->state;
-  // A port-down record (either subject of a port-state event: NIC, NICPort),
-  // or the link_downed rise reported with it.
-  auto dropped = st.active.remove_if([](const control::active_record& r) {
-    health_event as_event;
-    as_event.component_class = r.component_class;
-    as_event.check_name = r.check_name;
-    as_event.entities = r.reported_with;
-    as_event.entities.push_back(r.subject);
-    as_event.error_codes = r.error_codes;
-    return control::reports_link_down(as_event)
-           || r.check_name == control::nic_port_dropped_check
-           || r.check_name == control::nic_port_flapping_check;
-  });
+  auto dropped = st.active.remove_if(control::explained_by_fabric);
   st.correlator.explain_port_downs();
   return dropped;
 }

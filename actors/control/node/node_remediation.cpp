@@ -65,23 +65,12 @@ control::node_gpu_facts facts_of(const node_state& st) {
   return facts;
 }
 
-std::string gpu_uuid_of(const control::active_record& r);
-
 // Some active record still names the GPU.
 bool names_gpu(const node_state& st, const std::string& uuid) {
   for (const auto& record : st.active.records())
-    if (gpu_uuid_of(record) == uuid)
+    if (control::gpu_uuid_of(record) == uuid)
       return true;
   return false;
-}
-
-std::string gpu_uuid_of(const control::active_record& r) {
-  if (r.subject.type == "GPU_UUID")
-    return r.subject.value;
-  for (const auto& e : r.reported_with)
-    if (e.type == "GPU_UUID")
-      return e.value;
-  return {};
 }
 
 // The journal row of one remediation step. The key makes a step repeated on
@@ -691,8 +680,8 @@ void consider(node_actor* self) {
     if (!r.handled.insert(record.event_id).second)
       continue;
     remediation_request request;
-    request.plan = control::plan_remediation(record.action, gpu_uuid_of(record), facts,
-                                             settings(st).options);
+    request.plan = control::plan_remediation(record.action, control::gpu_uuid_of(record),
+                                             facts, settings(st).options);
     request.event_id = record.event_id;
     request.requested_at = st.time->wall_now();
     submit(self, std::move(request));

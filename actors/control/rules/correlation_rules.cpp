@@ -313,6 +313,18 @@ std::size_t fabric_hold::size() const {
   return n;
 }
 
+bool explained_by_fabric(const active_record& r) {
+  // Either subject of a port-state event (NIC, NICPort) is a record.
+  health_event as_event;
+  as_event.component_class = r.component_class;
+  as_event.check_name = r.check_name;
+  as_event.entities = r.reported_with;
+  as_event.entities.push_back(r.subject);
+  as_event.error_codes = r.error_codes;
+  return reports_link_down(as_event) || r.check_name == nic_port_dropped_check
+         || r.check_name == nic_port_flapping_check;
+}
+
 bool reports_link_down(const health_event& e) {
   return link_downed_delta(e) > 0;
 }

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/control/rules/quarantine_rules.hpp"
 #include "messages/health_event.hpp"
 #include "messages/wall_time.hpp"
 
@@ -262,6 +263,10 @@ bool is_nic_port_down(const health_event& event);
 /// A port down or a rise of its link_downed counter (seed 002 §6.3): what a
 /// fabric incident explains and keeps from quarantining a node.
 bool reports_link_down(const health_event& event);
+
+/// A record a fabric incident explains (issue #7 item 6): a port down, the
+/// link_downed rise reported with it, or the drop and flap rules' verdicts.
+bool explained_by_fabric(const active_record& record);
 
 /// The check name of the events the drop rule derives.
 inline constexpr const char* nic_port_dropped_check = "NICPortDropped";

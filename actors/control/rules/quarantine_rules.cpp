@@ -310,4 +310,13 @@ std::string encode_quarantine_annotation(const std::vector<active_record>& recor
   return list.dump();
 }
 
+std::string gpu_uuid_of(const active_record& r) {
+  if (r.subject.type == "GPU_UUID")
+    return r.subject.value;
+  for (const auto& e : r.reported_with)
+    if (e.type == "GPU_UUID")
+      return e.value;
+  return {};
+}
+
 } // namespace vigil::control

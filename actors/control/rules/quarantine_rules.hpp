@@ -97,6 +97,10 @@ struct active_record {
   std::optional<stage_override> drain_overrides; ///< the raising event's
 };
 
+/// The GPU a record is about: its GPU_UUID subject, else a GPU_UUID reported
+/// with it; "" when none.
+std::string gpu_uuid_of(const active_record& record);
+
 /// What one event did to the active set.
 struct apply_outcome {
   bool changed = false; ///< records were added, replaced or removed
