@@ -89,7 +89,7 @@ public:
       accept_thread_.join();
     boost::system::error_code ec;
     acceptor_.close(ec);
-    for (auto& t : connections_)
+    for (auto& [id, t] : connections_)
       t.join();
   }
 
@@ -99,7 +99,7 @@ public:
   tcp::acceptor acceptor_;
   std::optional<asio::ssl::context> tls_;
   std::thread accept_thread_;
-  std::vector<std::thread> connections_; // accept thread only
+  std::map<std::uint64_t, std::thread> connections_; // accept thread only
 
   mutable std::mutex mutex_; // guards everything below
   std::condition_variable changed_;
@@ -111,6 +111,8 @@ public:
   std::mt19937_64 dice_;
   std::map<std::string, std::uint64_t> served_;
   std::set<int> open_fds_;
+  std::vector<std::uint64_t> finished_; ///< connections whose thread is done
+  std::uint64_t next_connection_ = 0;
   bool stopping_ = false;
 
 private:
@@ -122,13 +124,23 @@ private:
       std::lock_guard<std::mutex> guard(mutex_);
       if (stopping_ || ec)
         return;
+      // Threads of closed connections are joined here, so that a server
+      // running for days (`vigil demo --serve`) does not keep them all.
+      for (auto id : finished_) {
+        connections_.at(id).join(); // it has left its last lock: it is ending
+        connections_.erase(id);
+      }
+      finished_.clear();
       const int fd = socket.native_handle();
+      const auto id = next_connection_++;
       open_fds_.insert(fd);
-      connections_.emplace_back([this, s = std::move(socket), fd]() mutable {
-        serve_connection(std::move(s));
-        std::lock_guard<std::mutex> g(mutex_);
-        open_fds_.erase(fd);
-      });
+      connections_.emplace(id,
+                           std::thread([this, s = std::move(socket), fd, id]() mutable {
+                             serve_connection(std::move(s));
+                             std::lock_guard<std::mutex> g(mutex_);
+                             open_fds_.erase(fd);
+                             finished_.push_back(id);
+                           }));
     }
   }
 
