@@ -383,6 +383,10 @@ void read_correlation(section_reader s, correlation_section& c) {
   s.read("fabric_min_nodes", c.fabric_min_nodes, 2u, 100000u);
   s.read("fabric_window_seconds", c.fabric_window_seconds, 1u, 86400u);
   s.read("fabric_hold_seconds", c.fabric_hold_seconds, 0u, 3600u);
+  // A held report must still find its incident open when it is released.
+  if (c.fabric_hold_seconds >= c.fabric_window_seconds)
+    s.error("fabric_hold_seconds", "must be below fabric_window_seconds ("
+                                     + std::to_string(c.fabric_window_seconds) + ")");
   s.finish();
 }
 

@@ -63,8 +63,8 @@ std::string decide(node_replay& node, health_event e, const decision_policy& pol
   facts.product_name = "NVIDIA-H100-80GB-HBM3";
   auto strongest = control::remediation_kind::none;
   for (const auto& r : records) {
-    const auto gpu = r.subject.type == "GPU_UUID" ? r.subject.value : std::string();
-    const auto plan = control::plan_remediation(r.action, gpu, facts, policy.remediation);
+    const auto plan = control::plan_remediation(r.action, control::gpu_uuid_of(r), facts,
+                                                policy.remediation);
     if (control::strength(plan.kind) > control::strength(strongest))
       strongest = plan.kind;
   }

@@ -80,7 +80,7 @@ public:
       if (stopping_)
         return;
       stopping_ = true;
-      for (int fd : open_fds_)
+      for (const auto& [id, fd] : open_fds_)
         ::shutdown(fd, SHUT_RDWR);
     }
     changed_.notify_all();
@@ -110,7 +110,9 @@ public:
   test_server_faults faults_;
   std::mt19937_64 dice_;
   std::map<std::string, std::uint64_t> served_;
-  std::set<int> open_fds_;
+  /// Sockets of open connections, by connection: a closed socket's number can
+  /// be reused by the next accept before its thread has forgotten it.
+  std::map<std::uint64_t, int> open_fds_;
   std::vector<std::uint64_t> finished_; ///< connections whose thread is done
   std::uint64_t next_connection_ = 0;
   bool stopping_ = false;
@@ -133,12 +135,11 @@ private:
       finished_.clear();
       const int fd = socket.native_handle();
       const auto id = next_connection_++;
-      open_fds_.insert(fd);
-      connections_.emplace(id,
-                           std::thread([this, s = std::move(socket), fd, id]() mutable {
+      open_fds_.emplace(id, fd);
+      connections_.emplace(id, std::thread([this, s = std::move(socket), id]() mutable {
                              serve_connection(std::move(s));
                              std::lock_guard<std::mutex> g(mutex_);
-                             open_fds_.erase(fd);
+                             open_fds_.erase(id);
                              finished_.push_back(id);
                            }));
     }

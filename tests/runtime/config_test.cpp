@@ -255,6 +255,8 @@ TEST(config, out_of_range_values_name_their_path) {
   expect_failure("journal: {reconnect_initial_ms: 500, reconnect_max_ms: 100}",
                  "journal.reconnect_max_ms", "below");
   expect_failure("journal: [1, 2]", "journal", "expected a mapping");
+  expect_failure("correlation: {fabric_window_seconds: 60, fabric_hold_seconds: 60}",
+                 "correlation.fabric_hold_seconds", "below fabric_window_seconds");
 }
 
 TEST(config, every_problem_is_reported_at_once) {
