@@ -103,9 +103,8 @@ void poll_nics(cluster_simulator_actor* self, int node) {
     }
     agent.nic.emplace(std::move(*poller));
   }
-  auto result =
-    agent.nic->poll(nic_snapshot(st.settings.spec, agent.down_ports, agent.link_downed),
-                    boot_id(node, agent.boots), st.time->wall_now());
+  auto result = agent.nic->poll(agent::read_nic_snapshot(agent.host->root()),
+                                boot_id(node, agent.boots), st.time->wall_now());
   for (const auto& e : result.events)
     if (!result.baseline)
       logger()->info("agent {}: {} {}", node_name(node), e.check_name, e.message);
@@ -255,6 +254,8 @@ void finish_job(cluster_simulator_actor* self, kube::object_store& store,
   agent.boot_time = st.time->wall_now();
   agent.down_ports.clear();
   std::fill(agent.link_downed.begin(), agent.link_downed.end(), 0);
+  for (int n = 0; n < st.settings.spec.nics_per_node; ++n)
+    set_port_state(*agent.host, n, true, 0);
   agent.nic.reset();
   store.patch(
     *store.find_type("", "v1", "nodes"), "", node_name(j.node),
@@ -333,6 +334,8 @@ caf::behavior cluster_simulator(cluster_simulator_actor* self,
     node_agent agent;
     agent.metadata = node_metadata(st.settings.spec, n);
     agent.link_downed.assign(static_cast<std::size_t>(st.settings.spec.nics_per_node), 0);
+    agent.host = std::make_unique<fake_sysfs>();
+    add_compute_nics(*agent.host, st.settings.spec);
     agent.boot_time = st.time->wall_now() - std::chrono::hours{24};
     st.agents.emplace(n, std::move(agent));
   }
@@ -371,12 +374,14 @@ caf::behavior cluster_simulator(cluster_simulator_actor* self,
         return;
       auto& ports = it->second.down_ports;
       auto pos = std::find(ports.begin(), ports.end(), nic);
+      auto& downs = it->second.link_downed[static_cast<std::size_t>(nic)];
       if (!up && pos == ports.end()) {
         ports.push_back(nic);
-        ++it->second.link_downed[static_cast<std::size_t>(nic)];
+        ++downs;
       } else if (up && pos != ports.end()) {
         ports.erase(pos);
       }
+      set_port_state(*it->second.host, nic, up, downs);
       poll_nics(self, node);
     },
     [=](failreset_atom, int node, int gpu) {

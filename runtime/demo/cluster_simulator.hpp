@@ -76,6 +76,7 @@ struct simulated_job {
 
 struct node_agent {
   agent::gpu_metadata metadata;
+  std::unique_ptr<fake_sysfs> host; ///< the host's sysfs, as the NIC monitor reads it
   std::optional<agent::nic_poller> nic;
   std::vector<int> down_ports;
   std::vector<std::uint64_t> link_downed;

@@ -151,37 +151,24 @@ agent::gpu_metadata node_metadata(const cluster_spec& spec, int node) {
   return m;
 }
 
-agent::nic_snapshot nic_snapshot(const cluster_spec& spec,
-                                 const std::vector<int>& down_ports,
-                                 const std::vector<std::uint64_t>& link_downed) {
-  agent::nic_snapshot snap;
-  snap.listed = true;
+void add_compute_nics(fake_sysfs& host, const cluster_spec& spec) {
   for (int n = 0; n < spec.nics_per_node; ++n) {
-    agent::nic_device d;
-    d.name = nic_name(n);
-    d.vendor = "mellanox";
-    d.hca_type = "MT4129";
-    d.fw_ver = "28.39.1002";
-    d.board_id = "MT_0000000838";
-    d.driver = "mlx5_core";
-    d.pci_address = pci(nic_buses[static_cast<std::size_t>(n) % nic_buses.size()]);
-    d.numa_node = n < spec.nics_per_node / 2 ? 0 : 1;
-    d.is_pf = true;
-    agent::ib_port port;
-    port.number = 1;
-    port.link_layer = "InfiniBand";
-    const bool down =
-      std::find(down_ports.begin(), down_ports.end(), n) != down_ports.end();
-    port.state = down ? "1: DOWN" : "4: ACTIVE";
-    port.physical_state = down ? "3: Disabled" : "5: LinkUp";
-    port.counters["link_downed"] =
-      static_cast<std::size_t>(n) < link_downed.size() ? link_downed[n] : 0;
-    d.ports.push_back(port);
-    snap.devices.push_back(d);
+    fake_nic nic;
+    nic.name = nic_name(n);
+    nic.pci = pci(nic_buses[static_cast<std::size_t>(n) % nic_buses.size()]);
+    nic.numa_node = n < spec.nics_per_node / 2 ? 0 : 1;
+    nic.sriov_totalvfs = 8; // a physical function
+    fake_port port;
+    port.counters["link_downed"] = 0;
+    nic.ports = {port};
+    host.add_nic(nic);
   }
-  std::sort(snap.devices.begin(), snap.devices.end(),
-            [](const auto& a, const auto& b) { return a.name < b.name; });
-  return snap;
+}
+
+void set_port_state(fake_sysfs& host, int nic, bool up, std::uint64_t link_downed) {
+  host.set_state(nic_name(nic), 1, up ? "4: ACTIVE" : "1: DOWN",
+                 up ? "5: LinkUp" : "3: Disabled");
+  host.set_counter(nic_name(nic), 1, "link_downed", link_downed);
 }
 
 bool runs_training(int node) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/agent/nic/nic_sysfs.hpp"
 #include "actors/agent/topology/gpu_metadata.hpp"
+#include "runtime/demo/sysfs_tree.hpp"
 #include "runtime/kube/kube_object_store.hpp"
 
 namespace vigil::demo {
@@ -46,11 +46,11 @@ std::string boot_id(int node, int boots);
 /// the GPUs and, per compute NIC, PXB to its paired GPU and SYS to the rest.
 agent::gpu_metadata node_metadata(const cluster_spec& spec, int node);
 
-/// The node's InfiniBand devices as sysfs shows them; `down_ports` lists the
-/// NICs whose port 1 is down (link_downed counts how often each went down).
-agent::nic_snapshot nic_snapshot(const cluster_spec& spec,
-                                 const std::vector<int>& down_ports,
-                                 const std::vector<std::uint64_t>& link_downed);
+/// The node's eight ConnectX-7 compute NICs (one InfiniBand port each, all
+/// ACTIVE, link_downed 0) written into the host's sysfs tree.
+void add_compute_nics(fake_sysfs& host, const cluster_spec& spec);
+/// Port 1 of NIC `nic` goes down or comes back; its link_downed counter.
+void set_port_state(fake_sysfs& host, int nic, bool up, std::uint64_t link_downed);
 
 /// Pods of a node: which workload pod holds GPU `gpu`.
 std::string workload_pod(const cluster_spec& spec, int node, int gpu);
