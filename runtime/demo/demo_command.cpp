@@ -277,6 +277,10 @@ public:
     simulator_settings sim;
     sim.spec.nodes = plan_.nodes;
     sim.seed = plan_.seed;
+    sim.reset_min = plan_.reset_job.low;
+    sim.reset_max = plan_.reset_job.high;
+    sim.reboot_min = plan_.reboot_job.low;
+    sim.reboot_max = plan_.reboot_job.high;
     auto time = time_;
     api_.with_store([&](kube::object_store& s) {
       s.set_clock([time] { return unix_seconds(time->wall_now()); });

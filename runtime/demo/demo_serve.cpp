@@ -282,6 +282,10 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
   simulator_settings sim;
   sim.spec.nodes = plan.nodes;
   sim.seed = plan.seed;
+  sim.reset_min = plan.reset_job.low;
+  sim.reset_max = plan.reset_job.high;
+  sim.reboot_min = plan.reboot_job.low;
+  sim.reboot_max = plan.reboot_job.high;
   server->with_store([&](kube::object_store& s) { populate(s, sim.spec); });
 
   const std::string journal_url =

@@ -310,7 +310,7 @@ constexpr std::chrono::seconds max_step = std::chrono::hours{24};
 
 expected<scenario> parse_scenario_tree(const YAML::Node& root) {
   const reader r(root, "");
-  if (auto st = r.only({"name", "nodes", "seed", "steps"}); !st)
+  if (auto st = r.only({"name", "nodes", "seed", "jobs", "steps"}); !st)
     return st.error();
   scenario s;
   if (r.has("name")) {
@@ -324,6 +324,26 @@ expected<scenario> parse_scenario_tree(const YAML::Node& root) {
   if (r.has("seed")) {
     VIGIL_TRY(seed, r.at("seed").number(0, std::numeric_limits<long long>::max()));
     s.seed = static_cast<std::uint64_t>(*seed);
+  }
+  if (r.has("jobs")) {
+    // jobs: {reset: [1m, 5m], reboot: [10m, 30m]}: how long simulated Jobs run.
+    const auto jobs = r.at("jobs");
+    if (auto st = jobs.only({"reset", "reboot"}); !st)
+      return st.error();
+    for (auto [key, range] :
+         {std::pair<const char*, duration_range*>{"reset", &s.reset_job},
+          {"reboot", &s.reboot_job}}) {
+      if (!jobs.has(key))
+        continue;
+      const auto pair = jobs.at(key);
+      if (pair.size() != 2)
+        return pair.fail("expected [shortest, longest], e.g. [1m, 5m]");
+      VIGIL_TRY(low, pair.item(0).duration());
+      VIGIL_TRY(high, pair.item(1).duration());
+      if (*low > *high || *high > max_step)
+        return pair.fail("needs shortest <= longest <= 24h");
+      *range = {*low, *high};
+    }
   }
   const auto steps = r.at("steps");
   if (!steps.is_sequence() || steps.size() == 0)
@@ -373,6 +393,7 @@ const std::string& builtin_scenario_yaml() {
 name: five faults on a 16-node H100 cluster
 nodes: 16
 seed: 1
+jobs: {reset: [1m, 5m], reboot: [10m, 30m]}   # how long simulated Jobs run
 steps:
   - name: XID 48 (DBE) on one GPU - only its pod drained, the GPU reset, node back
     do:

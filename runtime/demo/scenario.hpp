@@ -57,10 +57,17 @@ struct scenario_step {
   step_expectations expect;
 };
 
+/// How long a simulated Job runs: drawn uniformly in [low, high].
+struct duration_range {
+  std::chrono::seconds low, high;
+};
+
 struct scenario {
   std::string name;
   int nodes = 16;
   std::uint64_t seed = 1;
+  duration_range reset_job{std::chrono::minutes{1}, std::chrono::minutes{5}};
+  duration_range reboot_job{std::chrono::minutes{10}, std::chrono::minutes{30}};
   std::vector<scenario_step> steps;
 };
 

@@ -33,6 +33,8 @@ TEST(demo_scenario, the_builtin_scenario_parses) {
   EXPECT_EQ(s->steps[2].actions[0].times, 3);
   EXPECT_EQ(s->steps[4].actions[1].at, std::chrono::minutes{2});
   EXPECT_EQ(s->steps[4].expect.cordoned.size(), 6u);
+  EXPECT_EQ(s->reset_job.low, std::chrono::minutes{1});
+  EXPECT_EQ(s->reboot_job.high, std::chrono::minutes{30});
 }
 
 TEST(demo_scenario, errors_name_the_key) {
@@ -123,6 +125,10 @@ TEST(demo_scenario, limits_are_errors_naming_the_key) {
   EXPECT_NE(failure_of("steps: [{name: a, run_for: 1m, do: [{nic_flap: {node: 1, nic: 0, "
                        "times: 5, every: 20s}}]}]")
               .find("ends after the step's run_for"),
+            std::string::npos);
+  EXPECT_NE(failure_of("jobs: {reset: [5m, 1m]}\nsteps: [{name: a}]").find("jobs.reset"),
+            std::string::npos);
+  EXPECT_NE(failure_of("jobs: {reset: 5m}\nsteps: [{name: a}]").find("jobs.reset"),
             std::string::npos);
   EXPECT_NE(failure_of("steps: [{name: a, expect: {cordoned: {[1]: true}}}]")
               .find("steps[0].expect.cordoned"),
