@@ -307,6 +307,9 @@ void restart_node(fleet_actor* self, const std::string& name) {
   ++st.stats.restarts;
   logger()->error("node actor {} crashed; restarting it from the journal", name);
   auto child = spawn_node(self, name);
+  // Its held events are journaled (ingest routes only what is stored): the
+  // replay below delivers them; the hold must not deliver them again.
+  st.on_hold.drop(name);
   st.replaying[name]; // routes wait until the history is in
   auto batch = std::make_shared<rebuild_batch>();
   journal_query query;

@@ -306,6 +306,15 @@ std::optional<wall_time> fabric_hold::next_due(const std::string& node) const {
   return it->second.front().due;
 }
 
+std::size_t fabric_hold::drop(const std::string& node) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end())
+    return 0;
+  const auto n = it->second.size();
+  nodes_.erase(it);
+  return n;
+}
+
 std::size_t fabric_hold::size() const {
   std::size_t n = 0;
   for (const auto& [node, queue] : nodes_)

@@ -250,6 +250,9 @@ public:
   std::vector<held> release(const std::string& node, wall_time now);
   /// When the node's next held event is due; nullopt when none is held.
   std::optional<wall_time> next_due(const std::string& node) const;
+  /// Forgets the node's held events (its actor restarts from the journal,
+  /// which has them); returns how many.
+  std::size_t drop(const std::string& node);
   void clear() { nodes_.clear(); }
   std::size_t size() const;
 

@@ -349,6 +349,20 @@ TEST(fabric_hold, a_second_link_down_behind_the_first_gets_its_own_hold) {
   EXPECT_EQ(ids(hold.release("n1", t + 50s)), std::vector<std::string>{"second"});
 }
 
+TEST(fabric_hold, a_restarted_node_forgets_its_held_events) {
+  using namespace std::chrono_literals;
+  const wall_time t = from_unix(1'800'000'000, 0);
+  fabric_hold hold(30s);
+  auto down = on_node("n1", "down");
+  auto next = on_node("n1", "next");
+  hold.take(down, 1, true, t);
+  hold.take(next, 2, false, t);
+  EXPECT_EQ(hold.drop("n1"), 2u);
+  EXPECT_TRUE(hold.release("n1", t + 30s).empty());
+  auto later = on_node("n1", "later");
+  EXPECT_FALSE(hold.take(later, 3, false, t + 31s)); // nothing to wait behind
+}
+
 TEST(fabric_hold, no_hold_configured_takes_nothing) {
   fabric_hold hold;
   auto down = on_node("n1", "down");
