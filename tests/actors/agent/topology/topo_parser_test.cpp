@@ -74,6 +74,32 @@ TEST(topo_parser, h100_metadata) {
   EXPECT_EQ(*decoded, *md);
 }
 
+// Captured on a real host (one H100 passed through to a VM, driver
+// 580.159.04, 2026-11-24): even redirected to a file, topo -m underlines its
+// header with ANSI codes; a lone GPU has no device column but its own, and no
+// NIC legend.
+TEST(topo_parser, real_single_h100_vm_driver_580) {
+  auto matrix = parse_topo_matrix(fixture("h100_1gpu_vm_driver580.txt"));
+  ASSERT_TRUE(matrix.has_value()) << matrix.error().to_string();
+  ASSERT_EQ(matrix->columns, std::vector<std::string>{"GPU0"});
+  ASSERT_EQ(matrix->gpus.size(), 1u);
+  EXPECT_EQ(matrix->gpus[0].levels, levels{"X"});
+  EXPECT_EQ(matrix->gpus[0].cpu_affinity, "0-15");
+  EXPECT_EQ(matrix->gpus[0].numa_affinity, "0");
+  EXPECT_EQ(matrix->gpus[0].gpu_numa_id, "N/A");
+  EXPECT_TRUE(matrix->nic_names.empty());
+
+  auto query = parse_gpu_query_csv(fixture("h100_1gpu_vm_driver580_query.csv"));
+  ASSERT_TRUE(query.has_value()) << query.error().to_string();
+  auto md = build_gpu_metadata("h100-vm", *query, *matrix);
+  ASSERT_TRUE(md.has_value()) << md.error().to_string();
+  ASSERT_EQ(md->gpus.size(), 1u);
+  EXPECT_EQ(md->gpus[0].uuid, "GPU-026102e5-21c1-3a7c-01f5-e81d771206aa");
+  EXPECT_EQ(md->gpus[0].pci_address, "0000:00:06.0"); // from 00000000:00:06.0
+  EXPECT_EQ(md->gpus[0].numa_node, 0);
+  EXPECT_TRUE(md->nic_topology.empty());
+}
+
 TEST(topo_parser, gb200_gpu_numa_ids_and_mixed_nic_names) {
   auto matrix = parse_topo_matrix(fixture("gb200_4gpu.txt"));
   ASSERT_TRUE(matrix.has_value()) << matrix.error().to_string();
