@@ -300,6 +300,7 @@ void read_rule(section_reader s, quarantine_rule_config& r) {
 
 void read_quarantine(section_reader s, quarantine_config& c) {
   s.read("opt_out_label", c.opt_out_label);
+  s.read("dry_run", c.dry_run);
   if (auto rules = s.items("rules")) {
     c.rules.clear();
     std::set<std::string> names;

@@ -82,6 +82,10 @@ struct quarantine_rule_config {
 
 struct quarantine_config {
   std::string opt_out_label = "vigil.dev/quarantine-opt-out";
+  /// The quarantine stage's dry run (issue #7 item 8): decide and journal,
+  /// cordon nothing. The stages after it (drain, remediation) are dry too:
+  /// they never act on a node vigil did not cordon.
+  bool dry_run = false;
   /// Default: one rule, any fatal event cordons and taints vigil.dev/fault.
   std::vector<quarantine_rule_config> rules = {default_rule()};
   static quarantine_rule_config default_rule() {

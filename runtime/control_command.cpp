@@ -324,12 +324,36 @@ int run_control(command_context& ctx) {
     component_logger("control")->info(
       "listening on {}:{} ({}), journal {}, API server via {}{}", listen->first,
       (*server)->port(), server_options.cert_pem.empty() ? "HTTP" : "HTTPS",
-      journal_db->describe(), source, cc.dry_run ? ", DRY RUN" : "");
+      journal_db->describe(), source,
+      cc.dry_run                  ? ", DRY RUN"
+      : config.quarantine.dry_run ? ", DRY RUN from the quarantine stage on"
+                                  : "");
     caf::anon_send(p.root, adopt_atom::value, std::string("endpoints"), endpoints_actor);
     caf::anon_send(p.root, adopt_atom::value, std::string("http"),
                    spawn_http_host(p.system, std::move(*server)));
     return ok();
   });
+}
+
+expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& config) {
+  const auto& cc = config.control;
+  auto settings = std::make_shared<node_settings>();
+  settings->quarantine = quarantine_policy_from(config.quarantine);
+  settings->gpu_node_label = cc.gpu_node_label;
+  settings->events_namespace = cc.events_namespace;
+  // Each stage's dry run covers the stages after it (issue #7 item 8): no
+  // drain on a node vigil did not cordon, no reset under pods never evicted.
+  settings->dry_run = cc.dry_run || config.quarantine.dry_run;
+  settings->drain = std::make_shared<drain_settings>(
+    drain_settings_from(config.drain, settings->dry_run));
+  if (auto valid = control::validate(settings->drain->config); !valid)
+    return valid.error();
+  settings->correlation = correlation_config_from(config.correlation);
+  settings->remediation = remediation_settings_from(config.remediation);
+  settings->remediation.dry_run =
+    settings->remediation.dry_run || settings->drain->dry_run;
+  settings->remediation.pool_label = config.breaker.pool_label;
+  return settings;
 }
 
 expected<control_plane>
@@ -339,18 +363,10 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                     std::shared_ptr<const clock> time,
                     const control_plane_options& options) {
   const auto& cc = config.control;
-  auto settings = std::make_shared<node_settings>();
-  settings->quarantine = quarantine_policy_from(config.quarantine);
-  settings->gpu_node_label = cc.gpu_node_label;
-  settings->events_namespace = cc.events_namespace;
-  settings->dry_run = cc.dry_run;
-  settings->drain =
-    std::make_shared<drain_settings>(drain_settings_from(config.drain, cc.dry_run));
-  if (auto valid = control::validate(settings->drain->config); !valid)
-    return valid.error();
-  settings->correlation = correlation_config_from(config.correlation);
-  settings->remediation = remediation_settings_from(config.remediation);
-  settings->remediation.pool_label = config.breaker.pool_label;
+  auto node_config = node_settings_from(config);
+  if (!node_config)
+    return node_config.error();
+  auto settings = std::move(*node_config);
   auto janitor_options = janitor_settings_from(config.janitor);
   janitor_options.await_leadership = cc.leader_election;
   ingest_settings ingest_options;

@@ -60,6 +60,12 @@ wall_time system_now();
 caf::actor spawn_http_host(caf::actor_system& system,
                            std::unique_ptr<http::server> server);
 
+/// What every node actor reads, from the configuration: the rules' own
+/// types, with each stage's dry run extended to the stages after it
+/// (control.dry_run → quarantine → drain → remediation). Fails when the drain
+/// section does not validate.
+expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& config);
+
 /// The parts of a configuration `vigil replay --what-if` compares.
 decision_policy decision_policy_from(const vigil_config& config);
 

@@ -205,6 +205,10 @@ std::string render_metrics(const std::string& ingest_stats,
   family(out, "vigil_breaker_cordons_in_window", "gauge",
          "nodes newly cordoned within the breaker's window",
          number(breaker, "cordonsInWindow"));
+  family(out, "vigil_breaker_utilisation", "gauge",
+         "share of the breaker's tighter limit used within its window (1: the next "
+         "new cordon trips it)",
+         number(breaker, "utilisation"));
   family(out, "vigil_breaker_refused_total", "counter",
          "new quarantines refused by the breaker", number(breaker, "refused"));
   family(out, "vigil_quarantines_admitted_total", "counter",

@@ -67,6 +67,7 @@ TEST(config, documented_file_matches_defaults) {
             defaults.control.renew_deadline_seconds);
   EXPECT_EQ(loaded->control.retry_period_seconds, defaults.control.retry_period_seconds);
   EXPECT_EQ(loaded->quarantine.opt_out_label, defaults.quarantine.opt_out_label);
+  EXPECT_EQ(loaded->quarantine.dry_run, defaults.quarantine.dry_run);
   ASSERT_EQ(loaded->quarantine.rules.size(), 1u);
   const auto& rule = loaded->quarantine.rules[0];
   const auto& default_rule = defaults.quarantine.rules[0];
@@ -203,6 +204,7 @@ control:
   dry_run: maybe
   tls_cert_file: a.pem
 quarantine:
+  dry_run: 3
   rules:
     - name: r
       match: {recommended_actions: [REBOOT_PLEASE], is_fatal: true}
@@ -214,7 +216,7 @@ breaker:
   ASSERT_FALSE(bad.has_value());
   const auto text = bad.error().to_string();
   for (const char* expected :
-       {"control.dry_run", "control.tls_key_file",
+       {"control.dry_run", "control.tls_key_file", "quarantine.dry_run",
         "quarantine.rules[0].match.recommended_actions",
         "quarantine.rules[0].taints[0].key", "quarantine.rules[0].taints[0].effect",
         "quarantine.rules[1].name", "breaker.max_cordoned_percent"})

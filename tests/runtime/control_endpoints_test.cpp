@@ -9,15 +9,15 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
   auto text = render_metrics(
     R"({"received":7,"rejected":1})",
     R"({"nodes":4,"cordons":2,"drainsStarted":3,"drainsStartedPartial":1,"drainsSucceeded":1,"drainsCancelled":2,"evictions":5,"mailboxDepth":9,"nodeMailboxHigh":3})",
-    R"({"tripped":true})", 10, 2, 1'500'000'000, true);
+    R"({"tripped":true,"utilisation":0.8})", 10, 2, 1'500'000'000, true);
   for (const char* expected :
        {"vigil_events_received_total 7", "vigil_events_rejected_total 1", "vigil_nodes 4",
         "vigil_cordons_total 2", "vigil_drains_started_total 3",
         "vigil_drains_total{outcome=\"succeeded\"} 1",
         "vigil_drains_total{outcome=\"cancelled\"} 2",
         "vigil_drains_total{outcome=\"held\"} 0", "vigil_evictions_total 5",
-        "vigil_breaker_tripped 1", "vigil_journal_lag_seconds 1.5",
-        "vigil_mailbox_depth{actor=\"fleet\"} 9",
+        "vigil_breaker_tripped 1", "vigil_breaker_utilisation 0.8",
+        "vigil_journal_lag_seconds 1.5", "vigil_mailbox_depth{actor=\"fleet\"} 9",
         "vigil_mailbox_depth{actor=\"ingest\"} 0", "vigil_node_mailbox_depth_max 3",
         "vigil_drains_started_by_mode_total{mode=\"full\"} 2",
         "vigil_drains_started_by_mode_total{mode=\"partial\"} 1",

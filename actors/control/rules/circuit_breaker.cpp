@@ -1,6 +1,7 @@
 #include "actors/control/rules/circuit_breaker.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace vigil::control {
 
@@ -34,6 +35,22 @@ std::optional<std::string> circuit_breaker::over_limit(std::size_t count,
            + " GPU nodes cordoned within the window, limit "
            + std::to_string(config_.max_cordoned_percent) + "%";
   return std::nullopt;
+}
+
+double circuit_breaker::utilisation(std::size_t gpu_nodes, wall_time now) {
+  const auto count = static_cast<double>(cordons_in_window(now));
+  double used = 0.0;
+  if (config_.max_cordoned_nodes)
+    used = *config_.max_cordoned_nodes > 0
+             ? count / static_cast<double>(*config_.max_cordoned_nodes)
+             : (count > 0 ? 1.0 : 0.0);
+  // The percentage limit allows floor(P % of gpu_nodes) cordons.
+  if (gpu_nodes > 0) {
+    const double allowed =
+      std::floor(config_.max_cordoned_percent * static_cast<double>(gpu_nodes) / 100.0);
+    used = std::max(used, allowed > 0 ? count / allowed : (count > 0 ? 1.0 : 0.0));
+  }
+  return used;
 }
 
 breaker_refusal circuit_breaker::admit_cordon(const std::string& node,

@@ -35,6 +35,30 @@ TEST(circuit_breaker, trips_at_the_node_count_threshold) {
   EXPECT_EQ(breaker.admit_cordon(node(2), 100, t0), breaker_refusal::trips_now);
 }
 
+TEST(circuit_breaker, utilisation_is_the_share_of_the_tighter_limit_used) {
+  circuit_breaker breaker; // 50 % of 10 GPU nodes: 5 cordons allowed
+  EXPECT_DOUBLE_EQ(breaker.utilisation(10, t0), 0.0);
+  for (int i = 0; i < 4; ++i)
+    breaker.admit_cordon(node(i), 10, t0);
+  EXPECT_DOUBLE_EQ(breaker.utilisation(10, t0), 0.8);
+  breaker.admit_cordon(node(4), 10, t0);
+  EXPECT_DOUBLE_EQ(breaker.utilisation(10, t0), 1.0); // the next one trips
+  EXPECT_EQ(breaker.admit_cordon(node(5), 10, t0), breaker_refusal::trips_now);
+  EXPECT_DOUBLE_EQ(breaker.utilisation(10, t0 + 6min), 0.0); // the window moved on
+
+  breaker_config config;
+  config.max_cordoned_percent = 100;
+  config.max_cordoned_nodes = 4; // tighter than 100 % of 100 nodes
+  circuit_breaker counted(config);
+  counted.admit_cordon(node(0), 100, t0);
+  EXPECT_DOUBLE_EQ(counted.utilisation(100, t0), 0.25);
+  // 1 % of 50 nodes allows no cordon at all: any cordon in the window is full use.
+  config.max_cordoned_percent = 1;
+  config.max_cordoned_nodes.reset();
+  circuit_breaker small(config);
+  EXPECT_DOUBLE_EQ(small.utilisation(50, t0), 0.0);
+}
+
 TEST(circuit_breaker, cordons_leave_the_window) {
   circuit_breaker breaker;
   for (int i = 0; i < 5; ++i)

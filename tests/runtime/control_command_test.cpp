@@ -1,0 +1,55 @@
+#include "runtime/control_command.hpp"
+
+#include <gtest/gtest.h>
+
+namespace vigil {
+namespace {
+
+struct stages {
+  bool quarantine, drain, remediation;
+};
+
+stages dry_stages(const vigil_config& config) {
+  auto settings = node_settings_from(config);
+  EXPECT_TRUE(settings.has_value()) << settings.error().to_string();
+  return {(*settings)->dry_run, (*settings)->drain->dry_run,
+          (*settings)->remediation.dry_run};
+}
+
+// issue #7 item 8: dry run, global and per stage; a stage's dry run covers
+// the stages after it, never the ones before.
+TEST(node_settings_from, each_dry_run_covers_the_stages_after_it) {
+  vigil_config config;
+  auto none = dry_stages(config);
+  EXPECT_FALSE(none.quarantine || none.drain || none.remediation);
+
+  config.control.dry_run = true;
+  auto global = dry_stages(config);
+  EXPECT_TRUE(global.quarantine && global.drain && global.remediation);
+
+  config = {};
+  config.quarantine.dry_run = true;
+  auto quarantine = dry_stages(config);
+  EXPECT_TRUE(quarantine.quarantine && quarantine.drain && quarantine.remediation);
+
+  config = {};
+  config.drain.dry_run = true;
+  auto drain = dry_stages(config);
+  EXPECT_FALSE(drain.quarantine);
+  EXPECT_TRUE(drain.drain && drain.remediation);
+
+  config = {};
+  config.remediation.dry_run = true;
+  auto remediation = dry_stages(config);
+  EXPECT_FALSE(remediation.quarantine || remediation.drain);
+  EXPECT_TRUE(remediation.remediation);
+}
+
+TEST(node_settings_from, a_drain_section_that_does_not_validate_is_an_error) {
+  vigil_config config;
+  config.drain.namespaces.push_back({"(", "Immediate", 0});
+  EXPECT_FALSE(node_settings_from(config).has_value());
+}
+
+} // namespace
+} // namespace vigil
