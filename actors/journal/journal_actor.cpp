@@ -94,6 +94,7 @@ journal_stats current_stats(journal_actor* self) {
                                  : !st.queue.empty()   ? &st.queue.front()
                                                        : nullptr;
   stats.lag_ns = oldest ? (self->clock().now() - oldest->enqueued).count() : 0;
+  stats.mailbox_depth = self->mailbox().size(); // only the actor may read it
   return stats;
 }
 

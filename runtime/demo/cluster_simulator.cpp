@@ -330,14 +330,22 @@ caf::behavior cluster_simulator(cluster_simulator_actor* self,
   st.time = std::move(time);
   st.record = std::move(record);
   st.dice.seed(st.settings.seed);
-  for (int n = 1; n <= st.settings.spec.nodes; ++n) {
-    node_agent agent;
-    agent.metadata = node_metadata(st.settings.spec, n);
-    agent.link_downed.assign(static_cast<std::size_t>(st.settings.spec.nics_per_node), 0);
-    agent.host = std::make_unique<fake_sysfs>();
-    add_compute_nics(*agent.host, st.settings.spec);
-    agent.boot_time = st.time->wall_now() - std::chrono::hours{24};
-    st.agents.emplace(n, std::move(agent));
+  try {
+    for (int n = 1; n <= st.settings.spec.nodes; ++n) {
+      node_agent agent;
+      agent.metadata = node_metadata(st.settings.spec, n);
+      agent.link_downed.assign(static_cast<std::size_t>(st.settings.spec.nics_per_node),
+                               0);
+      agent.host = std::make_unique<fake_sysfs>();
+      add_compute_nics(*agent.host, st.settings.spec);
+      agent.boot_time = st.time->wall_now() - std::chrono::hours{24};
+      st.agents.emplace(n, std::move(agent));
+    }
+  } catch (const std::exception& e) { // temp_dir and fake_sysfs throw
+    st.record->failure =
+      std::string("cannot write the simulated hosts' sysfs trees: ") + e.what();
+    self->quit(caf::make_error(caf::sec::runtime_error, st.record->failure));
+    return {};
   }
   for (int n = 1; n <= st.settings.spec.nodes; ++n)
     poll_nics(self, n); // the baseline: every port healthy

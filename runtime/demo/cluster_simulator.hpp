@@ -61,6 +61,9 @@ struct simulation_record {
   std::uint64_t events_sent = 0;          ///< HealthEvents posted to ingest
   std::uint64_t events_acknowledged = 0;  ///< answered 200 (stored or duplicate)
   std::uint64_t reset_jobs = 0, reboot_jobs = 0;
+  /// Why the simulator could not start (its hosts' sysfs trees could not be
+  /// written: a full or unwritable TMPDIR); "" while it runs.
+  std::string failure;
 };
 
 /// One running Job of the janitor, as the simulated Job controller tracks it.

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <caf/all.hpp>
@@ -302,6 +303,8 @@ public:
       plane->actors.ingest, *catalog, std::shared_ptr<const clock>(time_), record_);
     // The fleet lists the Nodes and replays the (empty) journal.
     driver_.run_until(driver_.now() + std::chrono::seconds{30});
+    if (!record_->failure.empty())
+      return failure{"simulator", record_->failure};
     return ok();
   }
 
@@ -338,7 +341,7 @@ public:
       {"passed", all_passed},
       {"virtualSeconds",
        std::chrono::duration_cast<std::chrono::seconds>(driver_.now() - start_).count()},
-      {"journal", config_.journal.url},
+      {"journal", journal_->describe()}, // never a password
       {"steps", steps},
       {"remediations", json::array()},
       {"evictions", json::array()},
@@ -600,9 +603,31 @@ int run_fleet(command_context& ctx) {
   return 0;
 }
 
+// An option the chosen mode would ignore is a usage error, not a surprise.
+std::optional<std::string> misplaced_option(const command_line& args) {
+  const bool fleet = args.has("fleet");
+  const bool serve = args.has("serve");
+  if (fleet && serve)
+    return "--fleet and --serve are different demos";
+  for (const char* name : {"nodes", "days", "seed"})
+    if (!fleet && args.has(name))
+      return "--" + std::string(name) + " belongs to --fleet (a scenario sets nodes: and "
+             + "seed: itself)";
+  for (const char* name : {"scenario", "journal", "print-scenario"})
+    if (fleet && args.has(name))
+      return "--" + std::string(name) + " does not apply to --fleet";
+  if (serve && args.has("json"))
+    return "--json does not apply to --serve (its introspection API answers JSON)";
+  return std::nullopt;
+}
+
 } // namespace
 
 int run_demo(command_context& ctx) {
+  if (auto misplaced = misplaced_option(ctx.args)) {
+    ctx.err << "vigil demo: " << *misplaced << "\n";
+    return 2;
+  }
   if (ctx.args.has("fleet"))
     return run_fleet(ctx);
   if (ctx.args.has("print-scenario")) {

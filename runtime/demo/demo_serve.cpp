@@ -4,9 +4,9 @@
 // introspection API shows what vigil holds: /api/nodes, /api/nodes/{name},
 // /api/actors, /api/breaker.
 #include "runtime/demo/demo_serve.hpp"
-#include "messages/json_path.hpp"
 
 #include <cstdio>
+#include <deque>
 #include <fstream>
 
 #include <caf/all.hpp>
@@ -17,6 +17,7 @@
 #include "actors/journal/journal_messages.hpp"
 #include "messages/atoms.hpp"
 #include "messages/control_messages.hpp"
+#include "messages/json_path.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/control_command.hpp"
@@ -33,11 +34,12 @@ namespace {
 
 using json = nlohmann::json;
 
-// 32 hex digits from the kernel's generator.
+// 32 hex digits from the kernel's generator; "" when it cannot be read.
 std::string random_token() {
   unsigned char bytes[16] = {};
   std::ifstream urandom("/dev/urandom", std::ios::binary);
-  urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes);
+  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes))
+    return {};
   std::string out;
   char hex[3];
   for (auto b : bytes) {
@@ -47,11 +49,12 @@ std::string random_token() {
   return out;
 }
 
-// An annotation holding JSON, parsed; null when absent or not JSON.
-json annotation_json(const json& node, const char* key) {
+// An annotation holding JSON, parsed (its text when not JSON); `absent` when
+// the node has none.
+json annotation_json(const json& node, const char* key, json absent = nullptr) {
   const json* a = json_at(node, {"metadata", "annotations", key});
   if (a == nullptr || !a->is_string())
-    return nullptr;
+    return absent;
   auto parsed = json::parse(a->get<std::string>(), nullptr, false);
   return parsed.is_discarded() ? json(a->get<std::string>()) : parsed;
 }
@@ -60,14 +63,15 @@ json node_entry(const json& node) {
   const json* unschedulable = json_at(node, {"spec", "unschedulable"});
   const json* taints = json_at(node, {"spec", "taints"});
   return {
-    {"name", node["metadata"].value("name", "")},
+    {"name", json_text(node, {"metadata", "name"})},
     {"cordoned", unschedulable != nullptr && unschedulable->is_boolean()
                    && unschedulable->get<bool>()},
     {"cordonedByVigil",
      json_at(node, {"metadata", "annotations", control::node_annotation::cordoned})
        != nullptr},
     {"taints", taints != nullptr ? *taints : json::array()},
-    {"activeEvents", annotation_json(node, control::node_annotation::quarantine)},
+    {"activeEvents",
+     annotation_json(node, control::node_annotation::quarantine, json::array())},
     {"remediation", annotation_json(node, control::remediation_state_annotation.data())}};
 }
 
@@ -100,6 +104,32 @@ json list_nodes(introspection_actor* self) {
   return out;
 }
 
+// How many of a node's journal rows /api/nodes/{name} shows: its newest.
+constexpr std::size_t timeline_rows = 1000;
+
+// The node's newest `count` journal rows, oldest first (the store reads
+// forward from a seq, so page through and keep the tail).
+std::deque<journal_record> latest_rows(journal_store& journal, const std::string& node,
+                                       std::size_t count) {
+  std::deque<journal_record> tail;
+  journal_query query;
+  query.node = node;
+  query.limit = count;
+  for (;;) {
+    auto rows = journal.read(query);
+    if (!rows || rows->empty())
+      return tail;
+    for (auto& r : *rows) {
+      query.after_seq = r.seq;
+      tail.push_back(std::move(r));
+      if (tail.size() > count)
+        tail.pop_front();
+    }
+    if (rows->size() < count)
+      return tail;
+  }
+}
+
 // /api/nodes/{name}: the node, its GPUs, NIC ports, pods and journal timeline.
 void describe_node(introspection_actor* self, const std::string& name,
                    http::responder reply) {
@@ -116,10 +146,11 @@ void describe_node(introspection_actor* self, const std::string& name,
     auto listed = store.list(*store.find_type("", "v1", "pods"), "", on_node);
     if (listed.ok())
       for (const auto& p : (*listed.value)["items"])
-        pods.push_back({{"namespace", p["metadata"].value("namespace", "")},
-                        {"name", p["metadata"].value("name", "")},
-                        {"phase", p.value("status", json::object()).value("phase", "")},
-                        {"terminating", p["metadata"].contains("deletionTimestamp")}});
+        pods.push_back(
+          {{"namespace", json_text(p, {"metadata", "namespace"})},
+           {"name", json_text(p, {"metadata", "name"})},
+           {"phase", json_text(p, {"status", "phase"})},
+           {"terminating", json_at(p, {"metadata", "deletionTimestamp"}) != nullptr}});
     out["pods"] = pods;
   });
   if (out.is_null())
@@ -133,18 +164,14 @@ void describe_node(introspection_actor* self, const std::string& name,
       gpus.push_back(
         {{"index", g.gpu_id}, {"uuid", g.uuid}, {"pciAddress", g.pci_address}});
   out["gpus"] = gpus;
-  journal_query query;
-  query.node = name;
-  query.limit = 1000;
   json timeline = json::array();
-  if (auto rows = st.journal_reader->read(query))
-    for (const auto& r : *rows) {
-      auto body = json::parse(r.body, nullptr, false);
-      timeline.push_back({{"seq", r.seq},
-                          {"recordedAt", format_rfc3339(r.recorded_at)},
-                          {"kind", r.kind},
-                          {"body", body.is_discarded() ? json(r.body) : body}});
-    }
+  for (const auto& r : latest_rows(*st.journal_reader, name, timeline_rows)) {
+    auto body = json::parse(r.body, nullptr, false);
+    timeline.push_back({{"seq", r.seq},
+                        {"recordedAt", format_rfc3339(r.recorded_at)},
+                        {"kind", r.kind},
+                        {"body", body.is_discarded() ? json(r.body) : body}});
+  }
   out["timeline"] = timeline;
   if (!simulated) {
     out["nicPorts"] = json::array();
@@ -202,6 +229,19 @@ void list_actors(introspection_actor* self, http::responder reply) {
   ask(st.actors.fleet, "fleet", "fleet", summary_atom::value);
   ask(st.actors.breaker, "breaker", "breaker", summary_atom::value);
   ask(st.actors.ingest, "ingest", "ingest", stats_atom::value);
+  ++g->waiting;
+  self->request(st.actors.journal, std::chrono::seconds{5}, stats_atom::value)
+    .then(
+      [=](const journal_stats& s) {
+        g->actors.push_back(
+          {{"name", "journal"}, {"kind", "journal"}, {"mailboxDepth", s.mailbox_depth}});
+        done();
+      },
+      [=](const caf::error&) {
+        g->actors.push_back(
+          {{"name", "journal"}, {"kind", "journal"}, {"mailboxDepth", nullptr}});
+        done();
+      });
   for (const auto& [name, kind] : nodes)
     ask(st.actors.fleet, "node/" + name, kind, summary_atom::value, name);
   done();
@@ -260,6 +300,8 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
   block_handled_signals(); // before the API server's and client's threads
   const auto api_token = random_token();
   const auto ingest_token = random_token();
+  if (api_token.empty() || ingest_token.empty())
+    return fail({"--serve", "cannot read /dev/urandom for the demo's tokens"});
   // HTTPS: kubectl sends a bearer token over TLS only.
   auto pki = kube::make_test_pki();
   if (!pki)
@@ -300,6 +342,10 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
     return fail(reader_store.error());
   if (auto opened = (*reader_store)->open(); !opened)
     return fail(opened.error());
+  if (auto last = (*writer_store)->last_seq(); last && *last > 0)
+    return fail(
+      {"--journal", (*writer_store)->describe()
+                      + " already holds rows: the demo needs an empty journal"});
   std::shared_ptr<journal_store> journal_db = std::move(*writer_store);
   std::shared_ptr<journal_store> journal_reader = std::move(*reader_store);
 
@@ -365,7 +411,7 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
             << ca_file << " --token " << api_token << " get nodes\n"
             << "ingest:        " << base << "/v1/events  token " << ingest_token << "\n"
             << "introspection: " << base << "/api/nodes\n"
-            << "journal:       " << journal_url << "\n"
+            << "journal:       " << journal_db->describe() << "\n"
             << "simulated cluster: " << sim.spec.nodes
             << " nodes of 8 GPUs; Ctrl-C stops the demo\n";
     ctx.out.flush();

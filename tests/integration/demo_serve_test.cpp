@@ -51,8 +51,10 @@ TEST(demo_serve, answers_introspection_and_a_posted_event_cordons_a_node) {
 
   auto nodes = get_json(base + "/api/nodes");
   ASSERT_EQ(nodes.size(), 16u);
-  for (const auto& n : nodes)
+  for (const auto& n : nodes) {
     EXPECT_FALSE(n["cordoned"].get<bool>()) << n.dump();
+    EXPECT_TRUE(n["activeEvents"].is_array()) << n.dump(); // [], never null
+  }
 
   // Anyone's HealthEvent, through the ingest endpoint and its token.
   const auto node = demo::node_name(2);
@@ -86,17 +88,26 @@ TEST(demo_serve, answers_introspection_and_a_posted_event_cordons_a_node) {
   EXPECT_EQ(test::http_call(base + "/api/nodes/gpu-node-99").first, 404);
 
   auto actors = get_json(base + "/api/actors");
-  bool fleet = false, node_actor = false;
+  bool fleet = false, journal = false, node_actor = false;
   for (const auto& a : actors) {
     fleet = fleet || (a["name"] == "fleet" && a["mailboxDepth"].is_number());
+    journal = journal || (a["name"] == "journal" && a["mailboxDepth"].is_number());
     node_actor = node_actor || a["name"] == "node/" + node;
   }
   EXPECT_TRUE(fleet) << actors.dump();
+  EXPECT_TRUE(journal) << actors.dump();
   EXPECT_TRUE(node_actor) << actors.dump();
   EXPECT_GE(get_json(base + "/api/breaker")["admitted"].get<int>(), 1);
   EXPECT_EQ(test::http_call(base + "/api/nodes", "DELETE").first, 405);
 
   EXPECT_EQ(demo.stop(), 0) << demo.seen();
+
+  // The journal now holds rows: a second demo on it would bring this run's
+  // state back, so it is refused.
+  child_process again(
+    {VIGIL_BINARY, "demo", "--serve", "--journal", "sqlite:" + dir + "/journal.db"});
+  EXPECT_FALSE(again.wait_for("already holds rows").empty()) << again.seen();
+  EXPECT_EQ(again.stop(), 1) << again.seen();
 }
 
 } // namespace

@@ -51,6 +51,10 @@ TEST(cli, bad_usage_exits_2_with_one_line) {
     {"nic", "probe"},
     {"version", "--log-format", "xml"},
     {"version", "--config", "/nonexistent.yaml"},
+    // an option the chosen demo would ignore
+    {"demo", "--nodes", "3"},
+    {"demo", "--fleet", "--scenario", "x.yaml"},
+    {"demo", "--serve", "--json"},
   };
   for (const auto& args : cases) {
     auto r = run(args);
