@@ -97,6 +97,14 @@ int print_fleet_at(command_context& ctx, const std::vector<journal_record>& rows
   return 0;
 }
 
+// What --what-if replays, and what it does not: the breaker's budgets and the
+// escalation caps depend on the timing of the cluster's answers (CRs, Jobs,
+// boot IDs) that a replay of the events alone cannot know.
+const char* const what_if_compares[] = {"correlation", "quarantine", "drain scope",
+                                        "remediation plan"};
+const char* const what_if_not_replayed[] = {"breaker", "escalation caps and cooldowns",
+                                            "drain modes"};
+
 // --what-if: the same events under another configuration.
 int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
                   const std::string& file) {
@@ -123,7 +131,12 @@ int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
                      {"event", d.event},
                      {"now", d.now},
                      {"whatIf", d.what_if}});
-    ctx.out << nlohmann::json{{"events", events}, {"differences", out}}.dump(2) << "\n";
+    ctx.out << nlohmann::json{{"events", events},
+                              {"compared", what_if_compares},
+                              {"notReplayed", what_if_not_replayed},
+                              {"differences", out}}
+                 .dump(2)
+            << "\n";
     return 0;
   }
   for (const auto& d : differences)
@@ -132,6 +145,14 @@ int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
             << "    what-if: " << d.what_if << "\n";
   ctx.out << differences.size() << " of " << events
           << " events would be decided differently under " << file << "\n";
+  auto join = [](const auto& parts) {
+    std::string out;
+    for (const char* part : parts)
+      out += (out.empty() ? "" : ", ") + std::string(part);
+    return out;
+  };
+  ctx.out << "compared: " << join(what_if_compares)
+          << "; not replayed: " << join(what_if_not_replayed) << "\n";
   return 0;
 }
 

@@ -3,6 +3,8 @@
 // control plane, agents' parsers and janitor against the simulated cluster —
 // asserting every step: which pods were evicted, which CRs were created and
 // how they ended, and the nodes' final state.
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -10,8 +12,12 @@
 
 #include "runtime/command_line.hpp"
 #include "runtime/config.hpp"
+#include "runtime/control_command.hpp"
 #include "runtime/demo/demo_command.hpp"
 #include "runtime/demo/simulated_cluster.hpp"
+#include "runtime/journal/journal_store.hpp"
+#include "runtime/replay_analysis.hpp"
+#include "tests/support/fresh_directory.hpp"
 
 namespace vigil::demo {
 namespace {
@@ -141,9 +147,9 @@ TEST(demo_scenario, an_unexpected_remediation_fails_the_step) {
   EXPECT_FALSE(check_step(reset_step(), seen).passed);
 }
 
-// The whole demo, as `vigil demo --json` prints it.
-json run_builtin_demo() {
-  const std::vector<std::string> args{"--json"};
+// The whole demo, as `vigil demo --json --journal JOURNAL` prints it.
+json run_builtin_demo(const std::string& journal) {
+  const std::vector<std::string> args{"--json", "--journal", journal};
   auto line = parse_command_line(demo_option_specs(), args);
   EXPECT_TRUE(line.has_value());
   vigil_config config;
@@ -157,7 +163,8 @@ json run_builtin_demo() {
 }
 
 TEST(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
-  const auto summary = run_builtin_demo();
+  const auto journal = "sqlite:" + test::fresh_directory() + "/journal.db";
+  const auto summary = run_builtin_demo(journal);
   ASSERT_TRUE(summary.is_object());
   EXPECT_TRUE(summary.value("passed", false));
   ASSERT_EQ(summary["steps"].size(), 5u);
@@ -193,6 +200,35 @@ TEST(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
     EXPECT_EQ(n["cordonedByVigil"].get<bool>(), replaced) << n.dump();
   }
   EXPECT_EQ(summary["events"]["sent"], summary["events"]["acknowledged"]);
+
+  // issue #9 item 5 on the demo's own journal: the fleet at its end, and the
+  // same events under a policy that tolerates more NIC flaps.
+  auto store = make_journal_store(journal);
+  ASSERT_TRUE(store.has_value());
+  ASSERT_TRUE((*store)->open().has_value());
+  auto rows = (*store)->read(journal_query{});
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_FALSE(rows->empty());
+  const auto fleet = fleet_at(*rows, rows->back().recorded_at);
+  std::map<std::string, std::size_t> active;
+  for (const auto& n : fleet["nodes"])
+    active[n["name"].get<std::string>()] = n["activeEvents"].size();
+  EXPECT_GT(active[node_name(5)], 0u) << fleet.dump(); // waiting for its replacement
+  EXPECT_EQ(active[node_name(3)], 0u);                 // reset and verified
+  EXPECT_EQ(active[node_name(4)], 0u);                 // rebooted and back
+  std::set<std::string> incidents; // one row each time the incident grew
+  for (const auto& row : fleet["fabricIncidents"])
+    incidents.insert(row.value("opened", ""));
+  EXPECT_EQ(incidents.size(), 1u) << fleet["fabricIncidents"].dump();
+
+  vigil_config lenient;
+  lenient.correlation.nic_flap_threshold = 10;
+  const auto policy = decision_policy_from(vigil_config{});
+  EXPECT_TRUE(compare_policies(*rows, policy, policy).empty());
+  const auto differences = compare_policies(*rows, policy, decision_policy_from(lenient));
+  ASSERT_FALSE(differences.empty());
+  for (const auto& d : differences)
+    EXPECT_EQ(d.node, node_name(5)) << d.event; // only the flapping port's node
 }
 
 } // namespace
