@@ -181,6 +181,22 @@ public:
       throw std::runtime_error("cannot write " + full.string());
   }
 
+  /// One entry of a port's GID table (seed 002 §9.1); `type` as the kernel
+  /// writes it ("IB/RoCE v1", "RoCE v2"), `ndev` the interface ("" leaves it out).
+  void set_gid(const std::string& device, unsigned port, unsigned index,
+               const std::string& gid, const std::string& type = "RoCE v2",
+               const std::string& ndev = "") {
+    const auto dir = port_dir(device, port);
+    const auto name = std::to_string(index);
+    mkdirs(dir + "/gids");
+    mkdirs(dir + "/gid_attrs/types");
+    mkdirs(dir + "/gid_attrs/ndevs");
+    write(dir + "/gids/" + name, gid + "\n");
+    write(dir + "/gid_attrs/types/" + name, type + "\n");
+    if (!ndev.empty())
+      write(dir + "/gid_attrs/ndevs/" + name, ndev + "\n");
+  }
+
   void remove(const std::string& rel) { std::filesystem::remove_all(path(rel)); }
 
   void mkdirs(const std::string& rel) { std::filesystem::create_directories(path(rel)); }

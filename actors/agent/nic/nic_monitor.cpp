@@ -23,6 +23,7 @@ void poll_once(nic_monitor_actor* self, const clock& wall) {
   if (!boot_id)
     report(self, {boot_id.error()});
   auto result = st.poller->poll(snapshot, boot_id ? *boot_id : "", wall.wall_now());
+  agent::add_gid_diagnostics(result.events, options.sysfs_root, result.diagnostics);
   report(self, snapshot.diagnostics);
   report(self, result.diagnostics);
   for (auto& event : result.events)

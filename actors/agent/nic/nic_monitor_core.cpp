@@ -97,6 +97,41 @@ std::optional<nic_classification> nic_poller::select(const nic_device& device,
   return cls;
 }
 
+void add_gid_diagnostics(std::vector<health_event>& events, const std::string& sysfs_root,
+                         std::vector<nic_diagnostic>& diagnostics) {
+  for (auto& event : events) {
+    auto layer = event.metadata.find("link_layer");
+    if (layer == event.metadata.end() || layer->second != "Ethernet"
+        || event.metadata.count("state") == 0)
+      continue; // only RoCE port-state events
+    std::string device, port;
+    for (const auto& entity : event.entities) {
+      if (entity.type == "NIC")
+        device = entity.value;
+      else if (entity.type == "NICPort")
+        port = entity.value;
+    }
+    if (device.empty() || port.empty()
+        || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5)
+      continue;
+    auto table = read_gid_table(sysfs_root, device,
+                                static_cast<unsigned>(std::stoul(port)), diagnostics);
+    if (!table)
+      continue;
+    std::string ipv4;
+    for (const auto& gid : *table)
+      if (!gid.ipv4.empty() && ipv4.find(gid.ipv4) == std::string::npos)
+        ipv4 += (ipv4.empty() ? "" : ",") + gid.ipv4;
+    event.metadata["gid_count"] = std::to_string(table->size());
+    event.metadata["gid_ipv4"] = ipv4;
+    std::string problems;
+    for (const auto& p : gid_problems(*table))
+      problems += (problems.empty() ? "" : "; ") + p;
+    if (!problems.empty())
+      event.metadata["gid_problems"] = problems;
+  }
+}
+
 expected<nic_poll_once_result> run_nic_poll_once(const nic_monitor_options& options,
                                                  wall_time now) {
   const bool override = !options.nic_inclusion_regex_override.empty();
@@ -122,6 +157,7 @@ expected<nic_poll_once_result> run_nic_poll_once(const nic_monitor_options& opti
   else
     out.diagnostics.push_back(id.error());
   auto result = poller->poll(snapshot, boot_id, now);
+  add_gid_diagnostics(result.events, options.sysfs_root, out.diagnostics);
   out.events = std::move(result.events);
   out.roles = std::move(result.roles);
   out.diagnostics.insert(out.diagnostics.end(), result.diagnostics.begin(),

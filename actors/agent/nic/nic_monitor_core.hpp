@@ -88,6 +88,13 @@ private:
   std::optional<nic_monitor_state> state_;
 };
 
+/// seed 002 §9.1: a RoCE port's state event carries its GID table's
+/// diagnostics as metadata: gid_count, gid_ipv4 (the IPv4 addresses of its
+/// GIDs) and, when the table would break RoCE, gid_problems. The table is read
+/// only for the events of this poll, never for every port.
+void add_gid_diagnostics(std::vector<health_event>& events, const std::string& sysfs_root,
+                         std::vector<nic_diagnostic>& diagnostics);
+
 /// Events and notes of run_nic_poll_once.
 struct nic_poll_once_result {
   std::vector<health_event> events;

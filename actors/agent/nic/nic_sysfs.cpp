@@ -1,6 +1,7 @@
 #include "actors/agent/nic/nic_sysfs.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -374,6 +375,85 @@ expected<std::string> read_small_file(const std::string& path) {
   if (file.error != 0)
     return failure{path, "unreadable: " + errno_text(file.error)};
   return std::move(file.text);
+}
+
+std::string ipv4_of_gid(std::string_view gid) {
+  // 0000:0000:0000:0000:0000:ffff:AABB:CCDD
+  static constexpr std::string_view mapped = "0000:0000:0000:0000:0000:ffff:";
+  if (gid.size() != mapped.size() + 9 || gid.substr(0, mapped.size()) != mapped
+      || gid[mapped.size() + 4] != ':')
+    return "";
+  unsigned octets[4];
+  for (int i = 0; i < 4; ++i) {
+    const auto at = mapped.size() + static_cast<std::size_t>(i / 2) * 5
+                    + static_cast<std::size_t>(i % 2) * 2;
+    unsigned value = 0;
+    for (char c : gid.substr(at, 2)) {
+      const int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                        : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
+                        : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
+                                                                    : -1;
+      if (digit < 0)
+        return "";
+      value = value * 16 + static_cast<unsigned>(digit);
+    }
+    octets[i] = value;
+  }
+  return std::to_string(octets[0]) + "." + std::to_string(octets[1]) + "."
+         + std::to_string(octets[2]) + "." + std::to_string(octets[3]);
+}
+
+std::optional<std::vector<gid_entry>>
+read_gid_table(const std::string& sysfs_root, const std::string& device, unsigned port,
+               std::vector<nic_diagnostic>& diagnostics) {
+  const auto dir =
+    sysfs_root + "/class/infiniband/" + device + "/ports/" + std::to_string(port);
+  int error = 0;
+  auto names = list_dir(AT_FDCWD, dir + "/gids", error);
+  if (!names) {
+    // A port without a table (an old kernel, a vanished device) has nothing
+    // to diagnose; one that cannot be read is worth a word.
+    if (error != ENOENT)
+      diagnostics.push_back({dir + "/gids", std::strerror(error)});
+    return std::nullopt;
+  }
+  std::vector<gid_entry> table;
+  for (const auto& name : *names) {
+    unsigned index = 0;
+    if (name.empty() || name.size() > 5
+        || !std::all_of(name.begin(), name.end(), [](char c) {
+             return std::isdigit(static_cast<unsigned char>(c));
+           }))
+      continue;
+    index = static_cast<unsigned>(std::stoul(name));
+    // An unused entry reads as zeros, or fails (EINVAL) on newer kernels.
+    auto gid = read_file(AT_FDCWD, dir + "/gids/" + name);
+    const auto value = trim(gid.text);
+    if (gid.error != 0 || value.empty()
+        || value.find_first_not_of("0:") == std::string::npos)
+      continue;
+    gid_entry entry;
+    entry.index = index;
+    entry.gid = value;
+    entry.ipv4 = ipv4_of_gid(value);
+    const auto type = trim(read_file(AT_FDCWD, dir + "/gid_attrs/types/" + name).text);
+    entry.type = type == "RoCE v2" ? "v2" : type == "IB/RoCE v1" ? "v1" : "";
+    entry.net_dev = trim(read_file(AT_FDCWD, dir + "/gid_attrs/ndevs/" + name).text);
+    table.push_back(std::move(entry));
+  }
+  std::sort(table.begin(), table.end(),
+            [](const gid_entry& a, const gid_entry& b) { return a.index < b.index; });
+  return table;
+}
+
+std::vector<std::string> gid_problems(const std::vector<gid_entry>& table) {
+  if (table.empty())
+    return {"empty GID table: queue-pair setup fails with ENODATA (61)"};
+  const bool ipv4 = std::any_of(table.begin(), table.end(),
+                                [](const gid_entry& g) { return !g.ipv4.empty(); });
+  if (!ipv4)
+    return {"no IPv4 GID: RoCE v2 traffic cannot be routed"};
+  return {};
 }
 
 expected<std::string> read_boot_id(const std::string& path) {

@@ -85,6 +85,32 @@ nic_device read_nic_device(const std::string& sysfs_root, const std::string& nam
 std::string find_ib_device_for_interface(const std::string& sysfs_root,
                                          const std::string& iface);
 
+/// One valid entry of a port's GID table (seed 002 §9.1).
+struct gid_entry {
+  unsigned index = 0;
+  std::string gid;     ///< "fe80:0000:0000:0000:ba3f:d2ff:fec3:65c4"
+  std::string ipv4;    ///< "10.51.186.32" for an IPv4-mapped GID, else ""
+  std::string type;    ///< "v1" (IB/RoCE v1), "v2" (RoCE v2), or "" when unknown
+  std::string net_dev; ///< gid_attrs/ndevs/<index>, "" when absent
+};
+
+/// seed 002 §9.1: the valid GIDs of `<sysfs_root>/class/infiniband/<device>/
+/// ports/<port>/gids/` (an all-zero or unreadable entry is unused), with their
+/// types and network devices, by index. nullopt when there is no table, or
+/// when it cannot be listed (then a diagnostic says why). Read at events only: a RoCE
+/// port has 255 entries, too many for every poll.
+std::optional<std::vector<gid_entry>>
+read_gid_table(const std::string& sysfs_root, const std::string& device, unsigned port,
+               std::vector<nic_diagnostic>& diagnostics);
+
+/// "10.51.186.32" for an IPv4-mapped GID (::ffff:a.b.c.d), else "".
+std::string ipv4_of_gid(std::string_view gid);
+
+/// seed 002 §9.1's diagnostic value, for a RoCE (Ethernet) port: an empty
+/// table (queue-pair setup fails with ENODATA, error 61), or no IPv4 GID
+/// (RoCE v2 traffic cannot be routed). Empty when neither applies.
+std::vector<std::string> gid_problems(const std::vector<gid_entry>& table);
+
 /// Reads a whole small file; the failure names the file and the errno text.
 expected<std::string> read_small_file(const std::string& path);
 

@@ -658,5 +658,39 @@ TEST_F(nic_poll_once, default_route_nic_is_management) {
   EXPECT_TRUE(r->diagnostics.empty());
 }
 
+// seed 002 §9.1: a RoCE port's state event carries its GID diagnostics; an
+// InfiniBand port's does not, and an empty table names the failure it causes.
+TEST(nic_gid_diagnostics, roce_port_events_carry_the_gid_table) {
+  test::fake_sysfs sys;
+  for (const char* name : {"mlx5_0", "mlx5_1"}) {
+    fake_nic nic;
+    nic.name = name;
+    nic.pci = name == std::string("mlx5_0") ? "0000:0c:00.0" : "0000:0d:00.0";
+    nic.ports = {test::roce_port("1: DOWN", "3: Disabled")};
+    sys.add_nic(nic);
+  }
+  sys.set_gid("mlx5_0", 1, 0, "fe80:0000:0000:0000:ba3f:d2ff:fec3:65c4", "RoCE v2");
+  sys.set_gid("mlx5_0", 1, 3, "0000:0000:0000:0000:0000:ffff:0a33:ba20", "RoCE v2");
+  sys.mkdirs(sys.port_dir("mlx5_1", 1) + "/gids"); // an empty table
+  auto port_event = [](const std::string& device, const std::string& layer) {
+    health_event e;
+    e.entities = {{"NIC", device}, {"NICPort", "1"}};
+    e.metadata = {{"link_layer", layer}, {"state", "DOWN"}};
+    return e;
+  };
+  std::vector<health_event> events{port_event("mlx5_0", "Ethernet"),
+                                   port_event("mlx5_1", "Ethernet"),
+                                   port_event("mlx5_0", "InfiniBand")};
+  std::vector<nic_diagnostic> diagnostics;
+  add_gid_diagnostics(events, sys.root(), diagnostics);
+  EXPECT_EQ(events[0].metadata["gid_count"], "2");
+  EXPECT_EQ(events[0].metadata["gid_ipv4"], "10.51.186.32");
+  EXPECT_EQ(events[0].metadata.count("gid_problems"), 0u);
+  EXPECT_EQ(events[1].metadata["gid_count"], "0");
+  EXPECT_NE(events[1].metadata["gid_problems"].find("ENODATA"), std::string::npos);
+  EXPECT_EQ(events[2].metadata.count("gid_count"), 0u);
+  EXPECT_TRUE(diagnostics.empty());
+}
+
 } // namespace
 } // namespace vigil::agent

@@ -126,6 +126,61 @@ TEST(nic_sysfs, reads_the_operstate_of_the_roce_netdev) {
   EXPECT_EQ(read_nic_snapshot(sys.root()).devices[0].operstate, "up");
 }
 
+// seed 002 §9.1: the GID table of its example (mlx5_0 port 1), with the
+// unused entries a real port has between and after them.
+TEST(nic_sysfs, reads_the_gid_table_of_a_roce_port) {
+  fake_sysfs sys;
+  fake_nic nic;
+  nic.name = "mlx5_0";
+  nic.netdev = "eth0";
+  nic.ports = {test::roce_port("4: ACTIVE", "5: LinkUp")};
+  sys.add_nic(nic);
+  const std::string zeros = "0000:0000:0000:0000:0000:0000:0000:0000";
+  sys.set_gid("mlx5_0", 1, 0, "fe80:0000:0000:0000:ba3f:d2ff:fec3:65c4", "IB/RoCE v1",
+              "eth0");
+  sys.set_gid("mlx5_0", 1, 1, "fe80:0000:0000:0000:ba3f:d2ff:fec3:65c4", "RoCE v2",
+              "eth0");
+  sys.set_gid("mlx5_0", 1, 2, "0000:0000:0000:0000:0000:ffff:0a33:ba20", "IB/RoCE v1",
+              "eth0");
+  sys.set_gid("mlx5_0", 1, 3, "0000:0000:0000:0000:0000:ffff:0a33:ba20", "RoCE v2",
+              "eth0");
+  sys.set_gid("mlx5_0", 1, 4, zeros);
+  sys.set_gid("mlx5_0", 1, 10, zeros);
+  std::vector<nic_diagnostic> diagnostics;
+  auto table = read_gid_table(sys.root(), "mlx5_0", 1, diagnostics);
+  ASSERT_TRUE(table.has_value());
+  ASSERT_EQ(table->size(), 4u);
+  EXPECT_EQ((*table)[0].type, "v1");
+  EXPECT_EQ((*table)[1].type, "v2");
+  EXPECT_EQ((*table)[0].ipv4, "");
+  EXPECT_EQ((*table)[3].index, 3u);
+  EXPECT_EQ((*table)[3].ipv4, "10.51.186.32");
+  EXPECT_EQ((*table)[3].net_dev, "eth0");
+  EXPECT_TRUE(gid_problems(*table).empty());
+  EXPECT_TRUE(diagnostics.empty());
+
+  // Only link-local GIDs: RoCE v2 cannot route.
+  table->erase(table->begin() + 2, table->end());
+  ASSERT_EQ(gid_problems(*table).size(), 1u);
+  EXPECT_NE(gid_problems(*table)[0].find("no IPv4 GID"), std::string::npos);
+  // No GID at all: queue pairs cannot be set up.
+  EXPECT_NE(gid_problems({})[0].find("ENODATA (61)"), std::string::npos);
+
+  // A port without a gids directory has no table; nothing to diagnose.
+  EXPECT_FALSE(read_gid_table(sys.root(), "mlx5_9", 1, diagnostics).has_value());
+  EXPECT_TRUE(diagnostics.empty());
+}
+
+TEST(nic_sysfs, ipv4_of_gid_decodes_only_mapped_addresses) {
+  EXPECT_EQ(ipv4_of_gid("0000:0000:0000:0000:0000:ffff:ac10:0120"), "172.16.1.32");
+  EXPECT_EQ(ipv4_of_gid("0000:0000:0000:0000:0000:FFFF:AC10:0120"), "");
+  EXPECT_EQ(ipv4_of_gid("0000:0000:0000:0000:0000:ffff:AC10:0120"), "172.16.1.32");
+  EXPECT_EQ(ipv4_of_gid("fe80:0000:0000:0000:ba3f:d2ff:fe7c:7570"), "");
+  EXPECT_EQ(ipv4_of_gid("0000:0000:0000:0000:0000:ffff:zz10:0120"), "");
+  EXPECT_EQ(ipv4_of_gid("0000:0000:0000:0000:0000:ffff:ac10"), "");
+  EXPECT_EQ(ipv4_of_gid(""), "");
+}
+
 TEST(nic_sysfs, finds_the_ib_device_behind_an_interface) {
   fake_sysfs sys;
   fake_nic nic;
