@@ -18,7 +18,7 @@ void report(nic_monitor_actor* self, const std::vector<agent::nic_diagnostic>& f
 void poll_once(nic_monitor_actor* self, const clock& wall) {
   auto& st = self->state;
   const auto& options = st.poller->options();
-  auto snapshot = agent::read_nic_snapshot(options.sysfs_root);
+  auto snapshot = st.reader->read();
   auto boot_id = agent::read_boot_id(options.boot_id_path);
   if (!boot_id)
     report(self, {boot_id.error()});
@@ -39,6 +39,7 @@ void poll_once(nic_monitor_actor* self, const clock& wall) {
 
 caf::behavior nic_monitor(nic_monitor_actor* self, agent::nic_poller poller,
                           caf::actor forwarder, std::shared_ptr<const clock> wall) {
+  self->state.reader.emplace(poller.options().sysfs_root);
   self->state.poller.emplace(std::move(poller));
   self->state.forwarder = std::move(forwarder);
   // A refused event comes back as an error message; the forwarder logged it.

@@ -14,6 +14,7 @@ namespace vigil {
 
 struct nic_monitor_state {
   std::optional<agent::nic_poller> poller;
+  std::optional<agent::nic_sysfs_reader> reader; ///< sysfs, poll after poll
   caf::actor forwarder;
   std::set<std::string> reported; ///< diagnostics already logged
   std::uint64_t polls = 0;

@@ -71,6 +71,33 @@ struct nic_snapshot {
 /// Reads `<sysfs_root>/class/infiniband` and every device in it.
 nic_snapshot read_nic_snapshot(const std::string& sysfs_root);
 
+/// What stays put while a device stays at its PCI address: its identity
+/// (seed 002 §5), SR-IOV role (§8), netdev (§9), ports with their link
+/// layers, and where each Appendix A counter lives.
+struct known_nic_device {
+  nic_device identity; ///< ports carry link layers only
+  std::map<unsigned, std::map<std::string, std::string>>
+    counter_files; ///< port → counter → path
+};
+
+/// Reads snapshots poll after poll, as the NIC monitor does (seed 002 §3.4):
+/// the first poll reads each device in full; later polls read only what
+/// changes (port state, phys_state, counters, the netdev's operstate) and
+/// check the device is still where it was (its directory and PCI link). A
+/// device whose PCI link changed is read in full again; one that vanished or
+/// was not listed is forgotten. Same snapshots as read_nic_snapshot, a
+/// fraction of the system calls.
+class nic_sysfs_reader {
+public:
+  explicit nic_sysfs_reader(std::string sysfs_root) : root_(std::move(sysfs_root)) {}
+  nic_snapshot read();
+  std::size_t known() const { return known_.size(); }
+
+private:
+  std::string root_;
+  std::map<std::string, known_nic_device> known_;
+};
+
 /// Names in `<sysfs_root>/class/infiniband`, sorted; nullopt when unreadable.
 std::optional<std::vector<std::string>>
 list_ib_devices(const std::string& sysfs_root, std::vector<nic_diagnostic>& diagnostics);

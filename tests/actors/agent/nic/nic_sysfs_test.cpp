@@ -181,6 +181,72 @@ TEST(nic_sysfs, ipv4_of_gid_decodes_only_mapped_addresses) {
   EXPECT_EQ(ipv4_of_gid(""), "");
 }
 
+// The monitor's reader keeps what stays put; poll after poll it must see
+// exactly what a full read sees, whatever changes underneath.
+TEST(nic_sysfs_reader, sees_what_a_full_read_sees) {
+  fake_sysfs sys;
+  fake_nic ib;
+  ib.name = "mlx5_0";
+  ib.sriov_totalvfs = 4;
+  ib.ports = {test::ib_port_state("4: ACTIVE", "5: LinkUp")};
+  ib.ports[0].counters = {{"link_downed", 1}, {"rnr_nak_retry_err", 0}};
+  sys.add_nic(ib);
+  fake_nic roce;
+  roce.name = "mlx5_1";
+  roce.pci = "0000:0d:00.0";
+  roce.netdev = "rdma4";
+  roce.ports = {test::roce_port("4: ACTIVE", "5: LinkUp")};
+  sys.add_nic(roce);
+  fake_nic vf;
+  vf.name = "mlx5_2";
+  vf.pci = "0000:0c:00.2";
+  vf.physfn = "0000:0c:00.0";
+  sys.add_nic(vf);
+
+  nic_sysfs_reader reader(sys.root());
+  auto same = [&](const char* when) {
+    auto cached = reader.read();
+    auto full = read_nic_snapshot(sys.root());
+    ASSERT_EQ(cached.listed, full.listed) << when;
+    ASSERT_EQ(cached.devices.size(), full.devices.size()) << when;
+    for (std::size_t i = 0; i < full.devices.size(); ++i) {
+      const auto& a = cached.devices[i];
+      const auto& b = full.devices[i];
+      EXPECT_EQ(a.name, b.name) << when;
+      EXPECT_EQ(a.status, b.status) << when << " " << b.name;
+      EXPECT_EQ(a.pci_address, b.pci_address) << when << " " << b.name;
+      EXPECT_EQ(a.hca_type, b.hca_type) << when;
+      EXPECT_EQ(a.is_vf, b.is_vf) << when;
+      EXPECT_EQ(a.is_pf, b.is_pf) << when;
+      EXPECT_EQ(a.net_dev, b.net_dev) << when << " " << b.name;
+      EXPECT_EQ(a.operstate, b.operstate) << when << " " << b.name;
+      ASSERT_EQ(a.ports.size(), b.ports.size()) << when << " " << b.name;
+      for (std::size_t p = 0; p < b.ports.size(); ++p) {
+        EXPECT_EQ(a.ports[p].state, b.ports[p].state) << when << " " << b.name;
+        EXPECT_EQ(a.ports[p].physical_state, b.ports[p].physical_state) << when;
+        EXPECT_EQ(a.ports[p].link_layer, b.ports[p].link_layer) << when;
+        EXPECT_EQ(a.ports[p].readable, b.ports[p].readable) << when;
+        EXPECT_EQ(a.ports[p].counters, b.ports[p].counters) << when << " " << b.name;
+      }
+    }
+  };
+  same("first poll");
+  EXPECT_EQ(reader.known(), 3u);
+  same("nothing changed");
+  sys.set_state("mlx5_0", 1, "1: DOWN", "3: Disabled");
+  sys.set_counter("mlx5_0", 1, "link_downed", 2);
+  sys.set_operstate("rdma4", "down");
+  same("a port went down, its counter rose, an interface went down");
+  sys.remove_nic("mlx5_1");
+  same("a device vanished");
+  EXPECT_EQ(reader.known(), 2u);
+  roce.pci = "0000:0e:00.0"; // back, in another slot
+  sys.add_nic(roce);
+  same("the device came back elsewhere");
+  same("and stayed");
+  EXPECT_EQ(reader.known(), 3u);
+}
+
 TEST(nic_sysfs, finds_the_ib_device_behind_an_interface) {
   fake_sysfs sys;
   fake_nic nic;
