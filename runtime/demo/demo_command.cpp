@@ -549,9 +549,9 @@ std::vector<option_spec> demo_option_specs() {
     {"journal", "URL", "sqlite:PATH (default: a temporary file) or postgresql://…"},
     {"serve", "", "keep the simulated cluster running until interrupted"},
     {"fleet", "", "fleet fault simulation: vigil against reboot-every-fault"},
-    {"nodes", "N", "--fleet: nodes of 8 GPUs (default 2048)"},
+    {"nodes", "N", "nodes of 8 GPUs (default: the scenario's nodes:, 16; --fleet: 2048)"},
     {"days", "N", "--fleet: days simulated (default 54)"},
-    {"seed", "S", "--fleet: the trace's seed (default 1)"}};
+    {"seed", "S", "the simulator's dice (default: the scenario's seed:; --fleet: 1)"}};
 }
 
 namespace {
@@ -609,10 +609,8 @@ std::optional<std::string> misplaced_option(const command_line& args) {
   const bool serve = args.has("serve");
   if (fleet && serve)
     return "--fleet and --serve are different demos";
-  for (const char* name : {"nodes", "days", "seed"})
-    if (!fleet && args.has(name))
-      return "--" + std::string(name) + " belongs to --fleet (a scenario sets nodes: and "
-             + "seed: itself)";
+  if (!fleet && args.has("days"))
+    return "--days belongs to --fleet";
   for (const char* name : {"scenario", "journal", "print-scenario"})
     if (fleet && args.has(name))
       return "--" + std::string(name) + " does not apply to --fleet";
@@ -648,7 +646,23 @@ int run_demo(command_context& ctx) {
     all << in.rdbuf();
     text = all.str();
   }
-  auto plan = parse_scenario(text);
+  // --nodes and --seed size and seed the scenario's cluster too.
+  scenario_overrides overrides;
+  for (auto [name, high] : {std::pair<const char*, long long>{"nodes", 4096},
+                            {"seed", std::numeric_limits<long long>::max()}}) {
+    if (!ctx.args.has(name))
+      continue;
+    auto value = whole_number(ctx, name, 0, name == std::string("nodes") ? 1 : 0, high);
+    if (!value) {
+      ctx.err << "vigil demo: " << value.error().to_string() << "\n";
+      return 2;
+    }
+    if (name == std::string("nodes"))
+      overrides.nodes = static_cast<int>(*value);
+    else
+      overrides.seed = static_cast<std::uint64_t>(*value);
+  }
+  auto plan = parse_scenario(text, overrides);
   if (!plan) {
     ctx.err << "vigil demo: " << plan.error().to_string() << "\n";
     return 2;

@@ -289,13 +289,15 @@ std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
 
 namespace {
 
-expected<scenario> parse_scenario_tree(const YAML::Node& root);
+expected<scenario> parse_scenario_tree(const YAML::Node& root,
+                                       const scenario_overrides& overrides);
 
 } // namespace
 
-expected<scenario> parse_scenario(const std::string& yaml_text) {
+expected<scenario> parse_scenario(const std::string& yaml_text,
+                                  const scenario_overrides& overrides) {
   try {
-    return parse_scenario_tree(YAML::Load(yaml_text));
+    return parse_scenario_tree(YAML::Load(yaml_text), overrides);
   } catch (const YAML::Exception& e) {
     // Not valid YAML, or a shape the readers above did not foresee: an error,
     // never a crash.
@@ -308,7 +310,8 @@ namespace {
 // A step's virtual time is bounded: time points stay far from overflow.
 constexpr std::chrono::seconds max_step = std::chrono::hours{24};
 
-expected<scenario> parse_scenario_tree(const YAML::Node& root) {
+expected<scenario> parse_scenario_tree(const YAML::Node& root,
+                                       const scenario_overrides& overrides) {
   const reader r(root, "");
   if (auto st = r.only({"name", "nodes", "seed", "jobs", "steps"}); !st)
     return st.error();
@@ -325,6 +328,11 @@ expected<scenario> parse_scenario_tree(const YAML::Node& root) {
     VIGIL_TRY(seed, r.at("seed").number(0, std::numeric_limits<long long>::max()));
     s.seed = static_cast<std::uint64_t>(*seed);
   }
+  // Before the steps: their node numbers are checked against this size.
+  if (overrides.nodes)
+    s.nodes = *overrides.nodes;
+  if (overrides.seed)
+    s.seed = *overrides.seed;
   if (r.has("jobs")) {
     // jobs: {reset: [1m, 5m], reboot: [10m, 30m]}: how long simulated Jobs run.
     const auto jobs = r.at("jobs");

@@ -71,9 +71,18 @@ struct scenario {
   std::vector<scenario_step> steps;
 };
 
+/// What the command line sets over a scenario's own `nodes:` and `seed:`
+/// (`vigil demo --nodes N --seed S`).
+struct scenario_overrides {
+  std::optional<int> nodes;
+  std::optional<std::uint64_t> seed;
+};
+
 /// Parses a scenario; failures name the key ("steps[2].do[0].xid.gpu: …").
-/// Nodes and GPUs are checked against the cluster's size.
-expected<scenario> parse_scenario(const std::string& yaml_text);
+/// Nodes and GPUs are checked against the cluster's size, the override's
+/// when there is one.
+expected<scenario> parse_scenario(const std::string& yaml_text,
+                                  const scenario_overrides& overrides = {});
 
 /// The built-in scenario's YAML text.
 const std::string& builtin_scenario_yaml();

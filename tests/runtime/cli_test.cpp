@@ -52,7 +52,8 @@ TEST(cli, bad_usage_exits_2_with_one_line) {
     {"version", "--log-format", "xml"},
     {"version", "--config", "/nonexistent.yaml"},
     // an option the chosen demo would ignore
-    {"demo", "--nodes", "3"},
+    {"demo", "--days", "3"},
+    {"demo", "--nodes", "3"}, // the built-in scenario names node 6
     {"demo", "--fleet", "--scenario", "x.yaml"},
     {"demo", "--serve", "--json"},
   };

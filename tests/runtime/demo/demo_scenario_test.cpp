@@ -65,6 +65,18 @@ TEST(demo_scenario, errors_name_the_key) {
   EXPECT_NE(failure_of("{{{").find("not valid YAML"), std::string::npos);
 }
 
+TEST(demo_scenario, the_command_line_sizes_and_seeds_the_cluster) {
+  auto bigger = parse_scenario(builtin_scenario_yaml(), {32, 7});
+  ASSERT_TRUE(bigger.has_value()) << bigger.error().to_string();
+  EXPECT_EQ(bigger->nodes, 32);
+  EXPECT_EQ(bigger->seed, 7u);
+  // Too small for the nodes the steps name: the step's key says which.
+  auto smaller = parse_scenario(builtin_scenario_yaml(), {3, std::nullopt});
+  ASSERT_FALSE(smaller.has_value());
+  EXPECT_NE(smaller.error().to_string().find("is outside 1..3"), std::string::npos)
+    << smaller.error().to_string();
+}
+
 TEST(demo_scenario, durations) {
   EXPECT_EQ(parse_duration("90s"), std::chrono::seconds{90});
   EXPECT_EQ(parse_duration("1h30m"), std::chrono::seconds{5400});
