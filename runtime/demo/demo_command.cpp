@@ -551,6 +551,8 @@ std::vector<option_spec> demo_option_specs() {
     {"fleet", "", "fleet fault simulation: vigil against reboot-every-fault"},
     {"nodes", "N", "nodes of 8 GPUs (default: the scenario's nodes:, 16; --fleet: 2048)"},
     {"days", "N", "--fleet: days simulated (default 54)"},
+    {"model", "FILE",
+     "--fleet: YAML over the fault model's defaults (fleet_model's field names)"},
     {"seed", "S", "the simulator's dice (default: the scenario's seed:; --fleet: 1)"}};
 }
 
@@ -586,6 +588,22 @@ int run_fleet(command_context& ctx) {
   options.nodes = static_cast<int>(*nodes);
   options.days = static_cast<int>(*days);
   options.seed = static_cast<std::uint64_t>(*seed);
+  if (auto file = ctx.args.value("model")) {
+    std::ifstream in(*file);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      ctx.err << "vigil demo: --model: cannot read " << *file << "\n";
+      return 2;
+    }
+    auto model = read_fleet_model(text.str(), options.model);
+    if (!model) {
+      ctx.err << "vigil demo: --model " << *file << ": " << model.error().to_string()
+              << "\n";
+      return 2;
+    }
+    options.model = std::move(*model);
+  }
   auto catalog = agent::xid_catalog::load(config_dir());
   if (!catalog) {
     ctx.err << "vigil demo: " << catalog.error().to_string() << "\n";
@@ -609,8 +627,9 @@ std::optional<std::string> misplaced_option(const command_line& args) {
   const bool serve = args.has("serve");
   if (fleet && serve)
     return "--fleet and --serve are different demos";
-  if (!fleet && args.has("days"))
-    return "--days belongs to --fleet";
+  for (const char* name : {"days", "model"})
+    if (!fleet && args.has(name))
+      return "--" + std::string(name) + " belongs to --fleet";
   for (const char* name : {"scenario", "journal", "print-scenario"})
     if (fleet && args.has(name))
       return "--" + std::string(name) + " does not apply to --fleet";

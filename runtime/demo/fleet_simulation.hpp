@@ -225,6 +225,16 @@ struct fleet_model {
   control::breaker_config breaker;
 };
 
+/// `vigil demo --fleet --model FILE`: YAML whose keys are fleet_model's field
+/// names (`interruptions_per_1000_node_days: 5`, `hbm_percent: 20`,
+/// `hbm_fix: {reset: 0.9, reboot: 0, replace: 0.1}`, durations in seconds:
+/// `replace: 7200`), each replacing `base`'s value. Unknown keys and values of
+/// the wrong type are errors naming the key (`model.hbm_percent`); ranges are
+/// checked when the simulation starts. vigil's own thresholds come from
+/// --config, not from here.
+expected<fleet_model> read_fleet_model(const std::string& yaml_text,
+                                       fleet_model base = {});
+
 struct fleet_options {
   int nodes = 2048;       ///< --nodes, 1..100000
   int days = 54;          ///< --days, 1..3650

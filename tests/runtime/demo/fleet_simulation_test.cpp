@@ -272,6 +272,46 @@ TEST(fleet_simulation, invalid_options_name_the_option) {
   EXPECT_EQ(r.error().where, "xid_catalog.csv");
 }
 
+// `vigil demo --fleet --model FILE`: the file's fields over the defaults.
+TEST(fleet_simulation, a_model_file_overrides_fields_and_names_bad_keys) {
+  auto model = read_fleet_model(R"(
+interruptions_per_1000_node_days: 7.6
+hbm_fix: {reset: 0.5, reboot: 0, replace: 0.5}
+nodes_per_leaf: 16
+replace: 7200
+link_downed_counter_events: true
+)");
+  ASSERT_TRUE(model.has_value()) << model.error().to_string();
+  EXPECT_DOUBLE_EQ(model->interruptions_per_1000_node_days, 7.6);
+  EXPECT_DOUBLE_EQ(model->hbm_fix.reset, 0.5);
+  EXPECT_DOUBLE_EQ(model->hbm_fix.replace, 0.5);
+  EXPECT_EQ(model->nodes_per_leaf, 16);
+  EXPECT_EQ(model->replace, std::chrono::seconds{7200});
+  EXPECT_TRUE(model->link_downed_counter_events);
+  EXPECT_DOUBLE_EQ(model->faulty_gpu_percent, fleet_model{}.faulty_gpu_percent);
+
+  // Twice the interruptions: about twice the faults on the same seed.
+  fleet_options options;
+  options.model = *model;
+  auto doubled = simulate_fleet(options, catalog());
+  auto usual = simulate_fleet({}, catalog());
+  ASSERT_TRUE(doubled.has_value() && usual.has_value());
+  EXPECT_GT(doubled->trace.faults, usual->trace.faults * 3 / 2);
+
+  for (const auto& [yaml, where] : std::vector<std::pair<std::string, std::string>>{
+         {"hbm_percnt: 3", "model.hbm_percnt"},
+         {"hbm_percent: lots", "model.hbm_percent"},
+         {"hbm_fix: {reset: 1, fix: 0}", "model.hbm_fix"},
+         {"replace: 2h", "model.replace"},
+         {"nvswitch_fabric: maybe", "model.nvswitch_fabric"},
+         {"[1, 2]", "model"},
+         {"hbm_percent: [1", "model"}}) {
+    auto bad = read_fleet_model(yaml);
+    ASSERT_FALSE(bad.has_value()) << yaml;
+    EXPECT_EQ(bad.error().where, where) << yaml << ": " << bad.error().to_string();
+  }
+}
+
 TEST(fleet_simulation, a_single_node_for_a_day_runs) {
   fleet_options options;
   options.nodes = 1;
