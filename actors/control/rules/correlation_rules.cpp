@@ -346,28 +346,45 @@ bool is_nic_port_down(const health_event& e) {
 node_correlator::node_correlator(correlation_config config)
   : config_(config), dedup_(config) {}
 
-correlation_outcome node_correlator::observe(const health_event& e, wall_time now) {
-  correlation_outcome out;
-  const auto at = e.generated.value_or(now);
-  if (!dedup_.admit(e, at)) {
-    out.repeat = true;
-    return out;
-  }
+namespace {
+
+// A port-state event of a port that may act (not a fabric incident's
+// analyse-only copy): it moves the port DOWN/UP for the drop rule.
+bool moves_port_state(const health_event& e) {
+  return e.component_class == "NIC" && ends_with(e.check_name, "StateCheck")
+         && !entity_value(e, "NICPort").empty()
+         && e.strategy == processing_strategy::execute_remediation;
+}
+
+} // namespace
+
+correlation_subject subject_of(const health_event& e) {
   const auto gpu = entity_value(e, "GPU_UUID");
-  if (!e.is_healthy && e.is_fatal && e.component_class == "GPU" && !gpu.empty()) {
-    auto& history = gpus_.try_emplace(gpu, config_).first->second;
-    if (auto action = history.on_fatal_xid(at)) {
-      out.escalate = action;
-      out.rule = "repeated-xid";
-      out.message = "GPU " + gpu + ": " + std::to_string(history.bursts())
-                    + " bursts of fatal errors within the window; "
-                    + std::string(to_string(*action));
-    }
-    return out;
+  if (!e.is_healthy && e.is_fatal && e.component_class == "GPU" && !gpu.empty())
+    return {correlation_subject::kind::gpu, gpu};
+  if (link_downed_delta(e) > 0 || moves_port_state(e))
+    return {correlation_subject::kind::nic_port,
+            entity_value(e, "NIC") + "/" + entity_value(e, "NICPort")};
+  return {};
+}
+
+correlation_outcome observe_gpu(gpu_xid_history& history, const std::string& uuid,
+                                const health_event&, wall_time at) {
+  correlation_outcome out;
+  if (auto action = history.on_fatal_xid(at)) {
+    out.escalate = action;
+    out.rule = "repeated-xid";
+    out.message = "GPU " + uuid + ": " + std::to_string(history.bursts())
+                  + " bursts of fatal errors within the window; "
+                  + std::string(to_string(*action));
   }
-  const auto port = entity_value(e, "NIC") + "/" + entity_value(e, "NICPort");
+  return out;
+}
+
+correlation_outcome observe_port(nic_port_history& history, const std::string& port,
+                                 const health_event& e, wall_time at) {
+  correlation_outcome out;
   if (auto delta = link_downed_delta(e)) {
-    auto& history = ports_.try_emplace(port, config_).first->second;
     if (auto verdict =
           history.on_link_downed(delta, at, e.generated ? e.check_name : std::string{})) {
       // seed 002 §6.3: a verdict about the port, not about this DOWN: a
@@ -387,10 +404,7 @@ correlation_outcome node_correlator::observe(const health_event& e, wall_time no
   // Port-state events move the port DOWN/UP for the drop rule (after the
   // delta above: the DOWN itself is not a recovery attempt). Analyse-only
   // events (a fabric incident's) do not: the fabric explains them.
-  if (e.component_class == "NIC" && ends_with(e.check_name, "StateCheck")
-      && !entity_value(e, "NICPort").empty()
-      && e.strategy == processing_strategy::execute_remediation) {
-    auto& history = ports_.try_emplace(port, config_).first->second;
+  if (moves_port_state(e)) {
     if (e.is_healthy && history.drop_reported()) {
       auto back = dropped_event(e.node_name, e.entities, at);
       back.id = e.id + "-" + nic_port_dropped_check;
@@ -403,6 +417,41 @@ correlation_outcome node_correlator::observe(const health_event& e, wall_time no
     history.on_state(e.is_healthy, at);
   }
   return out;
+}
+
+std::optional<health_event> due_drop(nic_port_history& history, const std::string& node,
+                                     const std::string& port, wall_time now) {
+  auto verdict = history.evaluate(now);
+  if (!verdict)
+    return std::nullopt;
+  const auto slash = port.rfind('/');
+  auto e = dropped_event(
+    node, {{"NIC", port.substr(0, slash)}, {"NICPort", port.substr(slash + 1)}}, now);
+  e.id = node + "-" + port + "-" + nic_port_dropped_check + "-"
+         + std::to_string(unix_seconds(now));
+  e.action = verdict->action;
+  e.message = "NIC port " + port + ": " + verdict->message;
+  return e;
+}
+
+correlation_outcome node_correlator::observe(const health_event& e, wall_time now) {
+  const auto at = e.generated.value_or(now);
+  if (!dedup_.admit(e, at)) {
+    correlation_outcome out;
+    out.repeat = true;
+    return out;
+  }
+  const auto subject = subject_of(e);
+  switch (subject.what) {
+    case correlation_subject::kind::gpu:
+      return observe_gpu(gpus_.try_emplace(subject.key, config_).first->second,
+                         subject.key, e, at);
+    case correlation_subject::kind::nic_port:
+      return observe_port(ports_.try_emplace(subject.key, config_).first->second,
+                          subject.key, e, at);
+    case correlation_subject::kind::none: break;
+  }
+  return {};
 }
 
 std::optional<wall_time> node_correlator::next_drop_check() const {
@@ -421,19 +470,9 @@ void node_correlator::explain_port_downs() {
 std::vector<health_event> node_correlator::due_drops(const std::string& node,
                                                      wall_time now) {
   std::vector<health_event> out;
-  for (auto& [port, history] : ports_) {
-    auto verdict = history.evaluate(now);
-    if (!verdict)
-      continue;
-    const auto slash = port.rfind('/');
-    auto e = dropped_event(
-      node, {{"NIC", port.substr(0, slash)}, {"NICPort", port.substr(slash + 1)}}, now);
-    e.id = node + "-" + port + "-" + nic_port_dropped_check + "-"
-           + std::to_string(unix_seconds(now));
-    e.action = verdict->action;
-    e.message = "NIC port " + port + ": " + verdict->message;
-    out.push_back(std::move(e));
-  }
+  for (auto& [port, history] : ports_)
+    if (auto e = due_drop(history, node, port, now))
+      out.push_back(std::move(*e));
   return out;
 }
 

@@ -199,6 +199,32 @@ struct correlation_outcome {
   std::vector<health_event> derived;
 };
 
+/// Whose history an event (past dedup) goes to: the gpu actor of its GPU, the
+/// nic_port actor of its port, or nobody's (ARCHITECTURE.md §3).
+struct correlation_subject {
+  enum class kind { none, gpu, nic_port };
+  kind what = kind::none;
+  std::string key; ///< the GPU UUID, or "device/port"
+};
+correlation_subject subject_of(const health_event& event);
+
+/// The gpu actor's rule over one event of its GPU at event time `at`:
+/// repeated fatal XIDs escalate to CONTACT_SUPPORT.
+correlation_outcome observe_gpu(gpu_xid_history& history, const std::string& uuid,
+                                const health_event& event, wall_time at);
+
+/// The nic_port actor's rules over one event of its port (`port` is
+/// "device/port") at event time `at`: the flap rule's verdict, and the drop
+/// rule's bookkeeping (a dropped port coming back up derives its healthy twin).
+correlation_outcome observe_port(nic_port_history& history, const std::string& port,
+                                 const health_event& event, wall_time at);
+
+/// seed 002 §6.2 for one port: the derived NICPortDropped event when the port
+/// has been DOWN for nic_drop_after with no recovery attempt (once per DOWN
+/// period); nullopt otherwise.
+std::optional<health_event> due_drop(nic_port_history& history, const std::string& node,
+                                     const std::string& port, wall_time now);
+
 /// The per-node rules over one node's events, in event time (generatedTimestamp,
 /// else arrival), so that replaying the journal rebuilds the same verdicts:
 /// repeated fatal XIDs on one GPU escalate to CONTACT_SUPPORT; link_downed
