@@ -29,7 +29,9 @@
 
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
+#include "actors/control/gpu/gpu_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
+#include "actors/control/nic_port/nic_port_actor.hpp"
 #include "actors/gateway/kube_gateway.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_actor.hpp"
@@ -229,6 +231,34 @@ int main(int argc, char** argv) {
   std::printf("fleet of %zu nodes listed and spawned in %.2f s; RSS %.0f → %.0f KiB: "
               "%.2f KiB per idle node\n",
               nodes, list_s, rss_before, rss_after, (rss_after - rss_before) / nodes);
+
+  // 1b. What a node's GPU and NIC-port actors add. Their node actor spawns
+  // them on the first event that names the GPU or port (the Node object
+  // carries no GPU UUIDs), so an idle node has none; a node that has seen
+  // all of its 8 GPUs and 8 ports holds 16 more actors, measured here as
+  // 8 of each per node, spawned as the node actor spawns them.
+  {
+    const double before = rss_kib();
+    std::vector<caf::actor> entities;
+    entities.reserve(nodes * 16);
+    for (std::size_t n = 0; n < nodes; ++n)
+      for (int k = 0; k < 8; ++k) {
+        const auto node = "gpu-node-" + std::to_string(n);
+        entities.push_back(sys.spawn(vigil::gpu, "GPU-" + std::to_string(n * 8 + k),
+                                     settings->correlation));
+        entities.push_back(sys.spawn(vigil::nic_port, node,
+                                     "mlx5_" + std::to_string(k) + "/1",
+                                     settings->correlation, caf::actor_addr{},
+                                     std::shared_ptr<const vigil::clock>(time)));
+      }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const double grown = rss_kib() - before;
+    std::printf("%zu gpu and nic_port actors (8 + 8 per node): %.2f KiB per node, "
+                "%.2f KiB per idle node with them\n",
+                entities.size(), grown / nodes, (rss_after - rss_before + grown) / nodes);
+    for (auto& a : entities)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
 
   auto ingest_actor =
     sys.spawn(ingest, ingest_settings{}, journal_actor, fleet_actor, time);

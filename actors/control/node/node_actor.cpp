@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/control/gpu/gpu_actor.hpp"
+#include "actors/control/nic_port/nic_port_actor.hpp"
+#include "actors/control/node/correlation_messages.hpp"
 #include "actors/control/node/node_remediation.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
@@ -422,27 +426,27 @@ void journal_firing(node_actor* self, const std::string& rule, const health_even
           });
 }
 
-// seed 002 §6.2: the drop rule runs on a timer while a port is down.
-void arm_drop_check(node_actor* self) {
+// The gpu or nic_port actor an event concerns, spawned on first use.
+caf::actor entity_actor(node_actor* self, const control::correlation_subject& subject) {
   auto& st = self->state;
-  if (st.drop_check_armed)
-    return;
-  if (auto at = st.correlator.next_drop_check()) {
-    st.drop_check_armed = true;
-    auto delay = std::max(caf::timespan{0}, caf::timespan{*at - st.time->wall_now()});
-    self->delayed_send(self, delay, nicdrop_atom::value);
-  }
+  const bool is_gpu = subject.what == control::correlation_subject::kind::gpu;
+  auto& slot = (is_gpu ? st.gpus : st.ports)[subject.key];
+  if (!slot)
+    slot =
+      is_gpu
+        ? self->spawn<caf::linked>(vigil::gpu, subject.key, st.settings->correlation)
+        : self->spawn<caf::linked>(vigil::nic_port, st.node_name, subject.key,
+                                   st.settings->correlation, self->address(), st.time);
+  return slot;
 }
 
-// issue #7 item 6: the per-node correlation rules may escalate the event's
-// action and derive events of their own; the event (escalated or not) comes
-// first. A firing is logged, counted and, when live (not replayed), journaled.
-// The escalation follows from journaled events in event time, so a replay
-// reaches it again; the correlation row records why it happened.
-std::vector<health_event> correlate(node_actor* self, const health_event& event,
-                                    bool live) {
-  auto& st = self->state;
-  auto outcome = st.correlator.observe(event, st.time->wall_now());
+// What the rules' outcome makes of the event: the event (escalated or not)
+// first, then what the rules derived. A firing is logged, counted and, when
+// live (not replayed), journaled. The escalation follows from journaled
+// events in event time, so a replay reaches it again; the correlation row
+// records why it happened.
+std::vector<health_event> correlated(node_actor* self, const health_event& event,
+                                     control::correlation_outcome outcome, bool live) {
   std::vector<health_event> out{event};
   if (outcome.escalate && !event.is_healthy) {
     auto& escalated = out.front();
@@ -455,8 +459,39 @@ std::vector<health_event> correlate(node_actor* self, const health_event& event,
   }
   for (auto& derived : outcome.derived)
     out.push_back(std::move(derived));
-  arm_drop_check(self);
   return out;
+}
+
+using correlated_handler = std::function<void(std::vector<health_event>)>;
+
+// issue #7 item 6: the correlation rules may escalate the event's action and
+// derive events of their own. A repeat, or an event no GPU or port history
+// concerns, comes back at once; otherwise nullopt, and `then` gets the events
+// when the entity's actor has answered (awaited: nothing else runs first).
+std::optional<std::vector<health_event>> correlate(node_actor* self,
+                                                   const health_event& event, bool live,
+                                                   correlated_handler then) {
+  auto& st = self->state;
+  const auto at = event.generated.value_or(st.time->wall_now());
+  if (!st.dedup.admit(event, at))
+    return std::vector<health_event>{event};
+  const auto subject = control::subject_of(event);
+  if (subject.what == control::correlation_subject::kind::none)
+    return std::vector<health_event>{event};
+  self
+    ->request(entity_actor(self, subject), caf::infinite, correlate_atom::value, event,
+              static_cast<std::int64_t>(at.time_since_epoch().count()))
+    .await(
+      [=](control::correlation_outcome& outcome) {
+        then(correlated(self, event, std::move(outcome), live));
+      },
+      [=](const caf::error& err) {
+        // Not reached while linked (its crash ends this actor too).
+        logger()->warn("node {}: {} did not answer ({}); event {} taken as it is",
+                       self->state.node_name, subject.key, caf::to_string(err), event.id);
+        then({event});
+      });
+  return std::nullopt;
 }
 
 // Applies events to the active set; true when it changed.
@@ -480,8 +515,54 @@ bool apply_events(node_actor* self, const std::vector<health_event>& events) {
 std::size_t drop_port_downs(node_actor* self) {
   auto& st = self->state;
   auto dropped = st.active.remove_if(control::explained_by_fabric);
-  st.correlator.explain_port_downs();
+  for (const auto& [port, actor] : st.ports)
+    self->send(actor, fabric_atom::value);
   return dropped;
+}
+
+// A restart's replay (replay_atom): the journaled events in order, each
+// through the correlation rules, with the drain and fabric marks among them.
+struct replay_job {
+  std::vector<health_event> events;
+  std::vector<replay_mark> marks;
+  std::size_t next_mark = 0;
+};
+
+void take_marks(node_actor* self, replay_job& job, std::size_t applied) {
+  auto& st = self->state;
+  for (; job.next_mark < job.marks.size()
+         && job.marks[job.next_mark].after_events <= applied;
+       ++job.next_mark) {
+    const auto& mark = job.marks[job.next_mark];
+    if (mark.what == replay_mark::kind::fabric)
+      drop_port_downs(self);
+    else if (!st.active.empty()) // a drain of the quarantine still active
+      note_drained(st, mark.key);
+  }
+}
+
+void replay_applied(node_actor* self, replay_job& job, std::size_t i,
+                    const std::vector<health_event>& events) {
+  apply_events(self, events);
+  if (self->state.active.empty())
+    forget_drains(self->state);
+  take_marks(self, job, i + 1);
+}
+
+// Replays from event i on; an event awaiting its entity's actor resumes the
+// replay from its answer (a fresh stack: no recursion over the events).
+void replay_from(node_actor* self, std::shared_ptr<replay_job> job, std::size_t i) {
+  for (; i < job->events.size(); ++i) {
+    auto resume = [=](std::vector<health_event> events) {
+      replay_applied(self, *job, i, events);
+      replay_from(self, job, i + 1);
+    };
+    auto now = correlate(self, job->events[i], false, resume);
+    if (!now)
+      return;
+    replay_applied(self, *job, i, *now);
+  }
+  reconcile(self);
 }
 
 std::string summary_of(const node_state& st) {
@@ -512,6 +593,8 @@ std::string summary_of(const node_state& st) {
                         {"drainsHeld", st.stats.drains_held},
                         {"evictions", st.stats.evictions},
                         {"ruleFirings", st.stats.rule_firings},
+                        {"gpuActors", st.gpus.size()},
+                        {"nicPortActors", st.ports.size()},
                         {"remediation", node_remediation_steps::summary(st)}};
   if (st.node) {
     out["unschedulable"] = st.node->observation.unschedulable;
@@ -547,7 +630,7 @@ caf::behavior node(node_actor* self, std::string name,
   st.journal = std::move(journal);
   st.breaker = std::move(breaker);
   st.time = std::move(time);
-  st.correlator = control::node_correlator(st.settings->correlation);
+  st.dedup = control::event_deduplicator(st.settings->correlation);
   auto policy = st.settings->remediation.escalation;
   policy.max_remediations_per_node =
     st.settings->correlation.remediation_repeat_threshold;
@@ -564,38 +647,23 @@ caf::behavior node(node_actor* self, std::string name,
       }
       if (event.is_healthy)
         node_remediation_steps::on_healthy_event(self, event);
-      if (apply_events(self, correlate(self, event, true)))
-        reconcile(self);
-    },
-    [=](replay_atom, const std::vector<health_event>& events,
-        const std::vector<replay_mark>& marks) {
-      auto& st = self->state;
-      auto mark = marks.begin();
-      auto take_marks = [&](std::size_t applied) {
-        for (; mark != marks.end() && mark->after_events <= applied; ++mark) {
-          if (mark->what == replay_mark::kind::fabric)
-            drop_port_downs(self);
-          else if (!st.active.empty()) // a drain of the quarantine still active
-            note_drained(st, mark->key);
-        }
+      auto apply = [=](const std::vector<health_event>& events) {
+        if (apply_events(self, events))
+          reconcile(self);
       };
-      take_marks(0);
-      for (std::size_t i = 0; i < events.size(); ++i) {
-        apply_events(self, correlate(self, events[i], false));
-        if (st.active.empty())
-          forget_drains(st);
-        take_marks(i + 1);
-      }
-      reconcile(self);
+      if (auto now = correlate(self, event, true, apply))
+        apply(*now);
     },
-    [=](nicdrop_atom) {
-      auto& st = self->state;
-      st.drop_check_armed = false;
-      auto drops = st.correlator.due_drops(st.node_name, st.time->wall_now());
-      for (const auto& e : drops)
-        journal_firing(self, "nic-drop", e, e.message);
-      arm_drop_check(self);
-      if (apply_events(self, drops))
+    [=](replay_atom, std::vector<health_event>& events, std::vector<replay_mark>& marks) {
+      auto job = std::make_shared<replay_job>();
+      job->events = std::move(events);
+      job->marks = std::move(marks);
+      take_marks(self, *job, 0);
+      replay_from(self, job, 0);
+    },
+    [=](nicdrop_atom, const health_event& dropped) {
+      journal_firing(self, "nic-drop", dropped, dropped.message);
+      if (apply_events(self, {dropped}))
         reconcile(self);
     },
     [=](fabric_atom) {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -141,8 +142,14 @@ struct node_state {
   caf::actor breaker;
   std::shared_ptr<const clock> time;
   control::active_events active;
-  control::node_correlator correlator;        ///< repeated XIDs, NIC flaps (item 6)
-  bool drop_check_armed = false;              ///< the NIC drop rule's timer is pending
+  /// Correlation (issue #7 item 6): repeats are dropped here; each GPU's and
+  /// NIC port's history lives in its own actor, spawned on the first event
+  /// that names it and linked to this one (a crash of either restarts the
+  /// node from the journal). The node awaits their answers, so its events
+  /// stay in order.
+  control::event_deduplicator dedup;
+  std::map<std::string, caf::actor> gpus;     ///< gpu actors by UUID
+  std::map<std::string, caf::actor> ports;    ///< nic_port actors by "device/port"
   std::optional<control::observed_node> node; ///< unset until read or watched
   bool busy = false;                          ///< a reconcile's requests are in flight
   bool again = false;                         ///< a trigger arrived while busy
@@ -167,7 +174,8 @@ using node_actor = caf::stateful_actor<node_state>;
 /// (replay_atom, vector<health_event>, vector<replay_mark>); (reconcile_atom);
 /// (summary_atom) → JSON;
 /// (drained_atom, key, outcome, evictions) from its drain actor;
-/// (fabric_atom): drop NIC port-down records, a fabric incident covers them.
+/// (fabric_atom): drop NIC port-down records, a fabric incident covers them;
+/// (nicdrop_atom, health_event) from a nic_port actor: its port dropped.
 /// Every event first passes the correlation rules, which may escalate its
 /// recommended action (journaled as a "correlation" row).
 /// Once the quarantine is in place the node actor runs the drain its active

@@ -23,12 +23,14 @@ std::vector<std::string> entity_texts(const health_event& e) {
   return out;
 }
 
-// Drops entries at or before `now - window` from a time-ordered deque.
-template <class Deque, class TimeOf>
-void drop_older(Deque& items, wall_time now, std::chrono::seconds window,
+// Drops entries at or before `now - window` from a time-ordered sequence.
+template <class Sequence, class TimeOf>
+void drop_older(Sequence& items, wall_time now, std::chrono::seconds window,
                 TimeOf time_of) {
-  while (!items.empty() && time_of(items.front()) <= now - window)
-    items.pop_front();
+  auto kept = std::find_if(items.begin(), items.end(), [&](const auto& item) {
+    return time_of(item) > now - window;
+  });
+  items.erase(items.begin(), kept);
 }
 
 wall_time self(wall_time t) {

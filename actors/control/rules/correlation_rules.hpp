@@ -92,7 +92,9 @@ public:
 
 private:
   correlation_config config_;
-  std::deque<wall_time> bursts_; ///< first XID of each burst, oldest first
+  /// First XID of each burst, oldest first. A vector, not a deque: one per
+  /// gpu actor, and an empty deque already holds a 512-byte block.
+  std::vector<wall_time> bursts_;
   std::optional<wall_time> sticky_until_;
 };
 
@@ -129,7 +131,7 @@ public:
 
 private:
   correlation_config config_;
-  std::deque<wall_time> link_downs_;
+  std::vector<wall_time> link_downs_;       ///< oldest first (a vector: see bursts_)
   std::optional<wall_time> last_report_at_; ///< the latest link_downed report
   std::uint64_t last_report_delta_ = 0;     ///< and the most it reported
   std::string last_report_check_;           ///< its check; "" once paired

@@ -1,0 +1,17 @@
+#include "actors/control/gpu/gpu_actor.hpp"
+
+namespace vigil {
+
+caf::behavior gpu(gpu_actor* self, std::string uuid, control::correlation_config config) {
+  self->state.uuid = std::move(uuid);
+  self->state.history = control::gpu_xid_history(config);
+  return {
+    [=](correlate_atom, const health_event& event, std::int64_t at_ns) {
+      auto& st = self->state;
+      return control::observe_gpu(st.history, st.uuid, event,
+                                  wall_time{std::chrono::nanoseconds{at_ns}});
+    },
+  };
+}
+
+} // namespace vigil
