@@ -4,7 +4,9 @@
 // observes the Node through the fleet's watch and converges cordon, taints,
 // conditions and annotation with quarantine rules, asking the breaker before
 // any new cordon. One reconcile at a time: its requests are in flight while
-// newer triggers only mark it to run again.
+// newer triggers only mark it to run again. Its children: a gpu actor per GPU
+// and a nic_port actor per NIC port it has heard of (their correlation
+// histories), a drain actor while draining.
 #pragma once
 
 #include <atomic>
