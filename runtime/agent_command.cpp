@@ -71,23 +71,35 @@ make_xid_parts(const command_line& args, const std::string& state_dir,
   return parts;
 }
 
-// The NIC monitor's poller; gpu_metadata.json with nic_topology is required
-// (seed 002 §12.2), so a missing or incomplete file stops startup.
+// The NIC monitor's poller with the flags of seed 002 §12.1;
+// gpu_metadata.json with nic_topology is required (§12.2), so a missing or
+// incomplete file stops startup. Problems that do not (unknown --checks
+// names, a corrupt state file: a fresh boot) are written to `err`.
 expected<agent::nic_poller> make_nic_poller(const command_line& args,
                                             const std::string& node,
                                             const std::string& state_dir,
-                                            const std::string& metadata_path) {
+                                            const std::string& metadata_path,
+                                            std::ostream& err) {
   agent::nic_monitor_options options;
   options.node_name = node;
-  options.sysfs_root = option(args, "sysfs-root", "/sys");
-  options.proc_net_route = option(args, "proc-net-route", "/proc/net/route");
-  options.boot_id_path = option(args, "boot-id-path", "/proc/sys/kernel/random/boot_id");
+  options.sysfs_root = "/sys";
+  options.proc_net_route = "/proc/net/route";
+  options.boot_id_path = "/proc/sys/kernel/random/boot_id";
   options.metadata_path = metadata_path;
   options.state_file = state_dir + "/nic-state.json";
-  auto metadata = agent::load_nic_metadata(options.metadata_path, false);
+  if (auto applied = agent::apply_nic_monitor_flags(args, options, {"metadata-path"});
+      !applied)
+    return applied.error();
+  for (const auto& name : options.unknown_checks)
+    err << "vigil agent: --checks: unknown check '" << name << "' skipped\n";
+  const bool override = !options.nic_inclusion_regex_override.empty();
+  auto metadata = agent::load_nic_metadata(options.metadata_path, override);
   if (!metadata)
     return metadata.error();
   auto loaded = agent::load_nic_state_file(options.state_file);
+  if (loaded.problem)
+    err << "vigil agent: NIC state: " << loaded.problem->to_string()
+        << " (starting as after a fresh boot)\n";
   return agent::nic_poller::start(
     options, *metadata,
     agent::resolve_default_route_device(options.sysfs_root, options.proc_net_route),
@@ -110,6 +122,7 @@ std::vector<option_spec> agent_option_specs() {
     {"metadata", "FILE",
      "gpu_metadata.json: written by the topology collector, read by the monitors "
      "(default STATE-DIR/gpu_metadata.json)"},
+    {"metadata-path", "FILE", "the same as --metadata (seed 002 §12.1's name)"},
     {"nvidia-smi", "PATH",
      "the nvidia-smi the topology collector runs (default on PATH)"},
     {"topo-file", "FILE", "saved `nvidia-smi topo -m` output instead of running it"},
@@ -120,6 +133,20 @@ std::vector<option_spec> agent_option_specs() {
     {"boot-id-path", "FILE",
      "the host's boot ID (default /proc/sys/kernel/random/boot_id)"},
     {"no-nic", "", "do not run the NIC monitor"},
+    // seed 002 §12.1: the NIC monitor's own flags.
+    {"state-polling-interval", "DURATION",
+     "NIC state poll period, Go duration (default 1s)"},
+    {"state-file", "FILE", "NIC monitor state (default STATE-DIR/nic-state.json)"},
+    {"checks", "LIST",
+     "enabled NIC checks (default InfiniBandStateCheck,InfiniBandDegradationCheck,"
+     "EthernetStateCheck,EthernetDegradationCheck)"},
+    {"nic-exclusion-regex", "LIST",
+     "comma-separated patterns of NICs never monitored (default "
+     "^veth.*,^docker.*,^br-.*,^lo$)"},
+    {"nic-inclusion-regex-override", "LIST",
+     "monitor only these NICs, skipping NUMA gate and classification (emergency)"},
+    {"processing-strategy", "NAME",
+     "NIC events: EXECUTE_REMEDIATION (default) or STORE_ONLY"},
   };
 }
 
@@ -141,7 +168,9 @@ int run_agent(command_context& ctx) {
   if (!boot_id)
     return fail(boot_id.error());
   const auto metadata_path =
-    option(ctx.args, "metadata", state_dir + "/gpu_metadata.json");
+    agent::metadata_path_flag(ctx.args, state_dir + "/gpu_metadata.json");
+  if (!metadata_path)
+    return fail(metadata_path.error());
   if (!ctx.args.has("no-collect")) {
     agent::topology_sources sources;
     sources.nvidia_smi = option(ctx.args, "nvidia-smi", sources.nvidia_smi);
@@ -149,19 +178,19 @@ int run_agent(command_context& ctx) {
     sources.gpus_file = option(ctx.args, "gpus-file", "");
     auto collected = agent::collect_gpu_metadata(node, sources, agent::run_command);
     if (collected) {
-      if (auto written = agent::write_gpu_metadata(metadata_path, *collected); !written)
+      if (auto written = agent::write_gpu_metadata(*metadata_path, *collected); !written)
         return fail(written.error());
     } else {
       ctx.err << "vigil agent: topology not collected (" << collected.error().to_string()
-              << "); using " << metadata_path << " as it is\n";
+              << "); using " << *metadata_path << " as it is\n";
     }
   }
-  auto xid_parts = make_xid_parts(ctx.args, state_dir, metadata_path, *boot_id);
+  auto xid_parts = make_xid_parts(ctx.args, state_dir, *metadata_path, *boot_id);
   if (!xid_parts)
     return fail(xid_parts.error());
   std::optional<agent::nic_poller> nic;
   if (!ctx.args.has("no-nic")) {
-    auto poller = make_nic_poller(ctx.args, node, state_dir, metadata_path);
+    auto poller = make_nic_poller(ctx.args, node, state_dir, *metadata_path, ctx.err);
     if (!poller)
       return fail(poller.error());
     nic.emplace(std::move(*poller));

@@ -21,12 +21,6 @@ void print_events(std::ostream& out, const std::vector<health_event>& events) {
   out.flush();
 }
 
-// --name VALUE → the option `field`, keeping its default when absent.
-void take(const command_line& args, const char* name, std::string& field) {
-  if (auto v = args.value(name))
-    field = *v;
-}
-
 // The debugging CLIs run outside any actor: the system clock is theirs.
 wall_time wall_clock_now() {
   return std::chrono::time_point_cast<wall_time::duration>(
@@ -141,16 +135,21 @@ int run_nic_scan(command_context& ctx) {
   options.sysfs_root = "/sys";
   if (const char* node = std::getenv("NODE_NAME"))
     options.node_name = node;
-  take(ctx.args, "sysfs-root", options.sysfs_root);
-  take(ctx.args, "metadata", options.metadata_path);
-  take(ctx.args, "state-file", options.state_file);
-  take(ctx.args, "boot-id-path", options.boot_id_path);
-  take(ctx.args, "proc-net-route", options.proc_net_route);
-  take(ctx.args, "node-name", options.node_name);
+  auto metadata_path = agent::metadata_path_flag(ctx.args, options.metadata_path);
+  auto applied = metadata_path ? agent::apply_nic_monitor_flags(ctx.args, options,
+                                                                {"metadata-path"})
+                               : status{metadata_path.error()};
+  if (!applied) {
+    ctx.err << "vigil nic scan: " << applied.error().to_string() << "\n";
+    return 2;
+  }
+  options.metadata_path = *metadata_path;
   auto report = [&](const std::vector<agent::nic_diagnostic>& diagnostics) {
     for (const auto& d : diagnostics)
       ctx.err << "vigil nic scan: " << d.to_string() << "\n";
   };
+  for (const auto& name : options.unknown_checks)
+    ctx.err << "vigil nic scan: --checks: unknown check '" << name << "' skipped\n";
   if (ctx.args.has("once")) {
     auto result = agent::run_nic_poll_once(options, wall_clock_now());
     if (!result) {
@@ -179,10 +178,15 @@ int run_nic_scan(command_context& ctx) {
     ctx.err << "vigil nic scan: " << poller.error().to_string() << "\n";
     return 1;
   }
+  agent::nic_sysfs_reader reader(options.sysfs_root);
   for (;;) {
-    auto snapshot = agent::read_nic_snapshot(options.sysfs_root);
+    auto snapshot = reader.read();
     auto boot_id = agent::read_boot_id(options.boot_id_path);
+    if (!boot_id)
+      report({boot_id.error()});
     auto result = poller->poll(snapshot, boot_id ? *boot_id : "", wall_clock_now());
+    agent::add_gid_diagnostics(result.events, options.sysfs_root, result.diagnostics);
+    report(snapshot.diagnostics);
     report(result.diagnostics);
     print_events(ctx.out, result.events);
     if (poller->state())

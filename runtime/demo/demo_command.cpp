@@ -577,6 +577,11 @@ expected<long long> whole_number(const command_context& ctx, const char* name,
 // issue #9 item 4: one trace, vigil's rules against reboot-every-fault.
 int run_fleet(command_context& ctx) {
   fleet_options options;
+  // vigil's side of the comparison runs the thresholds of --config (the
+  // compiled-in defaults are config/vigil.yaml's).
+  options.model.correlation = correlation_config_from(ctx.config.correlation);
+  options.model.escalation = remediation_settings_from(ctx.config.remediation).escalation;
+  options.model.breaker = breaker_config_from(ctx.config.breaker);
   auto nodes = whole_number(ctx, "nodes", options.nodes, 1, 100000);
   auto days = whole_number(ctx, "days", options.days, 1, 3650);
   auto seed = whole_number(ctx, "seed", 1, 0, std::numeric_limits<long long>::max());

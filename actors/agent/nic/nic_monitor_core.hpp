@@ -47,6 +47,11 @@ struct nic_poll_result {
   bool baseline = false;
 };
 
+/// seed 002 §3.4 step 4: whether the host rebooted between the persisted
+/// boot ID and the current one. An empty ID (unreadable, or never read) is
+/// no evidence of a reboot.
+bool boot_changed(const std::string& persisted, const std::string& current);
+
 /// Holds the configuration and the previous state; turns snapshots into events.
 class nic_poller {
 public:

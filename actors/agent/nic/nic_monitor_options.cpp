@@ -124,6 +124,30 @@ nic_check degradation_check_for(std::string_view link_layer) {
                                   : nic_check::infiniband_degradation;
 }
 
+status apply_nic_monitor_flags(const command_line& args, nic_monitor_options& options,
+                               const std::set<std::string>& skip) {
+  for (const auto& spec : nic_monitor_option_specs()) {
+    if (skip.count(spec.name) != 0)
+      continue;
+    if (auto value = args.value(spec.name))
+      if (auto st = apply_value(spec.name, *value, options); !st)
+        return st;
+  }
+  return ok();
+}
+
+expected<std::string> metadata_path_flag(const command_line& args,
+                                         const std::string& fallback) {
+  const auto seed_name = args.value("metadata-path");
+  const auto short_name = args.value("metadata");
+  if (seed_name && short_name && *seed_name != *short_name)
+    return failure{"--metadata-path", "and --metadata name different files (\"" + *seed_name
+                                        + "\", \"" + *short_name + "\"); give one"};
+  if (seed_name)
+    return *seed_name;
+  return short_name ? *short_name : fallback;
+}
+
 std::vector<option_spec> nic_monitor_option_specs() {
   return {
     {"state-polling-interval", "DURATION", "state poll period, Go duration (default 1s)"},

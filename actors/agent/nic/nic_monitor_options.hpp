@@ -74,6 +74,18 @@ expected<nic_monitor_options>
 parse_nic_monitor_flags(const std::vector<std::string>& args,
                         const std::optional<std::string>& node_name_env);
 
+/// Applies those of the flags that `args` holds over `options` (a command
+/// that embeds the monitor: `vigil agent`, `vigil nic scan`); failures name
+/// the flag. Names in `skip` are left to the caller (its own meaning).
+status apply_nic_monitor_flags(const command_line& args, nic_monitor_options& options,
+                               const std::set<std::string>& skip = {});
+
+/// --metadata-path (seed 002 §12.1's name) or --metadata (vigil's): the
+/// gpu_metadata.json to read, `fallback` when neither is given. Both, naming
+/// different files, is an error naming the two flags.
+expected<std::string> metadata_path_flag(const command_line& args,
+                                         const std::string& fallback);
+
 /// The same, with $NODE_NAME as the fallback.
 expected<nic_monitor_options>
 parse_nic_monitor_flags(const std::vector<std::string>& args);

@@ -34,6 +34,10 @@ std::string card_of(const nic_device& device) {
 
 } // namespace
 
+bool boot_changed(const std::string& persisted, const std::string& current) {
+  return !persisted.empty() && !current.empty() && persisted != current;
+}
+
 // A device the poll watches, with its role and enabled checks.
 struct nic_poller::monitored_device {
   const nic_device* device = nullptr;
@@ -89,17 +93,21 @@ public:
 
 private:
   // seed 002 §3.4 step 4: a changed boot ID (or no state) clears everything.
+  // A boot ID that cannot be read proves no reboot: the state is kept (else
+  // every unreadable poll would wipe the counter baselines and known devices
+  // and hide a disappearance), and an unknown persisted ID is adopted.
   void begin_boot() {
     auto& state = poller_.state_;
-    result_.baseline = !state || state->boot_id != ctx_.boot_id;
+    result_.baseline = !state || boot_changed(state->boot_id, ctx_.boot_id);
     if (result_.baseline) {
       if (state)
         result_.diagnostics.push_back({"boot_id", "changed from \"" + state->boot_id
                                                     + "\" to \"" + ctx_.boot_id
                                                     + "\": persisted NIC state cleared"});
       state = nic_monitor_state{};
-      state->boot_id = ctx_.boot_id;
     }
+    if (!ctx_.boot_id.empty())
+      state->boot_id = ctx_.boot_id;
   }
 
   nic_monitor_state& state() { return *poller_.state_; }
@@ -250,7 +258,10 @@ private:
                                      recorded_health before) {
     switch (verdict.condition) {
       case port_condition::healthy: return recorded_health::healthy;
-      case port_condition::unhealthy: return recorded_health::unhealthy;
+      case port_condition::unhealthy:
+        if (verdict.fatal || before == recorded_health::unhealthy)
+          return recorded_health::unhealthy;
+        return recorded_health::degraded;
       case port_condition::unreported: return before;
     }
     return before;
@@ -266,6 +277,12 @@ private:
       // send a baseline; unhealthy ones only on anomalous cards (uncabled
       // ports on expected cards are not failures).
       return healthy || card_anomalous;
+    // Issue #6's severities: a degraded port (INIT, Polling) that goes DOWN
+    // or Disabled crosses into fatal and says so; otherwise the fatal
+    // REPLACE_VM would wait for the card check, which a role group of one
+    // card never raises.
+    if (before == recorded_health::degraded && verdict.fatal)
+      return true;
     return healthy != (before == recorded_health::healthy);
   }
 

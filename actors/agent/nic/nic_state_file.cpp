@@ -20,6 +20,7 @@ constexpr int state_format_version = 1;
 const char* health_name(recorded_health h) {
   switch (h) {
     case recorded_health::healthy: return "healthy";
+    case recorded_health::degraded: return "degraded";
     case recorded_health::unhealthy: return "unhealthy";
     case recorded_health::unknown: return "unknown";
   }
@@ -51,6 +52,8 @@ port_record decode_port(const json& j, std::string& field) {
   const auto health = j.at("health").get<std::string>();
   if (health == "healthy")
     r.health = recorded_health::healthy;
+  else if (health == "degraded")
+    r.health = recorded_health::degraded;
   else if (health == "unhealthy")
     r.health = recorded_health::unhealthy;
   else if (health != "unknown")

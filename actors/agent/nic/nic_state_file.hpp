@@ -13,8 +13,11 @@
 
 namespace vigil::agent {
 
-/// The last reported health of a port.
-enum class recorded_health { healthy, unhealthy, unknown };
+/// The last evaluated health of a port. `degraded` is unhealthy without
+/// being fatal (INIT/ARMED on InfiniBand, Polling, LinkErrorRecovery), so a
+/// later fatal state is a boundary of its own; once fatal a port stays
+/// `unhealthy` until it is healthy again.
+enum class recorded_health { healthy, degraded, unhealthy, unknown };
 
 /// One port as the previous poll left it.
 struct port_record {

@@ -134,8 +134,10 @@ read_gid_table(const std::string& sysfs_root, const std::string& device, unsigne
 std::string ipv4_of_gid(std::string_view gid);
 
 /// seed 002 §9.1's diagnostic value, for a RoCE (Ethernet) port: an empty
-/// table (queue-pair setup fails with ENODATA, error 61), or no IPv4 GID
-/// (RoCE v2 traffic cannot be routed). Empty when neither applies.
+/// table (queue-pair setup fails with ENODATA, error 61), or no IPv4 GID of
+/// type RoCE v2 (RoCE v2 traffic cannot be routed). Empty when neither
+/// applies. A GID type mismatch between peers needs both ends: one node
+/// cannot see it.
 std::vector<std::string> gid_problems(const std::vector<gid_entry>& table);
 
 /// Reads a whole small file; the failure names the file and the errno text.

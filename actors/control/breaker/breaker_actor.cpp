@@ -73,6 +73,18 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
   self->state.breaker = control::circuit_breaker(std::move(config));
   self->state.journal = std::move(journal);
   self->state.time = std::move(time);
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& holders = self->state.slot_holders;
+    for (auto i = holders.begin(); i != holders.end(); ++i)
+      if (i->second == down.source) {
+        component_logger("breaker")->warn(
+          "the actor holding {}'s remediation slot is gone ({}); slot given back", i->first,
+          caf::to_string(down.reason));
+        self->state.breaker.finish_remediation(i->first);
+        holders.erase(i);
+        return;
+      }
+  });
   return {
     [=](admit_atom, const std::string& node) -> std::string {
       auto& st = self->state;
@@ -101,7 +113,13 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
     [=](remedy_atom, const std::string& node, const std::string& pool) -> std::string {
       auto& st = self->state;
       switch (st.breaker.admit_remediation(node, pool)) {
-        case control::breaker_refusal::none: return {};
+        case control::breaker_refusal::none:
+          if (auto holder = caf::actor_cast<caf::actor>(self->current_sender());
+              holder && st.slot_holders[node] != holder.address()) {
+            self->monitor(holder);
+            st.slot_holders[node] = holder.address();
+          }
+          return {};
         case control::breaker_refusal::pool_budget:
           return "pool \"" + pool + "\" has " + std::to_string(st.breaker.in_flight(pool))
                  + " remediations in flight, its budget";
@@ -110,6 +128,7 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
     },
     [=](remedied_atom, const std::string& node) {
       self->state.breaker.finish_remediation(node);
+      self->state.slot_holders.erase(node);
     },
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();

@@ -4,6 +4,7 @@
 // startup) and is closed only by an explicit reset.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct breaker_state {
   caf::actor journal;
   std::shared_ptr<const clock> time;
   std::size_t gpu_nodes = 0;
+  /// The node actor holding each node's remediation slot, monitored: a slot
+  /// whose holder goes down (crash, lost leadership) is given back, so the
+  /// pool's budget never leaks.
+  std::map<std::string, caf::actor_addr> slot_holders;
   breaker_stats stats;
   static inline const char* name = "breaker";
 };
@@ -43,7 +48,7 @@ using breaker_actor = caf::stateful_actor<breaker_state>;
 /// (admit_atom, node) → "" or why not; (permit_atom, node) → "" or why not
 /// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
 /// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
-/// node); (reset_atom) → "reset";
+/// node) or until the asking actor goes down; (reset_atom) → "reset";
 /// (gpunodes_atom, count); (replay_atom, breaker rows); (summary_atom) → JSON.
 caf::behavior breaker(breaker_actor* self, control::breaker_config config,
                       caf::actor journal, std::shared_ptr<const clock> time);

@@ -32,26 +32,46 @@ void set_leading(leader_actor* self, bool leading) {
     self->send(s, leader_atom::value, leading);
 }
 
-// A renew that failed: the leader keeps acting until renew_deadline has passed
-// since its last successful write, then stops before anyone else may start.
+// The leader keeps acting until renew_deadline has passed since its last
+// successful write, then stops before anyone else may start. Checked after
+// every failed request and on every tick, so an API server that does not
+// answer at all cannot keep it leading.
+void check_renew_deadline(leader_actor* self) {
+  auto& st = self->state;
+  if (st.leading && control::renew_deadline_passed(st.renewed, st.config, st.time->wall_now())) {
+    logger()->warn("Lease {}/{} not renewed for {}s (renew deadline)", st.config.ns,
+                   st.config.name, st.config.renew_deadline.count());
+    set_leading(self, false);
+  }
+}
+
 void renew_failed(leader_actor* self, const std::string& why) {
   auto& st = self->state;
   st.in_flight = false;
   logger()->warn("Lease {}/{}: {}", st.config.ns, st.config.name, why);
-  if (st.leading && st.renewed
-      && st.time->wall_now() - *st.renewed >= st.config.renew_deadline)
-    set_leading(self, false);
+  check_renew_deadline(self);
 }
 
 void write(leader_actor* self, const control::lease_step& step) {
   auto& st = self->state;
+  // The renewTime written is (about) now: the Lease runs from here, not from
+  // when the answer comes back.
+  const auto sent = st.time->wall_now();
   self->request(st.gateway, caf::infinite, control::lease_write_request(st.config, step))
     .then([=](const kube::kube_result& result) {
       auto& st = self->state;
       if (!result.ok())
         return renew_failed(self, "write failed: " + result.error().to_string());
       st.in_flight = false;
-      st.renewed = st.time->wall_now();
+      if (control::renew_deadline_passed(sent, st.config, st.time->wall_now())) {
+        // Retried past the renew deadline: this replica has stopped leading
+        // meanwhile and must not start again on a stale renewal; the next
+        // look renews afresh.
+        logger()->warn("Lease {}/{}: write answered after the renew deadline; ignored",
+                       st.config.ns, st.config.name);
+        return;
+      }
+      st.renewed = sent;
       st.holder = st.config.identity;
       if (auto written = control::read_lease(result.response().body))
         st.lease = std::move(*written);
@@ -127,6 +147,7 @@ caf::behavior leader_elector(leader_actor* self, control::lease_config config,
   self->delayed_send(self, st.config.retry_period, reconcile_atom::value);
   return {
     [=](reconcile_atom) {
+      check_renew_deadline(self);
       look(self);
       self->delayed_send(self, self->state.config.retry_period, reconcile_atom::value);
     },

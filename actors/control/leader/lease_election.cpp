@@ -122,16 +122,33 @@ std::optional<lease_step> release_step(const lease_record& observed,
   return step;
 }
 
+bool renew_deadline_passed(const std::optional<wall_time>& renewed,
+                           const lease_config& config, wall_time now) {
+  return !renewed || now - *renewed >= config.renew_deadline;
+}
+
+namespace {
+
+kube::kube_request bounded(kube::kube_request request, const lease_config& config) {
+  request.timeout = config.renew_deadline;
+  return request;
+}
+
+} // namespace
+
 kube::kube_request lease_get_request(const lease_config& config) {
-  return kube::make_request("GET", kube::resource_path(leases, config.ns, config.name));
+  return bounded(
+    kube::make_request("GET", kube::resource_path(leases, config.ns, config.name)), config);
 }
 
 kube::kube_request lease_write_request(const lease_config& config,
                                        const lease_step& step) {
   if (step.what == lease_step::kind::create)
-    return kube::make_request("POST", kube::resource_path(leases, config.ns), step.body);
-  return kube::make_request("PUT", kube::resource_path(leases, config.ns, config.name),
-                            step.body);
+    return bounded(
+      kube::make_request("POST", kube::resource_path(leases, config.ns), step.body), config);
+  return bounded(kube::make_request(
+                   "PUT", kube::resource_path(leases, config.ns, config.name), step.body),
+                 config);
 }
 
 } // namespace vigil::control

@@ -64,7 +64,16 @@ lease_step next_lease_step(const std::optional<lease_record>& observed,
 std::optional<lease_step> release_step(const lease_record& observed,
                                        const lease_config& config, wall_time now);
 
-/// GET, POST and PUT of the Lease.
+/// client-go's renew deadline, on the leader's own clock: a leader whose
+/// last successful write of the Lease (its renewTime, `renewed`) is
+/// renew_deadline old stops acting, whether or not a request is still out.
+/// A partitioned leader therefore stops before its Lease can expire and a
+/// successor start; it never waits for the API server to answer.
+bool renew_deadline_passed(const std::optional<wall_time>& renewed,
+                           const lease_config& config, wall_time now);
+
+/// GET, POST and PUT of the Lease, each bounded by the renew deadline (an
+/// answer later than that is of no use: the leader has stopped by then).
 kube::kube_request lease_get_request(const lease_config& config);
 kube::kube_request lease_write_request(const lease_config& config,
                                        const lease_step& step);

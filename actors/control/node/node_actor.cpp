@@ -242,14 +242,21 @@ void reconcile(node_actor* self) {
     .then(
       [=](const std::string& refusal) {
         auto& st = self->state;
-        if (refusal.empty())
+        if (refusal.empty()) {
+          st.quarantine_hold_posted = false;
           return apply_decision(self, decision);
+        }
         auto held = control::decide_quarantine(st.node->observation, st.active,
                                                st.settings->quarantine, false);
         if (held.no_change(st.node->observation))
           return finish(self);
         logger()->warn("node {}: new quarantine refused by the breaker ({})",
                        st.node_name, refusal);
+        if (!st.quarantine_hold_posted && !st.settings->dry_run) {
+          st.quarantine_hold_posted = true;
+          post_node_event(self, "QuarantineHeldByBreaker",
+                          "new quarantine not applied: " + refusal, true);
+        }
         apply_decision(self, std::move(held));
       },
       [=](const caf::error& err) {
@@ -292,6 +299,10 @@ void start_drain(node_actor* self, control::drain_request request) {
           ++st.stats.drains_held;
           ++st.settings->counters->drains_held;
           logger()->warn("node {}: drain {} held: {}", st.node_name, key, refusal);
+          if (st.drain_hold_posted != key) {
+            st.drain_hold_posted = key;
+            post_drain_event(self, "DrainHeldByBreaker", "drain " + key + " held: " + refusal);
+          }
           if (!st.retry_armed) {
             st.retry_armed = true;
             self->delayed_send(self, st.settings->retry_max, reconcile_atom::value);
@@ -304,6 +315,7 @@ void start_drain(node_actor* self, control::drain_request request) {
         ++st.settings->counters->drains_started;
         st.settings->counters->drains_started_partial += key == "full" ? 0 : 1;
         st.drain_key = key;
+        st.drain_hold_posted.clear();
         st.drain_cancelling = false;
         auto settings = st.settings->drain;
         if (st.settings->dry_run && !settings->dry_run) { // global dry run
@@ -396,6 +408,8 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
       post_drain_event(self, "Drained",
                        "drain " + key + " completed (" + std::to_string(evictions)
                          + " pods evicted)");
+    else
+      post_drain_event(self, "DrainSkipped", "drain " + key + ": nothing evicted (" + outcome + ")");
   }
   consider_drain(self);
 }
@@ -407,6 +421,10 @@ void journal_firing(node_actor* self, const std::string& rule, const health_even
   ++st.settings->counters->rule_firings;
   logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, rule, event.id,
                  message);
+  if (!st.settings->dry_run)
+    post_node_event(self, "CorrelationRuleFired",
+                    rule + ": " + message + " → " + std::string(to_string(event.action)),
+                    true);
   journal_record row;
   row.recorded_at = st.time->wall_now();
   row.node = st.node_name;
@@ -669,6 +687,17 @@ caf::behavior node(node_actor* self, std::string name,
     [=](fabric_atom) {
       auto& st = self->state;
       auto dropped = drop_port_downs(self);
+      // One Event per incident (an incident that grows tells its nodes again).
+      const auto now = st.time->wall_now();
+      if (!st.settings->dry_run
+          && (!st.fabric_event_posted
+              || now - *st.fabric_event_posted >= st.settings->correlation.fabric_window)) {
+        st.fabric_event_posted = now;
+        post_node_event(self, "FabricIncident",
+                        "NIC ports down on many nodes at once: a fabric incident; this "
+                        "node is not quarantined for its NIC port-downs",
+                        true);
+      }
       if (dropped > 0) {
         logger()->info(
           "node {}: {} NIC port records dropped: a fabric incident covers them",

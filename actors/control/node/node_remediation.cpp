@@ -502,13 +502,10 @@ void admit_and_create(node_actor* self) {
   auto now = st.time->wall_now();
   auto decision = r.escalation.admit(request.plan.action, request.plan.gpu_uuid, now);
   journal_escalation(self, request, decision.records);
-  if (decision.not_before) {
-    if (!r.start_armed) {
-      r.start_armed = true;
-      self->delayed_send(self, until(st, *decision.not_before), rstart_atom::value);
-    }
-    return;
-  }
+  // A climb takes effect at once, even when its rung must wait out a
+  // cooldown: the queue holds the escalated request, so the deferred start
+  // admits that one and does not climb (nor journal and count the climb)
+  // again.
   if (decision.action != request.plan.action) {
     auto plan = control::plan_remediation(decision.action, request.plan.gpu_uuid,
                                           facts_of(st), settings(st).options);
@@ -525,6 +522,13 @@ void admit_and_create(node_actor* self) {
     for (const auto& dropped : r.queue.escalate_in_flight(plan))
       journal_step(self, "covered", dropped, {{"coveredBy", plan.group}});
     request = *r.queue.in_flight();
+  }
+  if (decision.not_before) {
+    if (!r.start_armed) {
+      r.start_armed = true;
+      self->delayed_send(self, until(st, *decision.not_before), rstart_atom::value);
+    }
+    return;
   }
   r.starting = true;
   // issue #7 item 4: none while the breaker is tripped, and at most the pool's

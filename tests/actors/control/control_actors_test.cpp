@@ -273,6 +273,41 @@ json node_object(const std::string& name) {
           {"spec", json::object()}};
 }
 
+// The path to the API server, which can be cut: while cut, requests are
+// held unanswered (a partition); on healing they fail as the client's
+// timeout would fail them.
+struct partition_state {
+  bool cut = false;
+  std::vector<response_promise> held;
+  static inline const char* name = "partition";
+};
+
+behavior partitionable(stateful_actor<partition_state>* self, actor gateway) {
+  return {
+    [=](kube::kube_request& request) -> result<kube::kube_result> {
+      auto rp = self->make_response_promise();
+      if (self->state.cut) {
+        self->state.held.push_back(rp);
+        return rp;
+      }
+      self->request(gateway, infinite, std::move(request))
+        .then([rp](kube::kube_result& r) mutable { rp.deliver(std::move(r)); });
+      return rp;
+    },
+    [=](bool cut) {
+      self->state.cut = cut;
+      if (cut)
+        return;
+      kube::kube_error timeout;
+      timeout.reason = "Transport";
+      timeout.message = "timed out";
+      for (auto& rp : self->state.held)
+        rp.deliver(kube::kube_result{timeout});
+      self->state.held.clear();
+    },
+  };
+}
+
 struct fixture : test_coordinator_fixture<> {
   std::shared_ptr<kube::object_store> store = [] {
     auto s = std::make_shared<kube::object_store>();
@@ -417,6 +452,16 @@ struct fixture : test_coordinator_fixture<> {
                   ->patch(*store->find_type("vigil.dev", "v1alpha1", plural), "", name,
                           json{{"status", status}}, kube::patch_type::merge, true)
                   .ok());
+  }
+  /// How many Kubernetes Events with this reason were posted about `node`.
+  std::size_t events_posted(const std::string& reason, const std::string& node = "") {
+    auto events = store->list(*store->find_type("", "v1", "events"), "default", {});
+    CAF_REQUIRE(events.ok());
+    std::size_t n = 0;
+    for (const auto& ev : (*events.value)["items"])
+      n += ev.value("reason", "") == reason
+               && (node.empty() || ev["involvedObject"].value("name", "") == node);
+    return n;
   }
   std::vector<std::string> remediation_phases() {
     auto rows = journal_db->read({});
@@ -592,6 +637,7 @@ CAF_TEST(the_breaker_trips_at_its_threshold_and_not_before) {
   post({xid("node-3", "GPU-a")});
   CAF_CHECK(!cordoned("node-3"));
   CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 1u);
+  CAF_CHECK_EQUAL(events_posted("QuarantineHeldByBreaker", "node-3"), 1u);
   // The event is still journaled and the node still reports its condition.
   CAF_CHECK_EQUAL(journal_rows("event"), 3u);
   auto held = node("node-3"); // a named copy: the check keeps references
@@ -859,6 +905,8 @@ CAF_TEST(a_tripped_breaker_holds_new_drains) {
     CAF_CHECK_EQUAL(summary["drainsHeld"], 1);
   }
   CAF_CHECK(!terminating("train", "w0"));
+  advance(std::chrono::seconds{60}); // held again: said once
+  CAF_CHECK_EQUAL(events_posted("DrainHeldByBreaker", "node-1"), 1u);
   CAF_CHECK_EQUAL(ask(breaker, reset_atom::value), "reset");
   advance(std::chrono::seconds{60}); // the node actor asks again
   CAF_CHECK(terminating("train", "w0"));
@@ -885,6 +933,7 @@ CAF_TEST(a_flapping_nic_port_escalates_to_replace_vm) {
   // The port is up again, but the flap verdict stays until a reboot or a
   // new node (seed 002 §6.3): the node stays out.
   CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(events_posted("CorrelationRuleFired", "node-1"), 1u);
   {
     auto summary = node_summary("node-1");
     bool flapping = false;
@@ -982,8 +1031,11 @@ CAF_TEST(a_held_link_down_is_claimed_by_the_fabric_incident_that_forms) {
   post({port_state("node-3", false, 0), rise("node-3")});
   CAF_CHECK_EQUAL(journal_rows(fabric_row), 1u);
   advance(std::chrono::minutes{1});
-  for (const char* n : {"node-1", "node-2", "node-3"})
+  for (const char* n : {"node-1", "node-2", "node-3"}) {
     CAF_CHECK(!cordoned(n));
+    CAF_CHECK_EQUAL(events_posted("FabricIncident", n), 1u);
+  }
+  CAF_CHECK_EQUAL(events_posted("FabricIncident", "node-4"), 0u);
   CAF_CHECK_EQUAL(drain_rows("started"), 1u); // node-4's only
 }
 
@@ -1035,6 +1087,42 @@ CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
   CAF_CHECK_EQUAL(standby["nodes"], 0);
   post({xid("node-2", "GPU-a")});
   CAF_CHECK_EQUAL(replies.back().http_status, 503);
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
+}
+
+// A leader cut off from the API server stops acting at its renew deadline
+// on its own clock, before its Lease can expire and a successor start, even
+// though its Lease request never comes back; healed, it leads again.
+CAF_TEST(a_partitioned_leader_stops_at_its_renew_deadline) {
+  elected = true;
+  start();
+  auto path = sys.spawn(partitionable, gateway);
+  control::lease_config lease;
+  lease.identity = "replica-a";
+  auto elector =
+    sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
+  sched.run();
+  list_nodes();
+  auto leading = [&] { return json::parse(ask(elector, summary_atom::value))["leading"]; };
+  CAF_REQUIRE_EQUAL(leading(), true);
+  anon_send(path, true);
+  advance(std::chrono::seconds{8});
+  CAF_CHECK_EQUAL(leading(), true); // within the deadline: still the leader
+  advance(std::chrono::seconds{2});
+  CAF_CHECK_EQUAL(leading(), false);
+  CAF_CHECK_EQUAL(json::parse(ask(fleet, summary_atom::value))["standby"], true);
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK_EQUAL(replies.back().http_status, 503);
+  CAF_CHECK(!cordoned("node-1"));
+  // The partition heals: the held request fails, the next look renews.
+  anon_send(path, false);
+  sched.run();
+  advance(std::chrono::seconds{2});
+  list_nodes();
+  CAF_CHECK_EQUAL(leading(), true);
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
   anon_send_exit(elector, exit_reason::user_shutdown);
   sched.run();
 }
@@ -1218,6 +1306,41 @@ CAF_TEST(attempt_caps_survive_a_restart) {
   CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
 }
 
+// A cap climb whose new rung must wait out its cooldown is journaled and
+// counted once: the deferred start runs the escalated request.
+CAF_TEST(a_climb_deferred_by_a_cooldown_is_counted_once) {
+  settings->remediation.enabled = true;
+  settings->remediation.escalation.max_resets_per_gpu = 1;
+  jobs_only = true;
+  start();
+  post({reboot_needed("node-1", "GPU-b")});
+  auto reboot = crs("rebootnodes")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("rebootnodes", reboot, "Succeeded");
+  advance(std::chrono::seconds{10});
+  CAF_REQUIRE(!cordoned("node-1"));
+  post({reset_needed("node-1", "GPU-a")});
+  auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Succeeded");
+  advance(std::chrono::seconds{10});
+  post({xid("node-1", "GPU-a", true)});
+  CAF_REQUIRE(!cordoned("node-1"));
+  // GPU-a fails again: its reset is spent, so a reboot, which the cooldown
+  // after the first one holds back for a while.
+  auto again = reset_needed("node-1", "GPU-a");
+  again.id = "node-1-GPU-a-48-again";
+  post({again});
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
+  CAF_CHECK_EQUAL(settings->counters->escalations.load(), 1u);
+  advance(settings->remediation.escalation.cooldown);
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 2u);
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+  CAF_CHECK_EQUAL(settings->counters->escalations.load(), 1u);
+  auto phases = remediation_phases();
+  CAF_CHECK_EQUAL(std::count_if(phases.begin(), phases.end(),
+                                [](const std::string& p) { return p.rfind("escalated", 0) == 0; }),
+                  1);
+}
+
 CAF_TEST(replace_vm_goes_to_the_provider_hook_and_escalates_to_support_unanswered) {
   settings->remediation.enabled = true;
   settings->remediation.options.replace = control::replace_target::provider_hook;
@@ -1257,6 +1380,31 @@ CAF_TEST(a_pool_runs_at_most_its_budget_of_remediations_at_once) {
   CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
   advance(settings->retry_max); // node-2 asks again
   CAF_CHECK_EQUAL(crs("gpuresets").size(), 2u);
+}
+
+// A node actor that goes down holding a remediation slot (crash, lost
+// leadership) gives the slot back: the breaker monitors whoever holds one.
+CAF_TEST(a_slot_whose_holder_is_gone_returns_to_the_pool) {
+  control::breaker_config budget;
+  budget.max_concurrent_per_pool = 1;
+  start(budget);
+  auto holder = sys.spawn(
+    [](event_based_actor* s, actor breaker) -> behavior {
+      s->request(breaker, infinite, remedy_atom::value, std::string("node-1"),
+                 std::string("rack-a"))
+        .then([](const std::string& refusal) { CAF_CHECK_EQUAL(refusal, ""); });
+      return {[](int) {}}; // stays up, holding its slot
+    },
+    breaker);
+  run();
+  CAF_CHECK_NOT_EQUAL(ask(breaker, remedy_atom::value, std::string("node-2"),
+                          std::string("rack-a")),
+                      "");
+  anon_send_exit(holder, exit_reason::kill);
+  run();
+  CAF_CHECK_EQUAL(ask(breaker, remedy_atom::value, std::string("node-2"),
+                      std::string("rack-a")),
+                  "");
 }
 
 CAF_TEST(a_dry_run_drain_keeps_the_remediation_dry_too) {

@@ -3,13 +3,16 @@
 // control plane, agents' parsers and janitor against the simulated cluster —
 // asserting every step: which pods were evicted, which CRs were created and
 // how they ended, and the nodes' final state.
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/cli.hpp"
 #include "runtime/command_line.hpp"
 #include "runtime/config.hpp"
 #include "runtime/control_command.hpp"
@@ -18,6 +21,7 @@
 #include "runtime/journal/journal_store.hpp"
 #include "runtime/replay_analysis.hpp"
 #include "tests/support/fresh_directory.hpp"
+#include "tests/support/test_databases.hpp"
 
 namespace vigil::demo {
 namespace {
@@ -174,8 +178,18 @@ json run_builtin_demo(const std::string& journal) {
   return summary;
 }
 
-TEST(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
-  const auto journal = "sqlite:" + test::fresh_directory() + "/journal.db";
+// The demo on each journal it offers: embedded SQLite (the default) and
+// `--journal postgresql://…` (the server scripts/with-postgres started).
+class demo_end_to_end : public testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(journals, demo_end_to_end, testing::Values("sqlite", "postgresql"));
+
+TEST_P(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
+  const auto journal = GetParam() == "postgresql"
+                         ? test::fresh_postgres_database()
+                         : "sqlite:" + test::fresh_directory() + "/journal.db";
+  if (journal.empty())
+    GTEST_SKIP() << "no PostgreSQL server: run under scripts/with-postgres";
   const auto summary = run_builtin_demo(journal);
   ASSERT_TRUE(summary.is_object());
   EXPECT_TRUE(summary.value("passed", false));
@@ -241,6 +255,54 @@ TEST(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
   ASSERT_FALSE(differences.empty());
   for (const auto& d : differences)
     EXPECT_EQ(d.node, node_name(5)) << d.event; // only the flapping port's node
+
+  // The same through the command line: `vigil replay --at` and `--what-if`.
+  auto replay = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"replay", "--journal", journal});
+    std::ostringstream out, err;
+    const int rc = run_cli(args, out, err);
+    return std::tuple{rc, out.str(), err.str()};
+  };
+  const auto end = format_rfc3339(rows->back().recorded_at);
+  auto [at_rc, at_out, at_err] = replay({"--at", end, "--node", node_name(5), "--json"});
+  ASSERT_EQ(at_rc, 0) << at_err;
+  const auto at = json::parse(at_out, nullptr, false);
+  ASSERT_EQ(at["nodes"].size(), 1u) << at_out;
+  EXPECT_FALSE(at["nodes"][0]["activeEvents"].empty()) << at_out;
+  const auto lenient_file = test::fresh_directory() + "/lenient.yaml";
+  std::ofstream(lenient_file) << "correlation:\n  nic_flap_threshold: 10\n";
+  auto [if_rc, if_out, if_err] = replay({"--what-if", lenient_file, "--json"});
+  ASSERT_EQ(if_rc, 0) << if_err;
+  const auto what_if = json::parse(if_out, nullptr, false);
+  ASSERT_FALSE(what_if["differences"].empty()) << if_out;
+  for (const auto& d : what_if["differences"])
+    EXPECT_EQ(d["node"], node_name(5)) << d.dump();
+  auto [bad_rc, bad_out, bad_err] = replay({"--at", end, "--since", end});
+  EXPECT_EQ(bad_rc, 2);
+  EXPECT_NE(bad_err.find("--since"), std::string::npos) << bad_err;
+}
+
+// `vigil demo --fleet` runs vigil's side with the thresholds of --config: a
+// fabric rule that needs more nodes than a leaf switch takes down turns each
+// switch outage into quarantines, so vigil's figures change.
+TEST(demo_fleet, vigils_thresholds_come_from_the_config) {
+  auto fleet = [](const vigil_config& config) {
+    const std::vector<std::string> args{"--fleet", "--json", "--nodes", "2048", "--days", "54"};
+    auto line = parse_command_line(demo_option_specs(), args);
+    EXPECT_TRUE(line.has_value());
+    std::ostringstream out, err;
+    command_context ctx{*line, config, out, err};
+    EXPECT_EQ(run_demo(ctx), 0) << err.str();
+    return json::parse(out.str(), nullptr, false);
+  };
+  const auto defaults = fleet(vigil_config{});
+  ASSERT_TRUE(defaults.is_object());
+  vigil_config no_fabric_rule;
+  no_fabric_rule.correlation.fabric_min_nodes = 100000;
+  const auto changed = fleet(no_fabric_rule);
+  ASSERT_TRUE(changed.is_object());
+  EXPECT_EQ(defaults["baseline"], changed["baseline"]);
+  EXPECT_NE(defaults["vigil"], changed["vigil"]);
 }
 
 } // namespace

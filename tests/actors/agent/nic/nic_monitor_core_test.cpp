@@ -149,6 +149,29 @@ TEST_F(nic_core, transient_infiniband_states_are_non_fatal) {
             "Port mlx5_3 port 1: state ACTIVE, phys_state LinkErrorRecovery");
 }
 
+// A degraded port that goes DOWN crosses into fatal: one REPLACE_VM event,
+// then nothing while it moves between unhealthy states, and a recovery.
+TEST_F(nic_core, a_degraded_port_going_down_is_reported_fatal_once) {
+  settle();
+  sys.set_state("mlx5_0", 1, "2: INIT", "5: LinkUp");
+  ASSERT_EQ(poll().events.size(), 1u) << describe(last.events);
+  EXPECT_FALSE(last.events[0].is_fatal);
+  down("mlx5_0");
+  auto r = poll(1);
+  ASSERT_EQ(r.events.size(), 1u) << describe(r.events);
+  EXPECT_TRUE(r.events[0].is_fatal);
+  EXPECT_EQ(r.events[0].action, recommended_action::replace_vm);
+  EXPECT_EQ(r.events[0].message, "Port mlx5_0 port 1: state DOWN, phys_state Disabled");
+  sys.set_state("mlx5_0", 1, "2: INIT", "5: LinkUp");
+  EXPECT_TRUE(poll(2).events.empty()) << describe(last.events);
+  down("mlx5_0");
+  EXPECT_TRUE(poll(3).events.empty()) << describe(last.events);
+  up("mlx5_0");
+  r = poll(4);
+  ASSERT_EQ(r.events.size(), 1u) << describe(r.events);
+  EXPECT_TRUE(r.events[0].is_healthy);
+}
+
 // seed 002 §3.2 and §4.3: a port that stays out of ACTIVE leaves its card below
 // the peer mode; after 30 s that is fatal, and clears when the port is back.
 TEST_F(nic_core, stuck_port_escalates_through_card_homogeneity) {
@@ -272,6 +295,33 @@ TEST_F(nic_core, reboot_clears_state_and_sends_baselines) {
   EXPECT_EQ(poller->state()->boot_id, "boot-2");
   EXPECT_EQ(poller->state()->known_devices,
             (std::set<std::string>{"mlx5_0", "mlx5_1", "mlx5_2"}));
+}
+
+// seed 002 §3.4 step 4 needs a boot ID to prove a reboot: while it cannot be
+// read the state is kept, so a device that vanishes meanwhile is still
+// reported, and nothing is re-baselined when the ID reads again.
+TEST_F(nic_core, an_unreadable_boot_id_keeps_the_state) {
+  settle();
+  down("mlx5_1");
+  ASSERT_EQ(poll().events.size(), 1u);
+  boot_id = "";
+  sys.remove_nic("mlx5_2");
+  auto r = poll();
+  EXPECT_FALSE(r.baseline);
+  ASSERT_EQ(r.events.size(), 1u) << describe(r.events);
+  EXPECT_NE(r.events[0].message.find("mlx5_2 disappeared"), std::string::npos);
+  EXPECT_EQ(poller->state()->boot_id, "boot-1");
+  boot_id = "boot-1";
+  r = poll();
+  EXPECT_FALSE(r.baseline);
+  EXPECT_TRUE(r.events.empty()) << describe(r.events);
+}
+
+TEST(nic_boot, only_two_known_different_ids_are_a_reboot) {
+  EXPECT_TRUE(boot_changed("boot-1", "boot-2"));
+  EXPECT_FALSE(boot_changed("boot-1", "boot-1"));
+  EXPECT_FALSE(boot_changed("boot-1", ""));
+  EXPECT_FALSE(boot_changed("", "boot-2"));
 }
 
 // seed 002 §7.2 case 1 and §13.1: runtime disappearance.

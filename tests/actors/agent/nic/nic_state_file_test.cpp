@@ -27,6 +27,12 @@ nic_monitor_state sample_state() {
   up.health = recorded_health::healthy;
   s.ports["mlx5_1/1"] = up;
   s.ports["mlx5_2/1"] = port_record{};
+  port_record init;
+  init.state = "2: INIT";
+  init.phys_state = "5: LinkUp";
+  init.link_layer = "InfiniBand";
+  init.health = recorded_health::degraded;
+  s.ports["mlx5_4/1"] = init;
   s.known_devices = {"mlx5_0", "mlx5_1", "mlx5_2"};
   s.disappeared_devices = {"mlx5_3"};
   s.anomalous_cards = {"0000:0c:00"};

@@ -159,10 +159,15 @@ TEST(nic_sysfs, reads_the_gid_table_of_a_roce_port) {
   EXPECT_TRUE(gid_problems(*table).empty());
   EXPECT_TRUE(diagnostics.empty());
 
-  // Only link-local GIDs: RoCE v2 cannot route.
+  // An IPv4 GID of type v1 only: RoCE v2 still cannot route.
+  auto v1_only = *table;
+  v1_only.pop_back();
+  ASSERT_EQ(gid_problems(v1_only).size(), 1u);
+  EXPECT_NE(gid_problems(v1_only)[0].find("no IPv4 RoCE v2 GID"), std::string::npos);
+  // Only link-local GIDs: the same.
   table->erase(table->begin() + 2, table->end());
   ASSERT_EQ(gid_problems(*table).size(), 1u);
-  EXPECT_NE(gid_problems(*table)[0].find("no IPv4 GID"), std::string::npos);
+  EXPECT_NE(gid_problems(*table)[0].find("no IPv4 RoCE v2 GID"), std::string::npos);
   // No GID at all: queue pairs cannot be set up.
   EXPECT_NE(gid_problems({})[0].find("ENODATA (61)"), std::string::npos);
 
