@@ -53,7 +53,7 @@ struct control_config {
   std::string kubeconfig; ///< empty: in-cluster, else $KUBECONFIG, else ~/.kube/config
   bool dry_run = false;   ///< decide and journal; write nothing to the API server
   std::string events_namespace = "default";
-  std::string gpu_node_label = "nvidia.com/gpu.present=true";
+  std::string gpu_node_label = "nvidia.com/gpu.present=true"; ///< a label selector
   std::uint32_t ingest_deadline_ms = 5000; ///< answer 503 when the journal is slower
   std::uint32_t retry_after_seconds = 2;
   /// Only the replica holding the Lease acts; the others stand by.

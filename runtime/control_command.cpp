@@ -339,7 +339,10 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
   const auto& cc = config.control;
   auto settings = std::make_shared<node_settings>();
   settings->quarantine = quarantine_policy_from(config.quarantine);
-  settings->gpu_node_label = cc.gpu_node_label;
+  auto gpu_nodes = control::label_selector::parse(cc.gpu_node_label);
+  if (!gpu_nodes)
+    return failure{"control.gpu_node_label", gpu_nodes.error().to_string()};
+  settings->gpu_nodes = std::move(*gpu_nodes);
   settings->events_namespace = cc.events_namespace;
   // Each stage's dry run covers the stages after it (issue #7 item 8): no
   // drain on a node vigil did not cordon, no reset under pods never evicted.
@@ -399,7 +402,12 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   plane.named = {{"journal_writer", writer}, {"journal", actors.journal},
                  {"gateway", gateway},       {"breaker", actors.breaker},
                  {"fleet", actors.fleet},    {"ingest", actors.ingest}};
-  if (config.janitor.in_process) {
+  if (config.janitor.in_process && settings->remediation.dry_run) {
+    // issue #7 item 8: a dry run writes nothing to the API server, and the
+    // janitor would act on CRs that already exist.
+    component_logger("janitor")->warn(
+      "remediation dry run: the in-process janitor is not started");
+  } else if (config.janitor.in_process) {
     // issue #8 item 4: the controllers run in this process by default.
     actors.janitor_figures = janitor_options.metrics;
     auto janitor = system.spawn(janitor_controllers, janitor_options, gateway, time);

@@ -79,8 +79,7 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
                       .then(
                         [=](const journal_stats& j) {
                           auto body =
-                            render_metrics((*out)[0], (*out)[1], (*out)[2], j.committed,
-                                           j.queue_depth, j.lag_ns, j.available);
+                            render_metrics((*out)[0], (*out)[1], (*out)[2], j);
                           if (const auto& m = self->state.actors.janitor_figures)
                             body += render_janitor_metrics(*m);
                           reply(text(200, body));
@@ -100,9 +99,7 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
 
 std::string render_metrics(const std::string& ingest_stats,
                            const std::string& fleet_summary,
-                           const std::string& breaker_summary,
-                           std::uint64_t journal_committed, std::uint64_t journal_queue,
-                           std::int64_t journal_lag_ns, bool journal_available) {
+                           const std::string& breaker_summary, const journal_stats& journal) {
   auto in = object(ingest_stats);
   auto fleet = object(fleet_summary);
   auto breaker = object(breaker_summary);
@@ -119,22 +116,30 @@ std::string render_metrics(const std::string& ingest_stats,
          "events answered 503 because the journal was not ready in time",
          number(in, "unavailable"));
   family(out, "vigil_journal_committed_total", "counter", "journal appends committed",
-         static_cast<double>(journal_committed));
+         static_cast<double>(journal.committed));
   family(out, "vigil_journal_queue_depth", "gauge", "appends waiting for a batch",
-         static_cast<double>(journal_queue));
+         static_cast<double>(journal.queue_depth));
   family(out, "vigil_journal_lag_seconds", "gauge",
          "age of the oldest unacknowledged append",
-         static_cast<double>(journal_lag_ns) / 1e9);
+         static_cast<double>(journal.lag_ns) / 1e9);
   family(out, "vigil_journal_available", "gauge", "1 while the database accepts writes",
-         journal_available ? 1 : 0);
+         journal.available ? 1 : 0);
+  family(out, "vigil_journal_refused_total", "counter",
+         "appends refused because the journal's queue was full",
+         static_cast<double>(journal.refused));
+  family(out, "vigil_journal_write_failures_total", "counter",
+         "batches the database failed to commit (retried)",
+         static_cast<double>(journal.write_failures));
   family(out, "vigil_nodes", "gauge", "node actors", number(fleet, "nodes"));
   out += "# HELP vigil_mailbox_depth messages waiting in an actor's mailbox\n"
-         "# TYPE vigil_mailbox_depth gauge\n"
-         "vigil_mailbox_depth{actor=\"ingest\"} "
-         + std::to_string(static_cast<std::uint64_t>(number(in, "mailboxDepth")))
-         + "\nvigil_mailbox_depth{actor=\"fleet\"} "
-         + std::to_string(static_cast<std::uint64_t>(number(fleet, "mailboxDepth")))
-         + "\n";
+         "# TYPE vigil_mailbox_depth gauge\n";
+  for (const auto& [actor, depth] :
+       {std::pair{"ingest", number(in, "mailboxDepth")},
+        {"fleet", number(fleet, "mailboxDepth")},
+        {"breaker", number(breaker, "mailboxDepth")},
+        {"journal", static_cast<double>(journal.mailbox_depth)}})
+    out += "vigil_mailbox_depth{actor=\"" + std::string(actor)
+           + "\"} " + std::to_string(static_cast<std::uint64_t>(depth)) + "\n";
   family(out, "vigil_node_mailbox_depth_max", "gauge",
          "deepest node-actor mailbox seen since the previous scrape",
          number(fleet, "nodeMailboxHigh"));

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/ingest/ingest_logic.hpp"
+#include "actors/journal/journal_messages.hpp"
 #include "actors/janitor/janitor_actor.hpp"
 #include "runtime/http/http_server.hpp"
 
@@ -50,9 +51,7 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
 /// objects as they answer summary/stats requests); pure, for tests.
 std::string render_metrics(const std::string& ingest_stats,
                            const std::string& fleet_summary,
-                           const std::string& breaker_summary,
-                           std::uint64_t journal_committed, std::uint64_t journal_queue,
-                           std::int64_t journal_lag_ns, bool journal_available);
+                           const std::string& breaker_summary, const journal_stats& journal);
 
 } // namespace vigil
 

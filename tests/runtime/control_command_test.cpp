@@ -51,5 +51,15 @@ TEST(node_settings_from, a_drain_section_that_does_not_validate_is_an_error) {
   EXPECT_FALSE(node_settings_from(config).has_value());
 }
 
+TEST(node_settings_from, a_gpu_node_selector_that_does_not_parse_names_its_key) {
+  vigil_config config;
+  config.control.gpu_node_label = "nvidia.com/gpu.product in H100";
+  auto settings = node_settings_from(config);
+  ASSERT_FALSE(settings.has_value());
+  EXPECT_EQ(settings.error().where, "control.gpu_node_label");
+  config.control.gpu_node_label = "nvidia.com/gpu.product in (A100,H100),!vigil.dev/spare";
+  EXPECT_TRUE(node_settings_from(config).has_value());
+}
+
 } // namespace
 } // namespace vigil

@@ -9,7 +9,15 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
   auto text = render_metrics(
     R"({"received":7,"rejected":1})",
     R"({"nodes":4,"cordons":2,"drainsStarted":3,"drainsStartedPartial":1,"drainsSucceeded":1,"drainsCancelled":2,"evictions":5,"mailboxDepth":9,"nodeMailboxHigh":3})",
-    R"({"tripped":true,"utilisation":0.8})", 10, 2, 1'500'000'000, true);
+    R"({"tripped":true,"utilisation":0.8,"mailboxDepth":4})", [] {
+      journal_stats j;
+      j.committed = 10;
+      j.queue_depth = 2;
+      j.lag_ns = 1'500'000'000;
+      j.refused = 6;
+      j.mailbox_depth = 11;
+      return j;
+    }());
   for (const char* expected :
        {"vigil_events_received_total 7", "vigil_events_rejected_total 1", "vigil_nodes 4",
         "vigil_cordons_total 2", "vigil_drains_started_total 3",
@@ -19,6 +27,8 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
         "vigil_breaker_tripped 1", "vigil_breaker_utilisation 0.8",
         "vigil_journal_lag_seconds 1.5", "vigil_mailbox_depth{actor=\"fleet\"} 9",
         "vigil_mailbox_depth{actor=\"ingest\"} 0", "vigil_node_mailbox_depth_max 3",
+        "vigil_mailbox_depth{actor=\"breaker\"} 4", "vigil_mailbox_depth{actor=\"journal\"} 11",
+        "vigil_journal_refused_total 6",
         "vigil_drains_started_by_mode_total{mode=\"full\"} 2",
         "vigil_drains_started_by_mode_total{mode=\"partial\"} 1",
         "# TYPE vigil_drains_total counter"})
@@ -26,7 +36,9 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
 }
 
 TEST(render_metrics, garbage_from_an_actor_reads_as_zero) {
-  auto text = render_metrics("not json", "[]", "", 0, 0, 0, false);
+  journal_stats down;
+  down.available = false;
+  auto text = render_metrics("not json", "[]", "", down);
   EXPECT_NE(text.find("vigil_nodes 0"), std::string::npos) << text;
   EXPECT_NE(text.find("vigil_journal_available 0"), std::string::npos) << text;
 }

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/control/node/node_actor.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
 #include "runtime/logging.hpp"
@@ -57,6 +58,8 @@ void restore_breaker(control::circuit_breaker& breaker,
   for (const auto& row : rows) {
     if (row.kind == breaker_row::reset) {
       breaker.reset();
+    } else if (row.kind == quarantine_row) {
+      breaker.restore_cordon(row.recorded_at, row.node);
     } else if (row.kind == breaker_row::tripped) {
       auto body = nlohmann::json::parse(row.body, nullptr, false);
       std::string reason =
@@ -88,6 +91,11 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
   return {
     [=](admit_atom, const std::string& node) -> std::string {
       auto& st = self->state;
+      if (!st.gpu_nodes_known && st.breaker.config().max_cordoned_percent < 100.0) {
+        ++st.stats.refused;
+        return "the GPU-node count is not known yet (the Node list has not been seen); "
+               "the cordon waits for it";
+      }
       auto refusal = st.breaker.admit_cordon(node, st.gpu_nodes, st.time->wall_now());
       if (refusal == control::breaker_refusal::none) {
         ++st.stats.admitted;
@@ -145,7 +153,10 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
     },
-    [=](gpunodes_atom, std::uint64_t count) { self->state.gpu_nodes = count; },
+    [=](gpunodes_atom, std::uint64_t count) {
+      self->state.gpu_nodes = count;
+      self->state.gpu_nodes_known = true;
+    },
     [=](replay_atom, const std::vector<journal_record>& rows) {
       restore_breaker(self->state.breaker, rows);
       if (self->state.breaker.tripped())

@@ -35,6 +35,9 @@ struct breaker_state {
   caf::actor journal;
   std::shared_ptr<const clock> time;
   std::size_t gpu_nodes = 0;
+  /// The fleet has listed the Nodes once: until then the percentage limit
+  /// has no denominator, and new cordons wait (issue #7 item 4).
+  bool gpu_nodes_known = false;
   /// The node actor holding each node's remediation slot, monitored: a slot
   /// whose holder goes down (crash, lost leadership) is given back, so the
   /// pool's budget never leaks.
@@ -54,7 +57,8 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
                       caf::actor journal, std::shared_ptr<const clock> time);
 
 /// The breaker's state after the journal's breaker rows, oldest first: the
-/// last row wins (a trip after a reset re-opens it).
+/// last row wins (a trip after a reset re-opens it); quarantine rows that
+/// cordoned are counted in the window as they were live.
 void restore_breaker(control::circuit_breaker& breaker,
                      const std::vector<journal_record>& rows);
 

@@ -59,21 +59,15 @@ caf::actor node_for(fleet_actor* self, const std::string& name) {
   return i != self->state.nodes.end() ? i->second : spawn_node(self, name);
 }
 
-bool is_gpu_node(const json& object, const std::string& selector) {
-  if (selector.empty())
-    return true;
-  auto eq = selector.find('=');
-  auto key = selector.substr(0, eq);
-  auto labels = object.find("metadata");
-  if (labels == object.end() || !labels->is_object())
-    return false;
-  auto l = labels->find("labels");
-  if (l == labels->end() || !l->is_object())
-    return false;
-  auto value = l->find(key);
-  if (value == l->end() || !value->is_string())
-    return false;
-  return eq == std::string::npos || value->get<std::string>() == selector.substr(eq + 1);
+bool is_gpu_node(const json& object, const control::label_selector& selector) {
+  std::map<std::string, std::string> labels;
+  auto metadata = object.find("metadata");
+  if (metadata != object.end() && metadata->is_object())
+    if (auto l = metadata->find("labels"); l != metadata->end() && l->is_object())
+      for (const auto& [key, value] : l->items())
+        if (value.is_string())
+          labels[key] = value.get<std::string>();
+  return selector.matches(labels);
 }
 
 std::string name_of(const json& object) {
@@ -97,7 +91,7 @@ void observe(fleet_actor* self, const json& object) {
   auto name = name_of(object);
   if (name.empty())
     return;
-  if (is_gpu_node(object, st.settings->gpu_node_label))
+  if (is_gpu_node(object, st.settings->gpu_nodes))
     st.gpu_nodes.insert(name);
   else
     st.gpu_nodes.erase(name);
@@ -388,6 +382,13 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
     into.last_seq = std::max(into.last_seq, row.seq);
     if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset) {
       into.breaker_rows.push_back(row);
+      continue;
+    }
+    if (row.kind == quarantine_row) {
+      // The cordons the breaker counted, so its window survives a restart.
+      auto body = json::parse(row.body, nullptr, false);
+      if (body.is_object() && body.value("cordon", false))
+        into.breaker_rows.push_back(row);
       continue;
     }
     if (row.kind == control::drain_row) {

@@ -91,7 +91,7 @@ struct rebuild_batch {
   std::map<std::string, std::vector<replay_mark>> marks;
   std::map<std::string, std::vector<remediation_attempt>>
     attempts; ///< CRs created, by node
-  std::vector<journal_record> breaker_rows;
+  std::vector<journal_record> breaker_rows; ///< trips, resets and cordons
   std::vector<std::int64_t> undecodable;
   std::int64_t last_seq = 0;
 };

@@ -122,7 +122,7 @@ void on_request_failure(node_actor* self, const kube::kube_error& err, const cha
 bool take_node(node_actor* self, const std::string& json) {
   auto& st = self->state;
   auto observed =
-    control::observe_node(json, st.settings->quarantine, st.settings->gpu_node_label);
+    control::observe_node(json, st.settings->quarantine, st.settings->gpu_nodes);
   if (!observed) {
     logger()->error("node {}: unreadable Node from the API server: {}", st.node_name,
                     observed.error().to_string());

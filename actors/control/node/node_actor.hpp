@@ -27,6 +27,7 @@
 #include "actors/control/remediation/remediation_state.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
 #include "actors/control/rules/drain_plan.hpp"
+#include "actors/control/rules/label_selector.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "runtime/clock.hpp"
 
@@ -77,9 +78,10 @@ struct remediation_settings {
 /// (but for the counters it points to).
 struct node_settings {
   control::quarantine_policy quarantine;
-  /// "key" or "key=value": a Node with this label counts as a GPU node for
-  /// the breaker's percentage.
-  std::string gpu_node_label = "nvidia.com/gpu.present=true";
+  /// control.gpu_node_label: the Nodes it selects count as GPU nodes for the
+  /// breaker's percentage (default nvidia.com/gpu.present=true).
+  control::label_selector gpu_nodes =
+    *control::label_selector::parse("nvidia.com/gpu.present=true");
   std::string events_namespace = "default"; ///< where Kubernetes Events go
   bool dry_run = false; ///< decide and journal, never write to the API server
   caf::timespan retry_initial = std::chrono::seconds{1};

@@ -73,7 +73,7 @@ std::string taint_text(const taint& t) {
 
 expected<observed_node> observe_node(const std::string& node_json,
                                      const quarantine_policy& policy,
-                                     const std::string& gpu_node_label) {
+                                     const label_selector& gpu_nodes) {
   auto doc = json::parse(node_json, nullptr, false);
   if (doc.is_discarded() || !doc.is_object())
     return failure{"node", "not a JSON object"};
@@ -93,14 +93,7 @@ expected<observed_node> observe_node(const std::string& node_json,
     for (const auto& [key, value] : labels->items())
       if (value.is_string())
         obs.labels[key] = value.get<std::string>();
-  if (!gpu_node_label.empty()) {
-    auto eq = gpu_node_label.find('=');
-    auto key = gpu_node_label.substr(0, eq);
-    auto label = obs.labels.find(key);
-    out.gpu_node =
-      label != obs.labels.end()
-      && (eq == std::string::npos || label->second == gpu_node_label.substr(eq + 1));
-  }
+  out.gpu_node = !gpu_nodes.empty() && gpu_nodes.matches(obs.labels);
   if (auto notes = metadata->find("annotations");
       notes != metadata->end() && notes->is_object()) {
     obs.cordon_owned = string_at(*notes, node_annotation::cordoned) == "true";

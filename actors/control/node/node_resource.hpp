@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/control/rules/label_selector.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "messages/expected.hpp"
 #include "messages/wall_time.hpp"
@@ -36,7 +37,7 @@ struct observed_node {
 /// only. A body that is not a Node fails naming what is missing.
 expected<observed_node> observe_node(const std::string& node_json,
                                      const quarantine_policy& policy,
-                                     const std::string& gpu_node_label = {});
+                                     const label_selector& gpu_nodes = {});
 
 /// The merge patch for metadata and spec: cordon, the whole taint list (taints
 /// are replaced whole by the API server, so the patch carries the observed

@@ -98,6 +98,13 @@ void circuit_breaker::reset() {
   cordons_.clear();
 }
 
+void circuit_breaker::restore_cordon(wall_time at, const std::string& node) {
+  prune(at);
+  if (std::none_of(cordons_.begin(), cordons_.end(),
+                   [&](const auto& c) { return c.second == node; }))
+    cordons_.emplace_back(at, node);
+}
+
 void circuit_breaker::restore_trip(wall_time at, std::string reason) {
   tripped_at_ = at;
   trip_reason_ = std::move(reason);

@@ -64,6 +64,9 @@ public:
   void reset();
   /// Re-opens the breaker as the journal recorded it (state survives restarts).
   void restore_trip(wall_time at, std::string reason);
+  /// Counts a cordon the journal recorded, so the window survives restarts
+  /// too (rows oldest first; a node already counted counts once).
+  void restore_cordon(wall_time at, const std::string& node);
 
   /// Nodes cordoned within the window ending at `now`.
   std::size_t cordons_in_window(wall_time now);

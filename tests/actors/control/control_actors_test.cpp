@@ -18,6 +18,7 @@
 #include "messages/control_messages.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/kube/kube_object_store.hpp"
+#include "tests/support/flaky_journal_store.hpp"
 #include "tests/support/fresh_directory.hpp"
 
 using namespace caf;
@@ -317,12 +318,14 @@ struct fixture : test_coordinator_fixture<> {
   std::shared_ptr<const vigil::clock> time =
     std::make_shared<caf_clock>(sys.clock(), from_unix(1'800'000'000, 0));
   std::string journal_path = vigil::test::fresh_directory() + "/journal.db";
-  std::shared_ptr<journal_store> journal_db = [this] {
-    auto s = make_sqlite_journal_store(journal_path);
+  /// A real SQLite journal that can fail its appends (a database outage).
+  std::shared_ptr<vigil::test::flaky_journal_store> journal_db = [this] {
+    auto s = std::make_shared<vigil::test::flaky_journal_store>(
+      make_sqlite_journal_store(journal_path));
     CAF_REQUIRE(s->open().has_value());
-    return std::shared_ptr<journal_store>(std::move(s));
+    return s;
   }();
-  actor writer = sys.spawn(journal_writer, journal_db);
+  actor writer = sys.spawn(journal_writer, std::shared_ptr<journal_store>(journal_db));
   actor journal = sys.spawn(vigil::journal, journal_config{}, writer);
   actor gateway = sys.spawn(fake_gateway, store);
   actor breaker;
@@ -652,6 +655,44 @@ CAF_TEST(the_breaker_trips_at_its_threshold_and_not_before) {
   CAF_CHECK(cordoned("node-3"));
 }
 
+// Before the fleet has listed the Nodes the percentage limit has no
+// denominator: a new cordon waits for the list instead of going uncounted.
+CAF_TEST(cordons_wait_for_the_gpu_node_count) {
+  auto fresh = sys.spawn(vigil::breaker, control::breaker_config{}, journal, time);
+  run();
+  CAF_CHECK_NOT_EQUAL(ask(fresh, admit_atom::value, std::string("node-1")), "");
+  auto summary = json::parse(ask(fresh, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(summary["tripped"], false);
+  anon_send(fresh, gpunodes_atom::value, std::uint64_t{4});
+  run();
+  CAF_CHECK_EQUAL(ask(fresh, admit_atom::value, std::string("node-1")), "");
+  anon_send_exit(fresh, exit_reason::user_shutdown);
+  run();
+}
+
+// Journal first (issue #7 item 1): while the database refuses appends no
+// event is acknowledged; the request is answered 503 with Retry-After at the
+// ingest deadline, nothing is acted on, and the agent's resend is accepted
+// once the journal is back.
+CAF_TEST(ingest_answers_503_with_retry_after_while_the_journal_is_down) {
+  start();
+  journal_db->failures = 1000;
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(replies.empty()); // nothing claimed stored
+  advance(std::chrono::seconds{5});
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 503);
+  CAF_CHECK(replies[0].retry_after_seconds.has_value());
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(journal_rows("event"), 0u);
+  journal_db->failures = 0;
+  advance(std::chrono::seconds{30}); // the journal's reconnect backoff
+  post({xid("node-1", "GPU-a")});    // the agent resends
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK_EQUAL(journal_rows("event"), 1u);
+  CAF_CHECK(cordoned("node-1"));
+}
+
 CAF_TEST(a_tripped_breaker_survives_a_restart) {
   control::breaker_config config;
   config.max_cordoned_nodes = 1;
@@ -666,6 +707,22 @@ CAF_TEST(a_tripped_breaker_survives_a_restart) {
   // The rebuilt node-1 still knows its fault: a recovery releases it.
   post({xid("node-1", "GPU-a", true)});
   CAF_CHECK(!cordoned("node-1"));
+}
+
+// The cordons counted in the window survive a restart too: a control plane
+// restarted right after a cordon does not grant a fresh budget.
+CAF_TEST(the_breakers_window_survives_a_restart) {
+  control::breaker_config config;
+  config.max_cordoned_nodes = 1;
+  start(config);
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  restart(config);
+  auto summary = json::parse(ask(breaker, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(summary["cordonsInWindow"], 1);
+  post({xid("node-2", "GPU-a")});
+  CAF_CHECK(!cordoned("node-2"));
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 1u);
 }
 
 CAF_TEST(a_crashed_node_actor_is_restarted_with_its_events_from_the_journal) {
@@ -1104,14 +1161,18 @@ CAF_TEST(a_partitioned_leader_stops_at_its_renew_deadline) {
     sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
   sched.run();
   list_nodes();
-  auto leading = [&] { return json::parse(ask(elector, summary_atom::value))["leading"]; };
+  auto leading = [&] {
+    auto summary = json::parse(ask(elector, summary_atom::value));
+    return summary["leading"].get<bool>();
+  };
   CAF_REQUIRE_EQUAL(leading(), true);
   anon_send(path, true);
   advance(std::chrono::seconds{8});
   CAF_CHECK_EQUAL(leading(), true); // within the deadline: still the leader
   advance(std::chrono::seconds{2});
   CAF_CHECK_EQUAL(leading(), false);
-  CAF_CHECK_EQUAL(json::parse(ask(fleet, summary_atom::value))["standby"], true);
+  auto fleet_summary = json::parse(ask(fleet, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(fleet_summary["standby"], true);
   post({xid("node-1", "GPU-a")});
   CAF_CHECK_EQUAL(replies.back().http_status, 503);
   CAF_CHECK(!cordoned("node-1"));

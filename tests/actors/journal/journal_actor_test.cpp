@@ -4,6 +4,7 @@
 #include <caf/test/dsl.hpp>
 
 #include "actors/journal/journal_actor.hpp"
+#include "tests/support/flaky_journal_store.hpp"
 #include "tests/support/test_databases.hpp"
 
 using namespace caf;
@@ -11,36 +12,7 @@ using namespace vigil;
 
 namespace {
 
-// A real store that fails the next `failures` appends, like a database outage.
-class flaky_store final : public journal_store {
-public:
-  explicit flaky_store(std::unique_ptr<journal_store> inner) : inner_(std::move(inner)) {}
-  int failures = 0;
-  vigil::status open() override { return inner_->open(); }
-  vigil::expected<std::vector<append_outcome>>
-  append(const std::vector<journal_record>& batch) override {
-    if (failures > 0) {
-      --failures;
-      return vigil::failure{"test", "connection refused"};
-    }
-    return inner_->append(batch);
-  }
-  vigil::expected<std::vector<journal_record>> read(const journal_query& q) override {
-    return inner_->read(q);
-  }
-  vigil::status put_snapshot(const journal_snapshot& s) override {
-    return inner_->put_snapshot(s);
-  }
-  vigil::expected<std::optional<journal_snapshot>> latest_snapshot() override {
-    return inner_->latest_snapshot();
-  }
-  vigil::expected<std::int64_t> last_seq() override { return inner_->last_seq(); }
-  void close() override {}
-  std::string describe() const override { return "flaky"; }
-
-private:
-  std::unique_ptr<journal_store> inner_;
-};
+using flaky_store = vigil::test::flaky_journal_store;
 
 journal_record record(const std::string& key) {
   return {0, from_unix(1000, 0), "node-1", "event", key, R"({"k":")" + key + "\"}"};

@@ -58,7 +58,8 @@ struct node_resource_test : ::testing::Test {
 
   observed_node observe() {
     auto r = store.get(*nodes, "", "node-1");
-    auto o = observe_node(r.value->dump(), policy(), "nvidia.com/gpu.present=true");
+    auto o = observe_node(r.value->dump(), policy(),
+                          *label_selector::parse("nvidia.com/gpu.present=true"));
     EXPECT_TRUE(o.has_value());
     return *o;
   }

@@ -1,0 +1,40 @@
+// A real journal store that fails the next `failures` appends, like a
+// database outage, for the actor tests of the journal and of ingest.
+#pragma once
+
+#include <memory>
+
+#include "runtime/journal/journal_store.hpp"
+
+namespace vigil::test {
+
+class flaky_journal_store final : public journal_store {
+public:
+  explicit flaky_journal_store(std::unique_ptr<journal_store> inner)
+    : inner_(std::move(inner)) {}
+  int failures = 0;
+  status open() override { return inner_->open(); }
+  expected<std::vector<append_outcome>>
+  append(const std::vector<journal_record>& batch) override {
+    if (failures > 0) {
+      --failures;
+      return failure{"test", "connection refused"};
+    }
+    return inner_->append(batch);
+  }
+  expected<std::vector<journal_record>> read(const journal_query& q) override {
+    return inner_->read(q);
+  }
+  status put_snapshot(const journal_snapshot& s) override { return inner_->put_snapshot(s); }
+  expected<std::optional<journal_snapshot>> latest_snapshot() override {
+    return inner_->latest_snapshot();
+  }
+  expected<std::int64_t> last_seq() override { return inner_->last_seq(); }
+  void close() override {}
+  std::string describe() const override { return "flaky"; }
+
+private:
+  std::unique_ptr<journal_store> inner_;
+};
+
+} // namespace vigil::test
