@@ -197,12 +197,29 @@ int agent_rss(const char* vigil, int seconds) {
   metadata.node_name = "gpu-node-1";
   sys.write("state/gpu_metadata.json", encode_gpu_metadata(metadata));
   sys.write("state/syslog", "");
-  const std::vector<std::string> args{
-    vigil, "agent", "--node-name", "gpu-node-1", "--control-url", "http://127.0.0.1:9",
-    "--no-collect", "--metadata", sys.path("state/gpu_metadata.json"), "--state-dir",
-    sys.path("state"), "--log-source", "syslog", "--log-path", sys.path("state/syslog"),
-    "--sysfs-root", sys.root(), "--proc-net-route", sys.path("route"), "--boot-id-path",
-    sys.path("boot_id"), "--log-level", "warn"};
+  const std::vector<std::string> args{vigil,
+                                      "agent",
+                                      "--node-name",
+                                      "gpu-node-1",
+                                      "--control-url",
+                                      "http://127.0.0.1:9",
+                                      "--no-collect",
+                                      "--metadata",
+                                      sys.path("state/gpu_metadata.json"),
+                                      "--state-dir",
+                                      sys.path("state"),
+                                      "--log-source",
+                                      "syslog",
+                                      "--log-path",
+                                      sys.path("state/syslog"),
+                                      "--sysfs-root",
+                                      sys.root(),
+                                      "--proc-net-route",
+                                      sys.path("route"),
+                                      "--boot-id-path",
+                                      sys.path("boot_id"),
+                                      "--log-level",
+                                      "warn"};
   const pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
@@ -214,10 +231,14 @@ int agent_rss(const char* vigil, int seconds) {
     _exit(127);
   }
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) == pid) {
+    std::cerr << "vigil agent exited early (status " << status << ")\n";
+    return 1;
+  }
   std::cout << "vigil agent after " << seconds << " s, 34 devices polled every 1 s:\n"
             << memory_of(pid);
   kill(pid, SIGTERM);
-  int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

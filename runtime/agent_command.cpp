@@ -109,7 +109,7 @@ expected<agent::nic_poller> make_nic_poller(const command_line& args,
 } // namespace
 
 std::vector<option_spec> agent_option_specs() {
-  return {
+  std::vector<option_spec> specs{
     {"node-name", "NAME", "this node's Kubernetes name (default: $NODE_NAME)"},
     {"control-url", "URL", "the control plane, e.g. https://vigil-control:8443"},
     {"token-file", "FILE", "bearer token for the control plane (re-read on change)"},
@@ -133,21 +133,11 @@ std::vector<option_spec> agent_option_specs() {
     {"boot-id-path", "FILE",
      "the host's boot ID (default /proc/sys/kernel/random/boot_id)"},
     {"no-nic", "", "do not run the NIC monitor"},
-    // seed 002 §12.1: the NIC monitor's own flags.
-    {"state-polling-interval", "DURATION",
-     "NIC state poll period, Go duration (default 1s)"},
     {"state-file", "FILE", "NIC monitor state (default STATE-DIR/nic-state.json)"},
-    {"checks", "LIST",
-     "enabled NIC checks (default InfiniBandStateCheck,InfiniBandDegradationCheck,"
-     "EthernetStateCheck,EthernetDegradationCheck)"},
-    {"nic-exclusion-regex", "LIST",
-     "comma-separated patterns of NICs never monitored (default "
-     "^veth.*,^docker.*,^br-.*,^lo$)"},
-    {"nic-inclusion-regex-override", "LIST",
-     "monitor only these NICs, skipping NUMA gate and classification (emergency)"},
-    {"processing-strategy", "NAME",
-     "NIC events: EXECUTE_REMEDIATION (default) or STORE_ONLY"},
   };
+  for (auto& spec : agent::nic_monitor_tuning_specs()) // seed 002 §12.1
+    specs.push_back(std::move(spec));
+  return specs;
 }
 
 int run_agent(command_context& ctx) {

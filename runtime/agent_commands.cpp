@@ -128,6 +128,21 @@ int run_parse_topo(command_context& ctx) {
   return 0;
 }
 
+std::vector<option_spec> nic_scan_option_specs() {
+  std::vector<option_spec> specs{
+    {"sysfs-root", "DIR", "directory that plays the role of /sys"},
+    {"metadata", "FILE", "gpu_metadata.json with nic_topology"},
+    {"metadata-path", "FILE", "the same (seed 002 §12.1's name)"},
+    {"state-file", "FILE", "persisted port state"},
+    {"boot-id-path", "FILE", "file holding the boot ID"},
+    {"proc-net-route", "FILE", "routing table (default /proc/net/route)"},
+    {"node-name", "NAME", "nodeName of the events"},
+    {"once", "", "one poll cycle, then exit"}};
+  for (auto& spec : agent::nic_monitor_tuning_specs())
+    specs.push_back(std::move(spec));
+  return specs;
+}
+
 int run_nic_scan(command_context& ctx) {
   agent::nic_monitor_options options;
   options.proc_net_route = "/proc/net/route";
@@ -136,9 +151,9 @@ int run_nic_scan(command_context& ctx) {
   if (const char* node = std::getenv("NODE_NAME"))
     options.node_name = node;
   auto metadata_path = agent::metadata_path_flag(ctx.args, options.metadata_path);
-  auto applied = metadata_path ? agent::apply_nic_monitor_flags(ctx.args, options,
-                                                                {"metadata-path"})
-                               : status{metadata_path.error()};
+  auto applied = metadata_path
+                   ? agent::apply_nic_monitor_flags(ctx.args, options, {"metadata-path"})
+                   : status{metadata_path.error()};
   if (!applied) {
     ctx.err << "vigil nic scan: " << applied.error().to_string() << "\n";
     return 2;

@@ -9,8 +9,10 @@
 namespace vigil {
 
 /// `vigil nic scan --sysfs-root DIR --metadata FILE --state-file FILE
-/// --boot-id-path FILE [--proc-net-route FILE] [--node-name NAME] [--once]`.
+/// --boot-id-path FILE [--proc-net-route FILE] [--node-name NAME] [--once]`,
+/// and the NIC monitor's tuning flags of seed 002 §12.1.
 int run_nic_scan(command_context& ctx);
+std::vector<option_spec> nic_scan_option_specs();
 
 /// `vigil parse kmsg [--metadata FILE] [--node NAME] [--boot-id ID]
 /// [--boot-time TIME] < log`:

@@ -78,8 +78,7 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
                                 stats_atom::value)
                       .then(
                         [=](const journal_stats& j) {
-                          auto body =
-                            render_metrics((*out)[0], (*out)[1], (*out)[2], j);
+                          auto body = render_metrics((*out)[0], (*out)[1], (*out)[2], j);
                           if (const auto& m = self->state.actors.janitor_figures)
                             body += render_janitor_metrics(*m);
                           reply(text(200, body));
@@ -99,7 +98,8 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
 
 std::string render_metrics(const std::string& ingest_stats,
                            const std::string& fleet_summary,
-                           const std::string& breaker_summary, const journal_stats& journal) {
+                           const std::string& breaker_summary,
+                           const journal_stats& journal) {
   auto in = object(ingest_stats);
   auto fleet = object(fleet_summary);
   auto breaker = object(breaker_summary);
@@ -138,8 +138,8 @@ std::string render_metrics(const std::string& ingest_stats,
         {"fleet", number(fleet, "mailboxDepth")},
         {"breaker", number(breaker, "mailboxDepth")},
         {"journal", static_cast<double>(journal.mailbox_depth)}})
-    out += "vigil_mailbox_depth{actor=\"" + std::string(actor)
-           + "\"} " + std::to_string(static_cast<std::uint64_t>(depth)) + "\n";
+    out += "vigil_mailbox_depth{actor=\"" + std::string(actor) + "\"} "
+           + std::to_string(static_cast<std::uint64_t>(depth)) + "\n";
   family(out, "vigil_node_mailbox_depth_max", "gauge",
          "deepest node-actor mailbox seen since the previous scrape",
          number(fleet, "nodeMailboxHigh"));

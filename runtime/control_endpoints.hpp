@@ -12,8 +12,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/ingest/ingest_logic.hpp"
-#include "actors/journal/journal_messages.hpp"
 #include "actors/janitor/janitor_actor.hpp"
+#include "actors/journal/journal_messages.hpp"
 #include "runtime/http/http_server.hpp"
 
 namespace vigil {
@@ -51,7 +51,8 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
 /// objects as they answer summary/stats requests); pure, for tests.
 std::string render_metrics(const std::string& ingest_stats,
                            const std::string& fleet_summary,
-                           const std::string& breaker_summary, const journal_stats& journal);
+                           const std::string& breaker_summary,
+                           const journal_stats& journal);
 
 } // namespace vigil
 

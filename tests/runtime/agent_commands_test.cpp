@@ -98,13 +98,15 @@ TEST_F(nic_scan_command, missing_metadata_stops_with_the_file_named) {
 // --processing-strategy on every event; a bad value is a usage error naming
 // the flag.
 TEST_F(nic_scan_command, takes_the_seeds_flags) {
-  auto r = run({"nic", "scan", "--once", "--sysfs-root", sysfs_.root(), "--metadata-path",
-                sysfs_.path("meta/gpu_metadata.json"), "--state-file",
-                sysfs_.path("meta/state.json"), "--boot-id-path", sysfs_.path("meta/boot_id"),
-                "--node-name", "gpu-node-1", "--checks", "InfiniBandStateCheck,NoSuchCheck",
-                "--processing-strategy", "STORE_ONLY"});
+  auto r =
+    run({"nic", "scan", "--once", "--sysfs-root", sysfs_.root(), "--metadata-path",
+         sysfs_.path("meta/gpu_metadata.json"), "--state-file",
+         sysfs_.path("meta/state.json"), "--boot-id-path", sysfs_.path("meta/boot_id"),
+         "--node-name", "gpu-node-1", "--checks", "InfiniBandStateCheck,NoSuchCheck",
+         "--processing-strategy", "STORE_ONLY"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("unknown check 'NoSuchCheck' skipped"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown check 'NoSuchCheck' skipped"), std::string::npos)
+    << r.err;
   auto events = decode_lines(r.out);
   ASSERT_EQ(events.size(), 2u) << r.out;
   for (const auto& e : events) {
@@ -131,12 +133,22 @@ TEST_F(nic_scan_command, the_agent_checks_the_nic_monitors_startup) {
   metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", ""}};
   sysfs_.write("meta/no-nics.json", agent::encode_gpu_metadata(metadata));
   auto agent = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args{"agent",          "--node-name",     "gpu-node-1",
-                                  "--control-url",  "http://127.0.0.1:9",
-                                  "--no-collect",   "--state-dir",     sysfs_.path("meta"),
-                                  "--log-source",   "syslog",          "--log-path",
-                                  sysfs_.path("meta/syslog"),          "--sysfs-root",
-                                  sysfs_.root(),    "--boot-id-path",  sysfs_.path("meta/boot_id")};
+    std::vector<std::string> args{"agent",
+                                  "--node-name",
+                                  "gpu-node-1",
+                                  "--control-url",
+                                  "http://127.0.0.1:9",
+                                  "--no-collect",
+                                  "--state-dir",
+                                  sysfs_.path("meta"),
+                                  "--log-source",
+                                  "syslog",
+                                  "--log-path",
+                                  sysfs_.path("meta/syslog"),
+                                  "--sysfs-root",
+                                  sysfs_.root(),
+                                  "--boot-id-path",
+                                  sysfs_.path("meta/boot_id")};
     args.insert(args.end(), extra.begin(), extra.end());
     return run(args);
   };
@@ -145,8 +157,8 @@ TEST_F(nic_scan_command, the_agent_checks_the_nic_monitors_startup) {
   EXPECT_NE(r.err.find("nic_topology"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no-nics.json"), std::string::npos) << r.err;
 
-  r = agent({"--metadata", sysfs_.path("meta/gpu_metadata.json"), "--state-polling-interval",
-             "-1s"});
+  r = agent({"--metadata", sysfs_.path("meta/gpu_metadata.json"),
+             "--state-polling-interval", "-1s"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--state-polling-interval"), std::string::npos) << r.err;
 

@@ -57,7 +57,8 @@ TEST(node_settings_from, a_gpu_node_selector_that_does_not_parse_names_its_key) 
   auto settings = node_settings_from(config);
   ASSERT_FALSE(settings.has_value());
   EXPECT_EQ(settings.error().where, "control.gpu_node_label");
-  config.control.gpu_node_label = "nvidia.com/gpu.product in (A100,H100),!vigil.dev/spare";
+  config.control.gpu_node_label =
+    "nvidia.com/gpu.product in (A100,H100),!vigil.dev/spare";
   EXPECT_TRUE(node_settings_from(config).has_value());
 }
 

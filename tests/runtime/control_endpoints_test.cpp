@@ -15,23 +15,32 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
       j.queue_depth = 2;
       j.lag_ns = 1'500'000'000;
       j.refused = 6;
+      j.write_failures = 3;
       j.mailbox_depth = 11;
       return j;
     }());
-  for (const char* expected :
-       {"vigil_events_received_total 7", "vigil_events_rejected_total 1", "vigil_nodes 4",
-        "vigil_cordons_total 2", "vigil_drains_started_total 3",
-        "vigil_drains_total{outcome=\"succeeded\"} 1",
-        "vigil_drains_total{outcome=\"cancelled\"} 2",
-        "vigil_drains_total{outcome=\"held\"} 0", "vigil_evictions_total 5",
-        "vigil_breaker_tripped 1", "vigil_breaker_utilisation 0.8",
-        "vigil_journal_lag_seconds 1.5", "vigil_mailbox_depth{actor=\"fleet\"} 9",
-        "vigil_mailbox_depth{actor=\"ingest\"} 0", "vigil_node_mailbox_depth_max 3",
-        "vigil_mailbox_depth{actor=\"breaker\"} 4", "vigil_mailbox_depth{actor=\"journal\"} 11",
-        "vigil_journal_refused_total 6",
-        "vigil_drains_started_by_mode_total{mode=\"full\"} 2",
-        "vigil_drains_started_by_mode_total{mode=\"partial\"} 1",
-        "# TYPE vigil_drains_total counter"})
+  for (const char* expected : {"vigil_events_received_total 7",
+                               "vigil_events_rejected_total 1",
+                               "vigil_nodes 4",
+                               "vigil_cordons_total 2",
+                               "vigil_drains_started_total 3",
+                               "vigil_drains_total{outcome=\"succeeded\"} 1",
+                               "vigil_drains_total{outcome=\"cancelled\"} 2",
+                               "vigil_drains_total{outcome=\"held\"} 0",
+                               "vigil_evictions_total 5",
+                               "vigil_breaker_tripped 1",
+                               "vigil_breaker_utilisation 0.8",
+                               "vigil_journal_lag_seconds 1.5",
+                               "vigil_mailbox_depth{actor=\"fleet\"} 9",
+                               "vigil_mailbox_depth{actor=\"ingest\"} 0",
+                               "vigil_node_mailbox_depth_max 3",
+                               "vigil_mailbox_depth{actor=\"breaker\"} 4",
+                               "vigil_mailbox_depth{actor=\"journal\"} 11",
+                               "vigil_journal_refused_total 6",
+                               "vigil_journal_write_failures_total 3",
+                               "vigil_drains_started_by_mode_total{mode=\"full\"} 2",
+                               "vigil_drains_started_by_mode_total{mode=\"partial\"} 1",
+                               "# TYPE vigil_drains_total counter"})
     EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
 }
 

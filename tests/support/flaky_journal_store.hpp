@@ -25,7 +25,9 @@ public:
   expected<std::vector<journal_record>> read(const journal_query& q) override {
     return inner_->read(q);
   }
-  status put_snapshot(const journal_snapshot& s) override { return inner_->put_snapshot(s); }
+  status put_snapshot(const journal_snapshot& s) override {
+    return inner_->put_snapshot(s);
+  }
   expected<std::optional<journal_snapshot>> latest_snapshot() override {
     return inner_->latest_snapshot();
   }

@@ -141,11 +141,24 @@ expected<std::string> metadata_path_flag(const command_line& args,
   const auto seed_name = args.value("metadata-path");
   const auto short_name = args.value("metadata");
   if (seed_name && short_name && *seed_name != *short_name)
-    return failure{"--metadata-path", "and --metadata name different files (\"" + *seed_name
-                                        + "\", \"" + *short_name + "\"); give one"};
+    return failure{"--metadata-path", "\"" + *seed_name
+                                        + "\" is not the file --metadata names (\""
+                                        + *short_name + "\"); give one of the two"};
   if (seed_name)
     return *seed_name;
   return short_name ? *short_name : fallback;
+}
+
+std::vector<option_spec> nic_monitor_tuning_specs() {
+  static const std::set<std::string> tuning{"state-polling-interval", "checks",
+                                            "nic-exclusion-regex",
+                                            "nic-inclusion-regex-override",
+                                            "processing-strategy"};
+  std::vector<option_spec> out;
+  for (auto& spec : nic_monitor_option_specs())
+    if (tuning.count(spec.name) != 0)
+      out.push_back(std::move(spec));
+  return out;
 }
 
 std::vector<option_spec> nic_monitor_option_specs() {

@@ -68,11 +68,20 @@ struct nic_monitor_options {
 /// The flags parse_nic_monitor_flags accepts, for --help texts.
 std::vector<option_spec> nic_monitor_option_specs();
 
+/// Those of them that tune the monitor itself (poll interval, checks, name
+/// patterns, processing strategy): the same in every command that runs it.
+/// The paths and the node name each command documents with its own defaults.
+std::vector<option_spec> nic_monitor_tuning_specs();
+
 /// Parses the flags (without program and subcommand names); --node-name
 /// falls back to `node_name_env`. Failures name the flag ("--checks").
 expected<nic_monitor_options>
 parse_nic_monitor_flags(const std::vector<std::string>& args,
                         const std::optional<std::string>& node_name_env);
+
+/// The same, with $NODE_NAME as the fallback.
+expected<nic_monitor_options>
+parse_nic_monitor_flags(const std::vector<std::string>& args);
 
 /// Applies those of the flags that `args` holds over `options` (a command
 /// that embeds the monitor: `vigil agent`, `vigil nic scan`); failures name
@@ -85,10 +94,6 @@ status apply_nic_monitor_flags(const command_line& args, nic_monitor_options& op
 /// different files, is an error naming the two flags.
 expected<std::string> metadata_path_flag(const command_line& args,
                                          const std::string& fallback);
-
-/// The same, with $NODE_NAME as the fallback.
-expected<nic_monitor_options>
-parse_nic_monitor_flags(const std::vector<std::string>& args);
 
 /// "1s", "500ms", "1m30s", "2h": a positive Go duration, whole milliseconds.
 expected<std::chrono::milliseconds> parse_go_duration(std::string_view text);

@@ -566,9 +566,9 @@ std::vector<std::string> gid_problems(const std::vector<gid_entry>& table) {
   if (table.empty())
     return {"empty GID table: queue-pair setup fails with ENODATA (61)"};
   // RoCE v2 routes over IP: it needs an IPv4 GID of type v2 (an IPv4 GID of
-  // type v1 does not help it).
+  // type v1 does not help it; one whose type could not be read may be v2).
   const bool ipv4_v2 = std::any_of(table.begin(), table.end(), [](const gid_entry& g) {
-    return !g.ipv4.empty() && g.type == "v2";
+    return !g.ipv4.empty() && g.type != "v1";
   });
   if (!ipv4_v2)
     return {"no IPv4 RoCE v2 GID: RoCE v2 traffic cannot be routed"};

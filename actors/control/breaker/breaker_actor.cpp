@@ -51,6 +51,27 @@ void journal_trip(breaker_actor* self) {
           });
 }
 
+// A new cordon of `node`: "" when granted, else why not (a refusal that
+// trips the breaker journals the trip).
+std::string admit_cordon(breaker_actor* self, const std::string& node) {
+  auto& st = self->state;
+  auto refusal = st.breaker.admit_cordon(node, st.gpu_nodes, st.time->wall_now());
+  if (refusal == control::breaker_refusal::none) {
+    ++st.stats.admitted;
+    return {};
+  }
+  ++st.stats.refused;
+  if (refusal == control::breaker_refusal::trips_now) {
+    ++st.stats.trips;
+    component_logger("breaker")->error(
+      "circuit breaker tripped: {}; no new cordon, drain or remediation "
+      "starts until `vigil breaker reset`",
+      st.breaker.trip_reason());
+    journal_trip(self);
+  }
+  return std::string(control::to_string(refusal)) + ": " + st.breaker.trip_reason();
+}
+
 } // namespace
 
 void restore_breaker(control::circuit_breaker& breaker,
@@ -81,36 +102,22 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
     for (auto i = holders.begin(); i != holders.end(); ++i)
       if (i->second == down.source) {
         component_logger("breaker")->warn(
-          "the actor holding {}'s remediation slot is gone ({}); slot given back", i->first,
-          caf::to_string(down.reason));
+          "the actor holding {}'s remediation slot is gone ({}); slot given back",
+          i->first, caf::to_string(down.reason));
         self->state.breaker.finish_remediation(i->first);
         holders.erase(i);
         return;
       }
   });
   return {
-    [=](admit_atom, const std::string& node) -> std::string {
+    [=](admit_atom, const std::string& node) -> caf::result<std::string> {
       auto& st = self->state;
       if (!st.gpu_nodes_known && st.breaker.config().max_cordoned_percent < 100.0) {
-        ++st.stats.refused;
-        return "the GPU-node count is not known yet (the Node list has not been seen); "
-               "the cordon waits for it";
+        auto rp = self->make_response_promise<std::string>();
+        st.waiting_admits.emplace_back(node, rp);
+        return rp;
       }
-      auto refusal = st.breaker.admit_cordon(node, st.gpu_nodes, st.time->wall_now());
-      if (refusal == control::breaker_refusal::none) {
-        ++st.stats.admitted;
-        return {};
-      }
-      ++st.stats.refused;
-      if (refusal == control::breaker_refusal::trips_now) {
-        ++st.stats.trips;
-        component_logger("breaker")->error(
-          "circuit breaker tripped: {}; no new cordon, drain or remediation "
-          "starts until `vigil breaker reset`",
-          st.breaker.trip_reason());
-        journal_trip(self);
-      }
-      return std::string(control::to_string(refusal)) + ": " + st.breaker.trip_reason();
+      return admit_cordon(self, node);
     },
     [=](permit_atom, const std::string&) -> std::string {
       auto& st = self->state;
@@ -135,8 +142,12 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
       }
     },
     [=](remedied_atom, const std::string& node) {
-      self->state.breaker.finish_remediation(node);
-      self->state.slot_holders.erase(node);
+      auto& st = self->state;
+      st.breaker.finish_remediation(node);
+      if (auto holder = st.slot_holders.find(node); holder != st.slot_holders.end()) {
+        self->demonitor(holder->second);
+        st.slot_holders.erase(holder);
+      }
     },
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();
@@ -154,8 +165,13 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
       return rp;
     },
     [=](gpunodes_atom, std::uint64_t count) {
-      self->state.gpu_nodes = count;
-      self->state.gpu_nodes_known = true;
+      auto& st = self->state;
+      st.gpu_nodes = count;
+      st.gpu_nodes_known = true;
+      auto waiting = std::move(st.waiting_admits);
+      st.waiting_admits.clear();
+      for (auto& [node, rp] : waiting)
+        rp.deliver(admit_cordon(self, node));
     },
     [=](replay_atom, const std::vector<journal_record>& rows) {
       restore_breaker(self->state.breaker, rows);

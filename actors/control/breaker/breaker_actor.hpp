@@ -11,6 +11,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "actors/control/rules/circuit_breaker.hpp"
 #include "runtime/clock.hpp"
@@ -36,8 +37,11 @@ struct breaker_state {
   std::shared_ptr<const clock> time;
   std::size_t gpu_nodes = 0;
   /// The fleet has listed the Nodes once: until then the percentage limit
-  /// has no denominator, and new cordons wait (issue #7 item 4).
+  /// has no denominator, and the cordons asked for wait, unanswered, for the
+  /// count (issue #7 item 4).
   bool gpu_nodes_known = false;
+  std::vector<std::pair<std::string, caf::typed_response_promise<std::string>>>
+    waiting_admits;
   /// The node actor holding each node's remediation slot, monitored: a slot
   /// whose holder goes down (crash, lost leadership) is given back, so the
   /// pool's budget never leaks.
@@ -48,7 +52,8 @@ struct breaker_state {
 
 using breaker_actor = caf::stateful_actor<breaker_state>;
 
-/// (admit_atom, node) → "" or why not; (permit_atom, node) → "" or why not
+/// (admit_atom, node) → "" or why not (answered once the GPU-node count is
+/// known when the percentage limit applies); (permit_atom, node) → "" or why not
 /// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
 /// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
 /// node) or until the asking actor goes down; (reset_atom) → "reset";

@@ -119,6 +119,9 @@ void on_watch_event(fleet_actor* self, const kube_watch_event& event) {
     if (!st.listed)
       logger()->info("Node list seen: {} nodes, {} GPU nodes", st.nodes.size(),
                      st.gpu_nodes.size());
+    if (st.gpu_nodes.empty() && !st.nodes.empty())
+      logger()->warn("no Node matches control.gpu_node_label: the breaker's percentage "
+                     "limit has no GPU nodes to count (a typo in the selector?)");
     st.listed = true;
     return;
   }
@@ -282,6 +285,12 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
     for (auto& [name, events] : batch->events)
       self->send(node_for(self, name), replay_atom::value, std::move(events),
                  std::move(batch->marks[name]));
+    // The fabric window carries on where it was: a port-down just after the
+    // restart joins the incident its peers opened (incidents found here were
+    // journaled when they formed).
+    st.fabric = control::fabric_correlator(st.settings->correlation);
+    for (const auto& [at, node] : batch->port_downs)
+      st.fabric.on_port_down(node, at);
     st.rebuilt_seq = batch->last_seq;
     st.rebuilt = true;
     logger()->info(
@@ -385,9 +394,11 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
       continue;
     }
     if (row.kind == quarantine_row) {
-      // The cordons the breaker counted, so its window survives a restart.
+      // The quarantines the breaker counted (a cordon or a new taint), so its
+      // window survives a restart.
       auto body = json::parse(row.body, nullptr, false);
-      if (body.is_object() && body.value("cordon", false))
+      if (body.is_object()
+          && (body.value("startsQuarantine", false) || body.value("cordon", false)))
         into.breaker_rows.push_back(row);
       continue;
     }
@@ -431,6 +442,9 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
       into.undecodable.push_back(row.seq);
       continue;
     }
+    // The fabric window as the live fleet saw it: port-downs by arrival.
+    if (control::reports_link_down(*event) && control::is_nic_port_down(*event))
+      into.port_downs.emplace_back(row.recorded_at, event->node_name);
     into.events[event->node_name].push_back(std::move(*event));
   }
 }
@@ -462,8 +476,8 @@ void lead(fleet_actor* self, bool leading) {
   st.names.clear();
   st.replaying.clear();
   st.held.clear();
-  // Journaled: the next leader's rebuild replays them (without the hold, and
-  // without the fabric window seen so far: issue #7 note).
+  // Journaled: the next leader's rebuild replays them (without the hold; the
+  // fabric window is rebuilt from the journal's port-downs).
   st.on_hold.clear();
   if (st.watch_id != 0) {
     self->send(st.gateway, unwatch_atom::value, st.watch_id);

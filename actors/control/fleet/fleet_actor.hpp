@@ -89,9 +89,13 @@ struct rebuild_batch {
   std::map<std::string, std::vector<health_event>> events;
   /// Completed drains and fabric incidents among each node's events.
   std::map<std::string, std::vector<replay_mark>> marks;
-  std::map<std::string, std::vector<remediation_attempt>>
-    attempts; ///< CRs created, by node
-  std::vector<journal_record> breaker_rows; ///< trips, resets and cordons
+  /// CRs created, by node.
+  std::map<std::string, std::vector<remediation_attempt>> attempts;
+  /// The breaker's rows: trips, resets and the cordons it counted.
+  std::vector<journal_record> breaker_rows;
+  /// NIC port-downs with the time they were journaled: the fabric window's
+  /// history.
+  std::vector<std::pair<wall_time, std::string>> port_downs;
   std::vector<std::int64_t> undecodable;
   std::int64_t last_seq = 0;
 };

@@ -38,7 +38,8 @@ void set_leading(leader_actor* self, bool leading) {
 // answer at all cannot keep it leading.
 void check_renew_deadline(leader_actor* self) {
   auto& st = self->state;
-  if (st.leading && control::renew_deadline_passed(st.renewed, st.config, st.time->wall_now())) {
+  if (st.leading
+      && control::renew_deadline_passed(st.renewed, st.config, st.time->wall_now())) {
     logger()->warn("Lease {}/{} not renewed for {}s (renew deadline)", st.config.ns,
                    st.config.name, st.config.renew_deadline.count());
     set_leading(self, false);
@@ -69,7 +70,7 @@ void write(leader_actor* self, const control::lease_step& step) {
         // look renews afresh.
         logger()->warn("Lease {}/{}: write answered after the renew deadline; ignored",
                        st.config.ns, st.config.name);
-        return;
+        return check_renew_deadline(self);
       }
       st.renewed = sent;
       st.holder = st.config.identity;

@@ -138,14 +138,16 @@ kube::kube_request bounded(kube::kube_request request, const lease_config& confi
 
 kube::kube_request lease_get_request(const lease_config& config) {
   return bounded(
-    kube::make_request("GET", kube::resource_path(leases, config.ns, config.name)), config);
+    kube::make_request("GET", kube::resource_path(leases, config.ns, config.name)),
+    config);
 }
 
 kube::kube_request lease_write_request(const lease_config& config,
                                        const lease_step& step) {
   if (step.what == lease_step::kind::create)
     return bounded(
-      kube::make_request("POST", kube::resource_path(leases, config.ns), step.body), config);
+      kube::make_request("POST", kube::resource_path(leases, config.ns), step.body),
+      config);
   return bounded(kube::make_request(
                    "PUT", kube::resource_path(leases, config.ns, config.name), step.body),
                  config);

@@ -51,6 +51,8 @@ journal_record decision_row(const node_state& st, const quarantine_decision& d,
   nlohmann::json body = {{"decision", summary},
                          {"quarantined", d.quarantined},
                          {"cordon", d.cordon},
+                         // admitted by the breaker, counted in its window
+                         {"startsQuarantine", starts_quarantine(d)},
                          {"uncordon", d.uncordon},
                          {"heldByBreaker", d.held_by_breaker},
                          {"optedOut", d.opted_out},
@@ -242,21 +244,14 @@ void reconcile(node_actor* self) {
     .then(
       [=](const std::string& refusal) {
         auto& st = self->state;
-        if (refusal.empty()) {
-          st.quarantine_hold_posted = false;
+        if (refusal.empty())
           return apply_decision(self, decision);
-        }
         auto held = control::decide_quarantine(st.node->observation, st.active,
                                                st.settings->quarantine, false);
         if (held.no_change(st.node->observation))
           return finish(self);
         logger()->warn("node {}: new quarantine refused by the breaker ({})",
                        st.node_name, refusal);
-        if (!st.quarantine_hold_posted && !st.settings->dry_run) {
-          st.quarantine_hold_posted = true;
-          post_node_event(self, "QuarantineHeldByBreaker",
-                          "new quarantine not applied: " + refusal, true);
-        }
         apply_decision(self, std::move(held));
       },
       [=](const caf::error& err) {
@@ -301,7 +296,8 @@ void start_drain(node_actor* self, control::drain_request request) {
           logger()->warn("node {}: drain {} held: {}", st.node_name, key, refusal);
           if (st.drain_hold_posted != key) {
             st.drain_hold_posted = key;
-            post_drain_event(self, "DrainHeldByBreaker", "drain " + key + " held: " + refusal);
+            post_drain_event(self, "DrainHeldByBreaker",
+                             "drain " + key + " held: " + refusal);
           }
           if (!st.retry_armed) {
             st.retry_armed = true;
@@ -409,7 +405,8 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
                        "drain " + key + " completed (" + std::to_string(evictions)
                          + " pods evicted)");
     else
-      post_drain_event(self, "DrainSkipped", "drain " + key + ": nothing evicted (" + outcome + ")");
+      post_drain_event(self, "DrainSkipped",
+                       "drain " + key + ": nothing evicted (" + outcome + ")");
   }
   consider_drain(self);
 }
@@ -421,10 +418,6 @@ void journal_firing(node_actor* self, const std::string& rule, const health_even
   ++st.settings->counters->rule_firings;
   logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, rule, event.id,
                  message);
-  if (!st.settings->dry_run)
-    post_node_event(self, "CorrelationRuleFired",
-                    rule + ": " + message + " → " + std::string(to_string(event.action)),
-                    true);
   journal_record row;
   row.recorded_at = st.time->wall_now();
   row.node = st.node_name;
@@ -436,12 +429,18 @@ void journal_firing(node_actor* self, const std::string& rule, const health_even
     {"message",
      message}}.dump();
   row.idempotency_key = st.node_name + "/correlation/" + event.id + "/" + rule;
+  // Its Event once it is journaled (journal first), and once only.
+  auto event_text = rule + ": " + message + " → " + std::string(to_string(event.action));
   self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
-    .then([](const append_outcome&) {},
-          [=](const caf::error& err) {
-            logger()->warn("node {}: rule firing not journaled: {}",
-                           self->state.node_name, caf::to_string(err));
-          });
+    .then(
+      [=](const append_outcome& stored) {
+        if (!stored.duplicate && !self->state.settings->dry_run)
+          post_node_event(self, "CorrelationRuleFired", event_text, true);
+      },
+      [=](const caf::error& err) {
+        logger()->warn("node {}: rule firing not journaled: {}", self->state.node_name,
+                       caf::to_string(err));
+      });
 }
 
 // The gpu or nic_port actor an event concerns, spawned on first use.
@@ -687,11 +686,13 @@ caf::behavior node(node_actor* self, std::string name,
     [=](fabric_atom) {
       auto& st = self->state;
       auto dropped = drop_port_downs(self);
-      // One Event per incident (an incident that grows tells its nodes again).
+      // At most one Event per fabric window: an incident that grows tells
+      // its nodes again, and they have said it already.
       const auto now = st.time->wall_now();
       if (!st.settings->dry_run
           && (!st.fabric_event_posted
-              || now - *st.fabric_event_posted >= st.settings->correlation.fabric_window)) {
+              || now - *st.fabric_event_posted
+                   >= st.settings->correlation.fabric_window)) {
         st.fabric_event_posted = now;
         post_node_event(self, "FabricIncident",
                         "NIC ports down on many nodes at once: a fabric incident; this "

@@ -164,10 +164,10 @@ struct node_state {
   std::string drain_key;                      ///< its control::drain_key
   bool drain_cancelling = false;              ///< it was told to stop
   bool drain_permit_pending = false;          ///< the breaker is being asked
-  /// A Kubernetes Event for every decision, once per episode: the breaker
-  /// holding a new quarantine, the drain it holds (by key), and the last
-  /// fabric incident that covered this node.
-  bool quarantine_hold_posted = false;
+  /// A Kubernetes Event for every decision, once per episode: the drain the
+  /// breaker holds (by key), and the last fabric incident that covered this
+  /// node. (A quarantine the breaker holds is a decision of its own, with
+  /// its QuarantineHeld Event.)
   std::string drain_hold_posted;
   std::optional<wall_time> fabric_event_posted;
   /// seed 000 §3.1: what this quarantine already drained; reset on release.

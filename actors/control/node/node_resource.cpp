@@ -93,7 +93,7 @@ expected<observed_node> observe_node(const std::string& node_json,
     for (const auto& [key, value] : labels->items())
       if (value.is_string())
         obs.labels[key] = value.get<std::string>();
-  out.gpu_node = !gpu_nodes.empty() && gpu_nodes.matches(obs.labels);
+  out.gpu_node = gpu_nodes.matches(obs.labels);
   if (auto notes = metadata->find("annotations");
       notes != metadata->end() && notes->is_object()) {
     obs.cordon_owned = string_at(*notes, node_annotation::cordoned) == "true";

@@ -82,7 +82,8 @@ label_selector::parse_requirement(std::string_view raw) {
   if (op == std::string_view::npos) {
     r.key = std::string(text);
     if (r.key.empty() || !plain(r.key))
-      return bad("expected KEY, !KEY, KEY=VALUE, KEY!=VALUE, KEY in (…) or KEY notin (…)");
+      return bad(
+        "expected KEY, !KEY, KEY=VALUE, KEY!=VALUE, KEY in (…) or KEY notin (…)");
     return r;
   }
   r.key = std::string(trim(text.substr(0, op)));
@@ -115,19 +116,21 @@ expected<label_selector> label_selector::parse(std::string_view text) {
 }
 
 bool label_selector::matches(const std::map<std::string, std::string>& labels) const {
-  return std::all_of(requirements_.begin(), requirements_.end(), [&](const requirement& r) {
-    auto label = labels.find(r.key);
-    const bool present = label != labels.end();
-    const bool listed =
-      present && std::find(r.values.begin(), r.values.end(), label->second) != r.values.end();
-    switch (r.what) {
-      case requirement::op::exists: return present;
-      case requirement::op::not_exists: return !present;
-      case requirement::op::in: return listed;
-      case requirement::op::not_in: return !listed;
-    }
-    return false;
-  });
+  return std::all_of(
+    requirements_.begin(), requirements_.end(), [&](const requirement& r) {
+      auto label = labels.find(r.key);
+      const bool present = label != labels.end();
+      const bool listed =
+        present
+        && std::find(r.values.begin(), r.values.end(), label->second) != r.values.end();
+      switch (r.what) {
+        case requirement::op::exists: return present;
+        case requirement::op::not_exists: return !present;
+        case requirement::op::in: return listed;
+        case requirement::op::not_in: return !listed;
+      }
+      return false;
+    });
 }
 
 } // namespace vigil::control

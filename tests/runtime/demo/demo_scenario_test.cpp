@@ -182,7 +182,8 @@ json run_builtin_demo(const std::string& journal) {
 // `--journal postgresql://…` (the server scripts/with-postgres started).
 class demo_end_to_end : public testing::TestWithParam<std::string> {};
 
-INSTANTIATE_TEST_SUITE_P(journals, demo_end_to_end, testing::Values("sqlite", "postgresql"));
+INSTANTIATE_TEST_SUITE_P(journals, demo_end_to_end,
+                         testing::Values("sqlite", "postgresql"));
 
 TEST_P(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
   const auto journal = GetParam() == "postgresql"
@@ -287,7 +288,8 @@ TEST_P(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
 // switch outage into quarantines, so vigil's figures change.
 TEST(demo_fleet, vigils_thresholds_come_from_the_config) {
   auto fleet = [](const vigil_config& config) {
-    const std::vector<std::string> args{"--fleet", "--json", "--nodes", "2048", "--days", "54"};
+    const std::vector<std::string> args{"--fleet", "--json", "--nodes",
+                                        "2048",    "--days", "54"};
     auto line = parse_command_line(demo_option_specs(), args);
     EXPECT_TRUE(line.has_value());
     std::ostringstream out, err;

@@ -5,7 +5,8 @@
 namespace vigil::control {
 namespace {
 
-bool selects(const std::string& selector, const std::map<std::string, std::string>& labels) {
+bool selects(const std::string& selector,
+             const std::map<std::string, std::string>& labels) {
   auto s = label_selector::parse(selector);
   EXPECT_TRUE(s.has_value()) << selector << ": " << s.error().to_string();
   return s.has_value() && s->matches(labels);
@@ -31,7 +32,8 @@ TEST(label_selector, sets_and_conjunctions) {
   EXPECT_TRUE(selects("nvidia.com/gpu.product in (A100, H100)", h100));
   EXPECT_FALSE(selects("nvidia.com/gpu.product notin (A100,H100)", h100));
   EXPECT_TRUE(selects("pool notin (infer)", h100));
-  EXPECT_TRUE(selects("nvidia.com/gpu.present=true,pool in (train,eval),!cordoned", h100));
+  EXPECT_TRUE(
+    selects("nvidia.com/gpu.present=true,pool in (train,eval),!cordoned", h100));
   EXPECT_FALSE(selects("nvidia.com/gpu.present=true,pool=eval", h100));
 }
 
