@@ -91,10 +91,8 @@ std::vector<subcommand> command_table() {
       {"topo", "FILE", "output of `nvidia-smi topo -m` (topo)"},
       {"gpus", "FILE", "output of `nvidia-smi --query-gpu=...` (topo)"}},
      run_parse},
-    {"nic",
-     "run the NIC link-state monitor over a sysfs tree, print its events",
-     "scan [options]",
-     nic_scan_option_specs(), run_nic},
+    {"nic", "run the NIC link-state monitor over a sysfs tree, print its events",
+     "scan [options]", nic_scan_option_specs(), run_nic},
     {"version", "print the version", "", {}, run_version},
   };
 }

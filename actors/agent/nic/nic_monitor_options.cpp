@@ -150,10 +150,9 @@ expected<std::string> metadata_path_flag(const command_line& args,
 }
 
 std::vector<option_spec> nic_monitor_tuning_specs() {
-  static const std::set<std::string> tuning{"state-polling-interval", "checks",
-                                            "nic-exclusion-regex",
-                                            "nic-inclusion-regex-override",
-                                            "processing-strategy"};
+  static const std::set<std::string> tuning{
+    "state-polling-interval", "checks", "nic-exclusion-regex",
+    "nic-inclusion-regex-override", "processing-strategy"};
   std::vector<option_spec> out;
   for (auto& spec : nic_monitor_option_specs())
     if (tuning.count(spec.name) != 0)
