@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
   auto writer = sys.spawn<caf::detached>(journal_writer, store);
   auto journal_actor = sys.spawn(journal, jc, writer);
   auto gateway =
-    sys.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)));
+    sys.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)),
+              std::make_shared<kube_gateway_stats>());
   auto times = std::make_shared<patch_times>(nodes);
   auto tapped = sys.spawn(tap, gateway, times);
   control::breaker_config bc;

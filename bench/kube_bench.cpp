@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   cfg.set("scheduler.max-threads", size_t{2});
   caf::actor_system sys{cfg};
   auto gateway =
-    sys.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)));
+    sys.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)),
+              std::make_shared<kube_gateway_stats>());
   caf::scoped_actor self{sys};
   const auto t0 = bench_clock::now();
   sys.spawn(driver, gateway, total, window, caf::actor_cast<caf::actor>(self));

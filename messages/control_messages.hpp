@@ -38,8 +38,10 @@ using summary_atom = caf::atom_constant<caf::atom("summary")>;
 
 /// (cancel_atom, why) to a drain actor: stop evicting and report cancelled.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
-/// (drained_atom, drain key, outcome, evictions) from a drain actor to its node
-/// actor when it ends; outcome "succeeded", "cancelled", "skipped" or "dry_run".
+/// (drained_atom, drain key, outcome, evictions, deletions) from a drain actor
+/// to its node actor when it ends; outcome "succeeded", "cancelled", "skipped"
+/// or "dry_run"; deletions: pods deleted after their namespace's timeout
+/// (DeleteAfterTimeout).
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 /// (dtick_atom) a drain actor's own timer: re-list the pods, send what is due.
 using dtick_atom = caf::atom_constant<caf::atom("dtick")>;

@@ -390,7 +390,9 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                   ? system.spawn<caf::detached>(journal_writer, journal_db)
                   : system.spawn(journal_writer, journal_db);
   actors.journal = system.spawn(journal, config.journal, writer);
-  auto gateway = system.spawn(kube_gateway, kube_client);
+  auto gateway_stats = std::make_shared<kube_gateway_stats>();
+  actors.gateway_figures = gateway_stats;
+  auto gateway = system.spawn(kube_gateway, kube_client, gateway_stats);
   actors.breaker =
     system.spawn(breaker, breaker_config_from(config.breaker), actors.journal, time);
   actors.fleet =
@@ -442,7 +444,8 @@ int run_janitor(command_context& ctx) {
   const auto source = api->source;
   return run_process(config, [&](process_context& p) -> status {
     auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
-    auto gateway = p.system.spawn(kube_gateway, kube_client);
+    auto gateway =
+      p.system.spawn(kube_gateway, kube_client, std::make_shared<kube_gateway_stats>());
     auto janitor = p.system.spawn(janitor_controllers, options, gateway, time);
     component_logger("janitor")->info(
       "GPUReset and RebootNode controllers running; API server via {}; Jobs in {}",

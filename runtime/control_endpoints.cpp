@@ -81,6 +81,8 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
                           auto body = render_metrics((*out)[0], (*out)[1], (*out)[2], j);
                           if (const auto& m = self->state.actors.janitor_figures)
                             body += render_janitor_metrics(*m);
+                          if (const auto& g = self->state.actors.gateway_figures)
+                            body += render_gateway_metrics(*g);
                           reply(text(200, body));
                         },
                         [=](const caf::error& e) {
@@ -95,6 +97,30 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
 }
 
 } // namespace
+
+std::string render_gateway_metrics(const kube_gateway_stats& stats) {
+  std::string out;
+  family(out, "vigil_kube_requests_total", "counter",
+         "requests to the Kubernetes API server", static_cast<double>(stats.requests));
+  family(out, "vigil_kube_request_failures_total", "counter",
+         "API server requests that failed after the client's retries",
+         static_cast<double>(stats.failures));
+  family(out, "vigil_kube_requests_in_flight", "gauge",
+         "API server requests waiting for their answer",
+         static_cast<double>(stats.in_flight));
+  family(out, "vigil_kube_watch_events_total", "counter", "watch events received",
+         static_cast<double>(stats.watch_events));
+  family(out, "vigil_kube_watch_relists_total", "counter",
+         "watches that had to list again (410 Gone, or first start)",
+         static_cast<double>(stats.relists));
+  family(out, "vigil_kube_watch_resumes_total", "counter",
+         "watches resumed from their last resourceVersion",
+         static_cast<double>(stats.resumes));
+  family(out, "vigil_kube_watch_bad_lines_total", "counter",
+         "watch lines that did not parse and were skipped",
+         static_cast<double>(stats.bad_watch_lines));
+  return out;
+}
 
 std::string render_metrics(const std::string& ingest_stats,
                            const std::string& fleet_summary,
@@ -184,9 +210,17 @@ std::string render_metrics(const std::string& ingest_stats,
          + outcomes;
   family(out, "vigil_evictions_total", "counter", "evictions the API server accepted",
          number(fleet, "evictions"));
-  family(out, "vigil_rule_firings_total", "counter",
-         "events whose action a correlation rule escalated",
-         number(fleet, "ruleFirings"));
+  family(out, "vigil_pod_deletions_total", "counter",
+         "pods deleted once their namespace's DeleteAfterTimeout ran out",
+         number(fleet, "podDeletions"));
+  out += "# HELP vigil_rule_firings_total correlation rule verdicts, by rule\n"
+         "# TYPE vigil_rule_firings_total counter\n";
+  for (auto [rule, key] :
+       {std::pair<const char*, const char*>{"repeated-xid", "ruleFiringsRepeatedXid"},
+        {"nic-flap", "ruleFiringsNicFlap"},
+        {"nic-drop", "ruleFiringsNicDrop"}})
+    out += std::string("vigil_rule_firings_total{rule=\"") + rule + "\"} "
+           + std::to_string(static_cast<std::uint64_t>(number(fleet, key))) + "\n";
   family(out, "vigil_fabric_incidents_total", "counter",
          "fabric-wide NIC incidents opened or grown", number(fleet, "fabricIncidents"));
   std::string remediations;

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/ingest/ingest_logic.hpp"
+#include "actors/gateway/kube_gateway.hpp"
 #include "actors/janitor/janitor_actor.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "runtime/http/http_server.hpp"
@@ -25,6 +26,8 @@ struct control_actors {
   caf::actor breaker;
   /// The in-process janitor's figures; null when it runs elsewhere.
   std::shared_ptr<const janitor_metrics> janitor_figures;
+  /// The Kubernetes gateway's figures; null when there is none.
+  std::shared_ptr<const kube_gateway_stats> gateway_figures;
 };
 
 /// Asks the actors for their figures and answers /metrics, /readyz and the
@@ -46,6 +49,9 @@ struct control_http_options {
 /// The request handler for http::server::start.
 http::handler make_control_handler(control_actors actors, caf::actor endpoints,
                                    control_http_options options);
+
+/// Prometheus text exposition of the gateway's figures (vigil_kube_*).
+std::string render_gateway_metrics(const kube_gateway_stats& stats);
 
 /// Prometheus text exposition of the figures the actors reported (JSON
 /// objects as they answer summary/stats requests); pure, for tests.

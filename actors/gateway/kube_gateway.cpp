@@ -50,7 +50,7 @@ void relist(kube_gateway_actor* self, std::uint64_t id) {
   auto it = self->state.watches.find(id);
   if (it == self->state.watches.end())
     return;
-  ++self->state.stats.relists;
+  ++self->state.stats->relists;
   it->second.resource_version.clear();
   start_list(self, id, "", std::make_shared<list_progress>());
 }
@@ -131,7 +131,7 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
   auto event = json::parse(line, nullptr, false);
   if (!event.is_object() || !event.contains("type") || !event["type"].is_string()
       || !event.contains("object") || !event["object"].is_object()) {
-    ++self->state.stats.bad_watch_lines;
+    ++self->state.stats->bad_watch_lines;
     component_logger("gateway")->warn("watch {}: not a watch event ({} bytes); resuming",
                                       sub.spec.resource.plural, line.size());
     self->state.client->stop_watch(sub.stream);
@@ -159,7 +159,7 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
   auto meta = object.value("metadata", json::object());
   if (auto rv = meta.find("resourceVersion"); rv != meta.end() && rv->is_string())
     sub.resource_version = rv->get<std::string>();
-  ++self->state.stats.watch_events;
+  ++self->state.stats->watch_events;
   self->send(sub.subscriber,
              kube_watch_event{id, type, object.dump(), sub.resource_version});
 }
@@ -167,14 +167,17 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
 } // namespace
 
 caf::behavior kube_gateway(kube_gateway_actor* self,
-                           std::shared_ptr<kube::kube_client> client) {
+                           std::shared_ptr<kube::kube_client> client,
+                           std::shared_ptr<kube_gateway_stats> stats) {
   self->state.client = std::move(client);
+  self->state.stats = stats ? std::move(stats) : std::make_shared<kube_gateway_stats>();
   // No cleanup hook: the state (and with it the client, its I/O thread and
   // every open watch) is destroyed when the actor exits.
   return {
     [=](kube::kube_request& request) -> caf::result<kube::kube_result> {
       auto& st = self->state;
-      ++st.stats.requests;
+      ++st.stats->requests;
+      ++st.stats->in_flight;
       const auto id = ++st.next_id;
       st.pending.emplace(id, self->make_response_promise());
       caf::actor me = caf::actor_cast<caf::actor>(self);
@@ -187,8 +190,9 @@ caf::behavior kube_gateway(kube_gateway_actor* self,
       auto it = self->state.pending.find(id);
       if (it == self->state.pending.end())
         return;
+      --self->state.stats->in_flight;
       if (!result.ok())
-        ++self->state.stats.failures;
+        ++self->state.stats->failures;
       it->second.deliver(std::move(result));
       self->state.pending.erase(it);
     },
@@ -225,7 +229,7 @@ caf::behavior kube_gateway(kube_gateway_actor* self,
       }
       // A clean end (timeoutSeconds) resumes at once; a failure backs off.
       sub.failures = why ? sub.failures + 1 : 0;
-      ++self->state.stats.resumes;
+      ++self->state.stats->resumes;
       self->delayed_send(self, rewatch_delay(sub.failures), rewatch_atom::value, id,
                          ++sub.generation);
     },

@@ -5,6 +5,7 @@
 // the last seen version when the stream ends, relist on 410 Gone.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -28,13 +29,16 @@ struct watch_subscription {
   int failures = 0;             ///< consecutive failed streams (backoff)
 };
 
+/// The gateway's figures for /metrics: written by the gateway alone, read by
+/// whoever renders them (monotonic atomics but for the in_flight gauge).
 struct kube_gateway_stats {
-  std::uint64_t requests = 0;
-  std::uint64_t failures = 0;
-  std::uint64_t watch_events = 0;
-  std::uint64_t relists = 0;
-  std::uint64_t resumes = 0;
-  std::uint64_t bad_watch_lines = 0;
+  std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> failures{0}; ///< answered with an error, after retries
+  std::atomic<std::uint64_t> in_flight{0};
+  std::atomic<std::uint64_t> watch_events{0};
+  std::atomic<std::uint64_t> relists{0};
+  std::atomic<std::uint64_t> resumes{0};
+  std::atomic<std::uint64_t> bad_watch_lines{0};
 };
 
 struct kube_gateway_state {
@@ -42,13 +46,15 @@ struct kube_gateway_state {
   std::uint64_t next_id = 0;
   std::unordered_map<std::uint64_t, caf::response_promise> pending;
   std::map<std::uint64_t, watch_subscription> watches;
-  kube_gateway_stats stats;
+  std::shared_ptr<kube_gateway_stats> stats;
   static inline const char* name = "kube_gateway";
 };
 
 using kube_gateway_actor = caf::stateful_actor<kube_gateway_state>;
 
+/// `stats` receives the gateway's figures (shared with /metrics).
 caf::behavior kube_gateway(kube_gateway_actor* self,
-                           std::shared_ptr<kube::kube_client> client);
+                           std::shared_ptr<kube::kube_client> client,
+                           std::shared_ptr<kube_gateway_stats> stats);
 
 } // namespace vigil

@@ -55,7 +55,8 @@ void journal_end(drain_actor* self) {
                        st.key, st.end_outcome, st.evictions, st.deletions);
         if (auto owner = caf::actor_cast<caf::actor>(st.owner))
           self->send(owner, drained_atom::value, st.key, st.end_outcome,
-                     static_cast<std::uint64_t>(st.evictions));
+                     static_cast<std::uint64_t>(st.evictions),
+                     static_cast<std::uint64_t>(st.deletions));
         self->quit();
       },
       [=](const caf::error& err) {

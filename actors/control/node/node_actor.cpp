@@ -415,7 +415,11 @@ void journal_firing(node_actor* self, const std::string& rule, const health_even
                     const std::string& message) {
   auto& st = self->state;
   ++st.stats.rule_firings;
-  ++st.settings->counters->rule_firings;
+  auto& counters = *st.settings->counters;
+  ++counters.rule_firings;
+  ++(rule == "repeated-xid" ? counters.rule_firings_repeated_xid
+     : rule == "nic-flap"   ? counters.rule_firings_nic_flap
+                            : counters.rule_firings_nic_drop);
   logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, rule, event.id,
                  message);
   journal_record row;
@@ -727,7 +731,10 @@ caf::behavior node(node_actor* self, std::string name,
     [=](rpoll_atom) { node_remediation_steps::on_poll_timer(self); },
     [=](rverify_atom) { node_remediation_steps::on_verify_timer(self); },
     [=](drained_atom, const std::string& key, const std::string& outcome,
-        std::uint64_t evictions) { on_drained(self, key, outcome, evictions); },
+        std::uint64_t evictions, std::uint64_t deletions) {
+      self->state.settings->counters->pod_deletions += deletions;
+      on_drained(self, key, outcome, evictions);
+    },
   };
 }
 

@@ -46,7 +46,11 @@ struct control_counters {
   std::atomic<std::uint64_t> drains_skipped{0}; ///< nothing to evict, or dry run
   std::atomic<std::uint64_t> drains_held{0};    ///< refused by the breaker
   std::atomic<std::uint64_t> evictions{0};
-  std::atomic<std::uint64_t> rule_firings{0};           ///< correlation escalations
+  std::atomic<std::uint64_t> pod_deletions{0}; ///< DeleteAfterTimeout, past its timeout
+  std::atomic<std::uint64_t> rule_firings{0};  ///< correlation escalations
+  std::atomic<std::uint64_t> rule_firings_repeated_xid{0}; ///< of those, by rule
+  std::atomic<std::uint64_t> rule_firings_nic_flap{0};
+  std::atomic<std::uint64_t> rule_firings_nic_drop{0};
   std::atomic<std::uint64_t> fabric_incidents{0};       ///< opened or grown
   std::atomic<std::uint64_t> remediations_started{0};   ///< CRs created
   std::atomic<std::uint64_t> remediations_succeeded{0}; ///< CRs that succeeded

@@ -900,6 +900,7 @@ CAF_TEST(namespaces_drain_by_their_modes) {
       CAF_CHECK_EQUAL(body["evictions"], 1);
       CAF_CHECK_EQUAL(body["deletions"], 1);
     }
+  CAF_CHECK_EQUAL(settings->counters->pod_deletions.load(), 1u); // /metrics
 }
 
 CAF_TEST(a_recovery_cancels_a_drain) {
@@ -989,6 +990,9 @@ CAF_TEST(a_flapping_nic_port_escalates_to_replace_vm) {
     }
   auto summary = node_summary("node-1");
   CAF_CHECK_EQUAL(summary["ruleFirings"], 1);
+  auto fleet_summary = json::parse(ask(fleet, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(fleet_summary["ruleFiringsNicFlap"], 1);
+  CAF_CHECK_EQUAL(fleet_summary["ruleFiringsRepeatedXid"], 0);
 }
 
 CAF_TEST(a_port_down_without_recovery_attempts_is_dropped_and_replace_vm) {

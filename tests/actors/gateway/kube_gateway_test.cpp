@@ -35,7 +35,8 @@ protected:
       kube::make_kube_client_curl(kube::kube_connection{server_->url()}, options);
     ASSERT_TRUE(client.has_value()) << client.error().to_string();
     gateway_ =
-      system_.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)));
+      system_.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)),
+                    std::make_shared<kube_gateway_stats>());
   }
 
   void TearDown() override {
