@@ -62,8 +62,9 @@ caf::behavior breaker(breaker_actor* self, control::breaker_config config,
                       caf::actor journal, std::shared_ptr<const clock> time);
 
 /// The breaker's state after the journal's breaker rows, oldest first: the
-/// last row wins (a trip after a reset re-opens it); quarantine rows that
-/// cordoned are counted in the window as they were live.
+/// last row wins (a trip after a reset re-opens it); the quarantine rows the
+/// fleet passes (those that started a quarantine) count in the window as
+/// they did live.
 void restore_breaker(control::circuit_breaker& breaker,
                      const std::vector<journal_record>& rows);
 
