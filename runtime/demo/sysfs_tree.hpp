@@ -205,17 +205,19 @@ public:
     return "class/infiniband/" + device + "/ports/" + std::to_string(port);
   }
 
-private:
-  void link(const std::string& target, const std::string& rel) {
-    std::filesystem::create_directory_symlink(target, path(rel));
-  }
-
+  /// Gives `nic` (at PCI directory `pci`) its netdev, also after the fact
+  /// (a RoCE interface created later).
   void add_netdev(const fake_nic& nic, const std::string& pci) {
     const auto net = pci + "/net/" + nic.netdev;
     mkdirs(net);
     write(net + "/operstate", nic.operstate);
     link("../../../" + nic.pci, net + "/device");
     link("../../" + net, "class/net/" + nic.netdev);
+  }
+
+private:
+  void link(const std::string& target, const std::string& rel) {
+    std::filesystem::create_directory_symlink(target, path(rel));
   }
 
   temp_dir dir_;

@@ -433,6 +433,8 @@ nic_snapshot read_nic_snapshot(const std::string& sysfs_root) {
 }
 
 nic_snapshot nic_sysfs_reader::read() {
+  if (++reads_ % relearn_every_ == 0)
+    known_.clear();
   nic_snapshot snapshot;
   auto names = list_ib_devices(root_, snapshot.diagnostics);
   if (!names) {

@@ -85,16 +85,22 @@ struct known_nic_device {
 /// changes (port state, phys_state, counters, the netdev's operstate) and
 /// check the device is still where it was (its directory and PCI link). A
 /// device whose PCI link changed is read in full again; one that vanished or
-/// was not listed is forgotten. Same snapshots as read_nic_snapshot, a
-/// fraction of the system calls.
+/// was not listed is forgotten. Every `relearn_every` reads everything is
+/// read in full, so what appears on a device that stayed put (a RoCE netdev
+/// created later, a port or counter file) is seen within that many polls.
+/// Same snapshots as read_nic_snapshot, a fraction of the system calls.
 class nic_sysfs_reader {
 public:
-  explicit nic_sysfs_reader(std::string sysfs_root) : root_(std::move(sysfs_root)) {}
+  explicit nic_sysfs_reader(std::string sysfs_root, unsigned relearn_every = 60)
+    : root_(std::move(sysfs_root)),
+      relearn_every_(relearn_every > 0 ? relearn_every : 1) {}
   nic_snapshot read();
   std::size_t known() const { return known_.size(); }
 
 private:
   std::string root_;
+  unsigned relearn_every_;
+  unsigned reads_ = 0;
   std::map<std::string, known_nic_device> known_;
 };
 

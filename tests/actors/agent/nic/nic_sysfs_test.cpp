@@ -188,6 +188,27 @@ TEST(nic_sysfs, ipv4_of_gid_decodes_only_mapped_addresses) {
 
 // The monitor's reader keeps what stays put; poll after poll it must see
 // exactly what a full read sees, whatever changes underneath.
+// seed 002 §9: a RoCE netdev created after the device was first read has an
+// operstate the events should carry; the reader's periodic full read finds it.
+TEST(nic_sysfs_reader, relearns_what_appears_on_a_device_that_stayed_put) {
+  fake_sysfs sys;
+  fake_nic roce;
+  roce.name = "mlx5_1";
+  roce.pci = "0000:0d:00.0";
+  roce.ports = {test::roce_port("4: ACTIVE", "5: LinkUp")};
+  sys.add_nic(roce);
+  nic_sysfs_reader reader(sys.root(), 3);
+  EXPECT_EQ(reader.read().find("mlx5_1")->net_dev, ""); // read 1: learned
+  roce.netdev = "rdma4";
+  sys.add_netdev(roce, fake_sysfs::pci_dir(roce.pci));
+  EXPECT_EQ(reader.read().find("mlx5_1")->net_dev, ""); // read 2: what it learned
+  auto relearned = reader.read();                       // read 3: in full
+  EXPECT_EQ(relearned.find("mlx5_1")->net_dev, "rdma4");
+  EXPECT_EQ(relearned.find("mlx5_1")->operstate,
+            read_nic_snapshot(sys.root()).find("mlx5_1")->operstate);
+  EXPECT_EQ(reader.read().find("mlx5_1")->net_dev, "rdma4"); // and keeps it
+}
+
 TEST(nic_sysfs_reader, sees_what_a_full_read_sees) {
   fake_sysfs sys;
   fake_nic ib;
