@@ -99,26 +99,31 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
 } // namespace
 
 std::string render_gateway_metrics(const kube_gateway_stats& stats) {
+  struct figure {
+    const char* name;
+    const char* type;
+    const char* help;
+    const std::atomic<std::uint64_t>& value;
+  };
+  const figure figures[] = {
+    {"vigil_kube_requests_total", "counter", "requests to the Kubernetes API server",
+     stats.requests},
+    {"vigil_kube_request_failures_total", "counter",
+     "API server requests that failed after the client's retries", stats.failures},
+    {"vigil_kube_requests_in_flight", "gauge",
+     "API server requests waiting for their answer", stats.in_flight},
+    {"vigil_kube_watch_events_total", "counter", "watch events received",
+     stats.watch_events},
+    {"vigil_kube_watch_relists_total", "counter",
+     "watches that had to list again (410 Gone, or first start)", stats.relists},
+    {"vigil_kube_watch_resumes_total", "counter",
+     "watches resumed from their last resourceVersion", stats.resumes},
+    {"vigil_kube_watch_bad_lines_total", "counter",
+     "watch lines that did not parse and were skipped", stats.bad_watch_lines},
+  };
   std::string out;
-  family(out, "vigil_kube_requests_total", "counter",
-         "requests to the Kubernetes API server", static_cast<double>(stats.requests));
-  family(out, "vigil_kube_request_failures_total", "counter",
-         "API server requests that failed after the client's retries",
-         static_cast<double>(stats.failures));
-  family(out, "vigil_kube_requests_in_flight", "gauge",
-         "API server requests waiting for their answer",
-         static_cast<double>(stats.in_flight));
-  family(out, "vigil_kube_watch_events_total", "counter", "watch events received",
-         static_cast<double>(stats.watch_events));
-  family(out, "vigil_kube_watch_relists_total", "counter",
-         "watches that had to list again (410 Gone, or first start)",
-         static_cast<double>(stats.relists));
-  family(out, "vigil_kube_watch_resumes_total", "counter",
-         "watches resumed from their last resourceVersion",
-         static_cast<double>(stats.resumes));
-  family(out, "vigil_kube_watch_bad_lines_total", "counter",
-         "watch lines that did not parse and were skipped",
-         static_cast<double>(stats.bad_watch_lines));
+  for (const auto& f : figures)
+    family(out, f.name, f.type, f.help, static_cast<double>(f.value.load()));
   return out;
 }
 
