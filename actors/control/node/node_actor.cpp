@@ -417,9 +417,12 @@ void journal_firing(node_actor* self, const std::string& rule, const health_even
   ++st.stats.rule_firings;
   auto& counters = *st.settings->counters;
   ++counters.rule_firings;
-  ++(rule == "repeated-xid" ? counters.rule_firings_repeated_xid
-     : rule == "nic-flap"   ? counters.rule_firings_nic_flap
-                            : counters.rule_firings_nic_drop);
+  if (rule == "repeated-xid")
+    ++counters.rule_firings_repeated_xid;
+  else if (rule == "nic-flap")
+    ++counters.rule_firings_nic_flap;
+  else if (rule == "nic-drop")
+    ++counters.rule_firings_nic_drop;
   logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, rule, event.id,
                  message);
   journal_record row;
