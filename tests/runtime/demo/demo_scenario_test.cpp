@@ -283,6 +283,52 @@ TEST_P(demo_end_to_end, the_builtin_scenario_heals_the_cluster) {
   EXPECT_NE(bad_err.find("--since"), std::string::npos) << bad_err;
 }
 
+// `vigil demo --scenario FILE` (SCENARIOS.md) through the command line: a
+// scenario of its own on a smaller cluster, and a step whose expectation is
+// wrong fails the run (exit 1) naming the difference.
+TEST(demo_scenario_file, runs_a_scenario_of_its_own_and_fails_a_wrong_expectation) {
+  const auto dir = test::fresh_directory();
+  auto run = [&](const std::string& yaml) {
+    const auto file = dir + "/scenario.yaml";
+    std::ofstream(file) << yaml;
+    const std::vector<std::string> args{"--scenario", file, "--json", "--journal",
+                                        "sqlite:" + test::fresh_directory() + "/j.db"};
+    auto line = parse_command_line(demo_option_specs(), args);
+    EXPECT_TRUE(line.has_value());
+    vigil_config config;
+    std::ostringstream out, err;
+    command_context ctx{*line, config, out, err};
+    const int rc = run_demo(ctx);
+    return std::tuple{rc, json::parse(out.str(), nullptr, false), err.str()};
+  };
+  const std::string scenario = R"(name: application XIDs on a small cluster
+nodes: 4
+steps:
+  - name: XIDs 13 and 31 on node 2
+    do:
+      - xid: {node: 2, gpu: 1, codes: [13, 31]}
+    run_for: 5m
+    expect:
+      evicted: []
+      remediations: []
+      cordoned_during: []
+)";
+  auto [rc, summary, err] = run(scenario);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_EQ(summary["scenario"], "application XIDs on a small cluster") << summary.dump();
+  ASSERT_EQ(summary["steps"].size(), 1u);
+  EXPECT_TRUE(summary["steps"][0]["passed"].get<bool>()) << summary.dump();
+  EXPECT_EQ(summary["nodes"].size(), 4u);
+
+  std::string wrong = scenario;
+  wrong.replace(wrong.find("cordoned_during: []"), 19, "cordoned_during: [2]");
+  auto [bad_rc, bad_summary, bad_err] = run(wrong);
+  EXPECT_EQ(bad_rc, 1) << bad_err;
+  ASSERT_EQ(bad_summary["steps"].size(), 1u) << bad_summary.dump();
+  EXPECT_FALSE(bad_summary["steps"][0]["passed"].get<bool>());
+  EXPECT_FALSE(bad_summary["steps"][0]["detail"].get<std::string>().empty());
+}
+
 // `vigil demo --fleet` runs vigil's side with the thresholds of --config: a
 // fabric rule that needs more nodes than a leaf switch takes down turns each
 // switch outage into quarantines, so vigil's figures change.
