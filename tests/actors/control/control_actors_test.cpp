@@ -673,6 +673,29 @@ CAF_TEST(cordons_wait_for_the_gpu_node_count) {
   run();
 }
 
+// Journal first (issue #7 item 1): while the database refuses appends no
+// event is acknowledged; the request is answered 503 with Retry-After at the
+// ingest deadline, nothing is acted on, and the agent's resend is accepted
+// once the journal is back.
+CAF_TEST(ingest_answers_503_with_retry_after_while_the_journal_is_down) {
+  start();
+  journal_db->failures = 1000;
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(replies.empty()); // nothing claimed stored
+  advance(std::chrono::seconds{5});
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 503);
+  CAF_CHECK(replies[0].retry_after_seconds.has_value());
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(journal_rows("event"), 0u);
+  journal_db->failures = 0;
+  advance(std::chrono::seconds{30}); // the journal's reconnect backoff
+  post({xid("node-1", "GPU-a")});    // the agent resends
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK_EQUAL(journal_rows("event"), 1u);
+  CAF_CHECK(cordoned("node-1"));
+}
+
 CAF_TEST(a_tripped_breaker_survives_a_restart) {
   control::breaker_config config;
   config.max_cordoned_nodes = 1;
