@@ -163,19 +163,30 @@ TEST(demo_scenario, an_unexpected_remediation_fails_the_step) {
   EXPECT_FALSE(check_step(reset_step(), seen).passed);
 }
 
-// The whole demo, as `vigil demo --json --journal JOURNAL` prints it.
-json run_builtin_demo(const std::string& journal) {
-  const std::vector<std::string> args{"--json", "--journal", journal};
+// `vigil demo ARGS` under `config`: the exit status, the JSON it printed
+// (discarded when it printed none) and what it wrote to stderr.
+struct demo_run {
+  int rc = 0;
+  json out;
+  std::string err;
+};
+
+demo_run run_demo_command(const std::vector<std::string>& args,
+                          const vigil_config& config = {}) {
   auto line = parse_command_line(demo_option_specs(), args);
   EXPECT_TRUE(line.has_value());
-  vigil_config config;
   std::ostringstream out, err;
   command_context ctx{*line, config, out, err};
   const int rc = run_demo(ctx);
-  EXPECT_EQ(rc, 0) << err.str() << out.str();
-  auto summary = json::parse(out.str(), nullptr, false);
-  EXPECT_FALSE(summary.is_discarded()) << out.str();
-  return summary;
+  return {rc, json::parse(out.str(), nullptr, false), err.str()};
+}
+
+// The whole demo, as `vigil demo --json --journal JOURNAL` prints it.
+json run_builtin_demo(const std::string& journal) {
+  auto run = run_demo_command({"--json", "--journal", journal});
+  EXPECT_EQ(run.rc, 0) << run.err;
+  EXPECT_FALSE(run.out.is_discarded());
+  return run.out;
 }
 
 // The demo on each journal it offers: embedded SQLite (the default) and
@@ -291,15 +302,9 @@ TEST(demo_scenario_file, runs_a_scenario_of_its_own_and_fails_a_wrong_expectatio
   auto run = [&](const std::string& yaml) {
     const auto file = dir + "/scenario.yaml";
     std::ofstream(file) << yaml;
-    const std::vector<std::string> args{"--scenario", file, "--json", "--journal",
-                                        "sqlite:" + test::fresh_directory() + "/j.db"};
-    auto line = parse_command_line(demo_option_specs(), args);
-    EXPECT_TRUE(line.has_value());
-    vigil_config config;
-    std::ostringstream out, err;
-    command_context ctx{*line, config, out, err};
-    const int rc = run_demo(ctx);
-    return std::tuple{rc, json::parse(out.str(), nullptr, false), err.str()};
+    auto r = run_demo_command({"--scenario", file, "--json", "--journal",
+                               "sqlite:" + test::fresh_directory() + "/j.db"});
+    return std::tuple{r.rc, r.out, r.err};
   };
   const std::string scenario = R"(name: application XIDs on a small cluster
 nodes: 4
@@ -334,14 +339,10 @@ steps:
 // switch outage into quarantines, so vigil's figures change.
 TEST(demo_fleet, vigils_thresholds_come_from_the_config) {
   auto fleet = [](const vigil_config& config) {
-    const std::vector<std::string> args{"--fleet", "--json", "--nodes",
-                                        "2048",    "--days", "54"};
-    auto line = parse_command_line(demo_option_specs(), args);
-    EXPECT_TRUE(line.has_value());
-    std::ostringstream out, err;
-    command_context ctx{*line, config, out, err};
-    EXPECT_EQ(run_demo(ctx), 0) << err.str();
-    return json::parse(out.str(), nullptr, false);
+    auto r =
+      run_demo_command({"--fleet", "--json", "--nodes", "2048", "--days", "54"}, config);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.out;
   };
   const auto defaults = fleet(vigil_config{});
   ASSERT_TRUE(defaults.is_object());
