@@ -347,8 +347,11 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
   // Each stage's dry run covers the stages after it (issue #7 item 8): no
   // drain on a node vigil did not cordon, no reset under pods never evicted.
   settings->dry_run = cc.dry_run || config.quarantine.dry_run;
-  settings->drain = std::make_shared<drain_settings>(
-    drain_settings_from(config.drain, settings->dry_run));
+  auto drain = drain_settings_from(config.drain, settings->dry_run);
+  // seed 000 §4.3 case 3: vigil's own pods (its namespace, the janitor's Jobs)
+  // are never drained; a reset ends before a full drain, never under it.
+  drain.config.vigil_namespaces = {cc.lease_namespace, config.janitor.job_namespace};
+  settings->drain = std::make_shared<drain_settings>(std::move(drain));
   if (auto valid = control::validate(settings->drain->config); !valid)
     return valid.error();
   settings->correlation = correlation_config_from(config.correlation);

@@ -1,10 +1,12 @@
 #include "runtime/replay_analysis.hpp"
 
+#include <deque>
 #include <map>
 #include <set>
 
 #include "actors/control/drain/drain_resource.hpp"
 #include "actors/control/node/node_actor.hpp"
+#include "actors/control/remediation/remediation_machine.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/control/rules/drain_plan.hpp"
 #include "runtime/journal/fleet_view.hpp"
@@ -26,6 +28,56 @@ struct node_replay {
   control::node_correlator correlator;
   control::active_events active;
 };
+
+// What vigil control's remediation machine would carry out for the records,
+// the node quarantined and drained as they want, answered on paper: no CR
+// exists yet and the breaker grants. The journal holds no node labels: the
+// GPUs are taken to be H100s. Escalation history is not replayed.
+std::string remediation_of(const std::string& node,
+                           const std::vector<control::active_record>& records,
+                           const decision_policy& policy) {
+  namespace cmd = control::remediation_command;
+  control::remediation_config config;
+  config.options = policy.remediation;
+  control::remediation_machine machine(node, config);
+  control::remediation_view view;
+  view.records = records;
+  view.quarantined = true;
+  view.facts.product_name = "NVIDIA-H100-80GB-HBM3";
+  if (auto drain = control::desired_drain(records)) {
+    view.drained_key = control::drain_key(*drain);
+    view.drained = view.drained_key == "full" ? control::drain_history::full_done
+                                              : control::drain_history::partial_done;
+  }
+  const wall_time now{};
+  std::vector<std::string> steps;
+  std::deque<control::remediation_commands> pending{machine.consider(view, now)};
+  for (; !pending.empty(); pending.pop_front())
+    for (const auto& command : pending.front()) {
+      if (auto* c = std::get_if<cmd::find_cr>(&command))
+        pending.push_back(machine.on_cr_absent(c->generation, view, now));
+      else if (auto* c = std::get_if<cmd::ask_breaker>(&command))
+        pending.push_back(machine.on_breaker_answer(c->generation, "", view, now));
+      else if (auto* c = std::get_if<cmd::create_cr>(&command))
+        steps.emplace_back(control::to_string(c->request.plan.kind));
+      else if (std::holds_alternative<cmd::hand_to_operator>(command))
+        steps.emplace_back("Manual");
+      else if (std::holds_alternative<cmd::drain_fully>(command)) {
+        steps.emplace_back("full drain");
+        view.drained = control::drain_history::full_done;
+        view.drained_key = "full";
+        pending.push_back(machine.consider(view, now));
+      }
+    }
+  for (const auto& waiting : machine.queue().waiting())
+    steps.emplace_back(std::string(control::to_string(waiting.plan.kind)) + " (queued)");
+  if (steps.empty())
+    return "None";
+  std::string out;
+  for (const auto& step : steps)
+    out += (out.empty() ? "" : " then ") + step;
+  return out;
+}
 
 std::string decide(node_replay& node, health_event e, const decision_policy& policy,
                    std::string notes) {
@@ -56,23 +108,12 @@ std::string decide(node_replay& node, health_event e, const decision_policy& pol
     return notes + "not acted on: " + applied.ignored;
   const auto records = node.active.records();
   const auto drain = control::desired_drain(records);
-  // The remediation the node's records call for: the strongest, which covers
-  // the others (seed 000 §4.3). The journal holds no node labels: the GPUs
-  // are taken to be H100s.
-  control::node_gpu_facts facts;
-  facts.product_name = "NVIDIA-H100-80GB-HBM3";
-  auto strongest = control::remediation_kind::none;
-  for (const auto& r : records) {
-    const auto plan = control::plan_remediation(r.action, control::gpu_uuid_of(r), facts,
-                                                policy.remediation);
-    if (control::strength(plan.kind) > control::strength(strongest))
-      strongest = plan.kind;
-  }
+  const auto remediation = remediation_of(e.node_name, records, policy);
   const auto why = applied.ignored.empty() ? "rule " + applied.rule
                                            : "its " + out.derived.front().check_name;
   return notes + "quarantine (" + why + "), "
          + (drain ? "drain " + control::drain_key(*drain) : std::string("no drain"))
-         + ", " + std::string(control::to_string(strongest));
+         + ", " + remediation;
 }
 
 // When each node joined a fabric incident, from the journal's port-downs in

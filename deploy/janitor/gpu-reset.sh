@@ -2,10 +2,19 @@
 # Resets one GPU; run by the janitor's privileged reset Job on the GPU's node
 # (seed 001 "Execute GPU Reset"). Usage: gpu-reset.sh <GPU-UUID>
 # (or GPU_UUID in the environment). Exit codes, read by the GPUReset
-# controller (actors/janitor/gpu_reset_plan.hpp): 0 reset and healthy,
-# 2 the reset command failed, 3 the health check failed, 4 persistence mode
-# could not be read or set, 64 usage. The agent turns the kmsg line
-# "GPU reset occurred: <UUID>" into a healthy event.
+# controller (actors/janitor/gpu_reset_plan.hpp):
+#   0  reset and healthy
+#   2  the reset command failed
+#   3  the health check after the reset failed
+#   4  the GPU could not be queried or prepared before the reset (its compute
+#      processes could not be listed, or persistence mode could not be read
+#      or set); nothing was reset
+#   5  a process still holds the GPU (a compute app the device plugin does
+#      not know about, seed 000 §3.1); nothing was reset
+#   64 usage
+# Every failure writes "GPU reset failed: <UUID>: <why>" to the kernel log;
+# the agent turns the kmsg line "GPU reset occurred: <UUID>" into a healthy
+# event. NVIDIA_SMI and KMSG override the nvidia-smi binary and /dev/kmsg.
 set -u
 
 NVIDIA_SMI=${NVIDIA_SMI:-nvidia-smi}
@@ -38,6 +47,20 @@ case $uuid in
     exit 64
     ;;
 esac
+
+# 0. Nothing may still hold the GPU. The GPU operator's operands are gone
+# (workflow step 1), but a pod that got this GPU through NVIDIA_VISIBLE_DEVICES
+# or a hostPath, or a process outside Kubernetes, is invisible to the device
+# plugin (seed 000 §3.1). Refuse before touching anything, naming the pids,
+# rather than let the reset fail on a busy GPU or pull it from under them.
+apps=$("$NVIDIA_SMI" --query-compute-apps=pid,process_name,gpu_uuid --format=csv,noheader \
+  -i "$uuid" 2>&1) \
+  || fail 4 "cannot list compute processes: $(printf '%s' "$apps" | head -n 3 | tr '\n' ' ')"
+apps=$(printf '%s\n' "$apps" | grep -v '^[[:space:]]*$' | grep -v '^No running processes found')
+if [ -n "$apps" ]; then
+  holders=$(printf '%s\n' "$apps" | awk -F', *' '{ printf "%s%s (%s)", sep, $1, $2; sep = ", " }')
+  fail 5 "GPU in use, not reset: pids $holders"
+fi
 
 # 1. Persistence mode off, remembering whether it was on.
 persistence=$("$NVIDIA_SMI" --query-gpu=persistence_mode --format=csv,noheader -i "$uuid" 2>&1) \

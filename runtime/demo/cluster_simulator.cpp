@@ -168,10 +168,24 @@ json job_status(bool succeeded) {
      {{{"type", "Failed"}, {"status", "True"}, {"reason", "BackoffLimitExceeded"}}}}};
 }
 
-json job_pod(const std::string& job, const std::string& node) {
+// The pod the Job controller makes from the Job: its template's labels,
+// job-name, and an ownerReference to the Job, as Kubernetes sets them.
+json job_pod(const json& job, const std::string& node) {
+  const auto name = json_text(job, {"metadata", "name"});
+  json labels = json::object();
+  if (const json* l = json_at(job, {"spec", "template", "metadata", "labels"});
+      l && l->is_object())
+    labels = *l;
+  labels["job-name"] = name;
+  json owner = {{"apiVersion", "batch/v1"},
+                {"kind", "Job"},
+                {"name", name},
+                {"uid", json_text(job, {"metadata", "uid"})},
+                {"controller", true}};
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
-          {"metadata", {{"name", job + "-pod"}, {"labels", {{"job-name", job}}}}},
+          {"metadata",
+           {{"name", name + "-pod"}, {"labels", labels}, {"ownerReferences", {owner}}}},
           {"spec", {{"nodeName", node}, {"containers", {{{"name", "job"}}}}}},
           {"status", {{"phase", "Running"}}}};
 }
@@ -198,7 +212,7 @@ void start_job(cluster_simulator_actor* self, kube::object_store& store,
   j.fails = !j.reboot && st.failing_resets.erase({j.node, j.gpu_uuid}) > 0;
   const auto* pods = store.find_type("", "v1", "pods");
   const auto* jobs = store.find_type("batch", "v1", "jobs");
-  store.create(*pods, janitor_namespace, job_pod(j.name, node));
+  store.create(*pods, janitor_namespace, job_pod(job, node));
   store.patch(*jobs, janitor_namespace, j.name, json{{"status", {{"active", 1}}}},
               kube::patch_type::merge, true);
   if (j.reboot) {

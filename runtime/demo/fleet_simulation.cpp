@@ -25,8 +25,8 @@
 #include "actors/agent/xid/xid_catalog.hpp"
 #include "actors/agent/xid/xid_events.hpp"
 #include "actors/agent/xid/xid_parser.hpp"
+#include "actors/control/remediation/remediation_machine.hpp"
 #include "actors/control/remediation/remediation_plan.hpp"
-#include "actors/control/remediation/remediation_queue.hpp"
 #include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "runtime/clock.hpp"
@@ -927,12 +927,16 @@ public:
       return;
     if (t.index == drain_done_timer && st->draining && st->drain_token == t.token)
       return on_drained(t.node);
-    if (t.index == start_timer && st->generation == t.token) {
-      st->start_armed = false;
-      return start(t.node);
-    }
     if (t.index == drop_check_timer && st->epoch == t.token)
-      on_drop_check(t.node);
+      return on_drop_check(t.node);
+    if (st->epoch != t.token)
+      return; // a replaced node's timer
+    if (t.index == start_timer)
+      return on_machine_timer(t.node, control::remediation_timer::start);
+    if (t.index == poll_timer)
+      return on_machine_timer(t.node, control::remediation_timer::poll);
+    if (t.index == verify_timer)
+      on_machine_timer(t.node, control::remediation_timer::verify);
   }
 
   void on_action_done(int node, action_kind kind, int gpu) override {
@@ -950,73 +954,60 @@ public:
       st->support = false;
       return clear_all(node);
     }
-    st->running = false;
-    breaker_.finish_remediation(name);
-    if (!st->queue.in_flight()) // released meanwhile: the CR ran its course
-      return;
-    const auto request = *st->queue.in_flight();
-    st->escalation.expect_healthy(request.plan.action, request.plan.gpu_uuid,
-                                  world_.now());
-    const auto generation = st->generation;
-    st->queue.finish(request.plan.group);
+    // The janitor set the CR's status; the machine sees it at its next poll.
+    st->cr_done = true;
     if (kind == action_kind::reset)
-      world_.emit_reset_occurred(node, gpu);
-    else
-      clear_all(node); // clear_after_reboot: the boot ID changed, Ready
-    st = nodes_[node].get();
-    if (st != nullptr && st->generation == generation && st->queue.in_flight())
-      start(node);
+      world_.emit_reset_occurred(node, gpu); // the reset Job's kernel-log line
   }
 
   bool acting_on(int node) const override {
     const auto* st = nodes_[node].get();
-    return st != nullptr && (st->running || st->support);
+    return st != nullptr && (st->machine.acting() || st->support);
   }
 
 private:
   enum timer_code : int {
     drain_done_timer,
     start_timer,
+    poll_timer,
+    verify_timer,
     drop_check_timer,
     breaker_reset_timer
   };
 
   /// The node actor's state.
   struct node_state {
-    node_state(const fleet_model& m, std::uint64_t id)
-      : epoch(id), generation(id), correlator(m.correlation),
-        escalation(escalation_policy(m)) {}
+    node_state(const fleet_model& m, const std::string& name, std::uint64_t id)
+      : epoch(id), correlator(m.correlation), machine(name, machine_config(m)) {}
 
-    static control::escalation_policy escalation_policy(const fleet_model& m) {
-      auto p = m.escalation; // as node_actor builds it
-      p.max_remediations_per_node = m.correlation.remediation_repeat_threshold;
-      p.node_window = m.correlation.remediation_window;
-      return p;
+    /// remediation.* at config/vigil.yaml's defaults, the model's escalation.
+    static control::remediation_config machine_config(const fleet_model& m) {
+      control::remediation_config config;
+      config.escalation = control::node_escalation_policy(
+        m.escalation, m.correlation.remediation_repeat_threshold,
+        m.correlation.remediation_window);
+      return config;
     }
 
-    std::uint64_t epoch;      ///< this actor's timers, not a predecessor's
-    std::uint64_t generation; ///< changes with each release
+    std::uint64_t epoch; ///< this actor's timers, not a predecessor's
     control::node_correlator correlator;
     control::active_events active;
-    control::escalation_tracker escalation;
-    control::remediation_queue queue;
-    std::set<std::string> handled; ///< event ids already planned
+    control::remediation_machine machine;
     bool cordoned = false;
     bool draining = false;
     std::string drain_key;
     std::string drained_key;
     control::drain_history history = control::drain_history::none;
     std::uint64_t drain_token = 0;
-    bool running = false; ///< a CR is being carried out
+    bool cr_done = false; ///< the CR in flight has succeeded (its action is done)
     bool support = false; ///< a person was asked
-    bool start_armed = false;
     bool drop_check_armed = false;
   };
 
   node_state& state(int node) {
     auto& slot = nodes_[node];
     if (!slot)
-      slot = std::make_unique<node_state>(world_.model(), ++tokens_);
+      slot = std::make_unique<node_state>(world_.model(), world_.name(node), ++tokens_);
     return *slot;
   }
 
@@ -1045,9 +1036,7 @@ private:
     auto& st = state(node);
     const auto now = world_.now();
     if (event.is_healthy)
-      for (const auto& e : event.entities)
-        if (e.type == "GPU_UUID")
-          st.escalation.verified(control::reset_group(e.value), now);
+      carry_out(node, st.epoch, st.machine.on_healthy_event(event, now));
     auto outcome = st.correlator.observe(event, now);
     std::vector<health_event> events{std::move(event)};
     if (outcome.escalate && !events.front().is_healthy) {
@@ -1114,17 +1103,19 @@ private:
     consider(node);
   }
 
-  // seed 000 §3.1: the drain the records want; a completed one is not
-  // repeated, nothing after a full one; a change cancels the running one.
+  // seed 000 §3.1: the drain the records want (the machine widens it to
+  // full before a reboot or replacement); a completed one is not repeated,
+  // nothing after a full one; a change cancels the running one.
   void converge_drain(int node) {
     auto& st = state(node);
-    auto wanted = control::desired_drain(st.active.records());
+    auto wanted =
+      control::drain_wanted(st.active.records(), st.machine.needs_full_drain());
     if (st.draining) {
       if (wanted && control::drain_key(*wanted) == st.drain_key)
         return;
       st.draining = false;
     }
-    if (!wanted || st.history == control::drain_history::full_done
+    if (!st.cordoned || !wanted || st.history == control::drain_history::full_done
         || control::drain_key(*wanted) == st.drained_key)
       return;
     if (breaker_.admit_drain() != control::breaker_refusal::none) {
@@ -1158,39 +1149,83 @@ private:
     consider(node);
   }
 
-  // node_remediation ready(): quarantined, and drained as the records want.
-  bool ready(const node_state& st) const {
-    if (!st.cordoned || st.draining || st.active.empty())
-      return false;
-    auto wanted = control::desired_drain(st.active.records());
-    return !wanted || st.history == control::drain_history::full_done
-           || control::drain_key(*wanted) == st.drained_key;
+  // The node as the machine reads it (node_remediation_steps::view_of).
+  control::remediation_view view_of(int node) {
+    auto& st = state(node);
+    control::remediation_view view;
+    view.records = st.active.records();
+    view.quarantined = st.cordoned;
+    view.drain_busy = st.draining;
+    view.drained = st.history;
+    view.drained_key = st.drained_key;
+    view.facts = facts_;
+    view.pool = "rack-" + std::to_string(node / world_.model().nodes_per_leaf);
+    return view;
   }
 
   void consider(int node) {
     auto& st = state(node);
-    if (!ready(st))
-      return;
-    for (const auto& record : st.active.records()) {
-      if (!st.handled.insert(record.event_id).second)
-        continue;
-      control::remediation_request request;
-      request.plan =
-        control::plan_remediation(record.action, control::gpu_uuid_of(record), facts_);
-      request.event_id = record.event_id;
-      request.requested_at = world_.now();
-      submit(node, std::move(request));
-    }
+    carry_out(node, st.epoch, st.machine.consider(view_of(node), world_.now()));
   }
 
-  void submit(int node, control::remediation_request request) {
+  void on_machine_timer(int node, control::remediation_timer timer) {
     auto& st = state(node);
-    if (request.plan.kind == control::remediation_kind::none)
-      return;
-    if (request.plan.kind == control::remediation_kind::manual)
-      return ask_support(node);
-    if (st.queue.submit(std::move(request)).verdict == control::queue_verdict::start_now)
-      start(node);
+    carry_out(node, st.epoch, st.machine.on_timer(timer, view_of(node), world_.now()));
+  }
+
+  // The machine's commands against the simulated cluster, as the node actor
+  // carries them out against the API server (node_remediation.cpp). A command
+  // may replace the node (and its machine): the rest then no longer apply.
+  void carry_out(int node, std::uint64_t epoch, control::remediation_commands commands) {
+    namespace cmd = control::remediation_command;
+    for (auto& command : commands) {
+      auto* st = nodes_[node].get();
+      if (st == nullptr || st->epoch != epoch)
+        return;
+      auto& m = st->machine;
+      const auto now = world_.now();
+      if (auto* c = std::get_if<cmd::find_cr>(&command)) {
+        carry_out(node, epoch, m.on_cr_absent(c->generation, view_of(node), now));
+      } else if (auto* c = std::get_if<cmd::ask_breaker>(&command)) {
+        const auto refusal = breaker_.admit_remediation(world_.name(node), c->pool);
+        carry_out(node, epoch,
+                  m.on_breaker_answer(c->generation,
+                                      refusal == control::breaker_refusal::none
+                                        ? ""
+                                        : std::string{control::to_string(refusal)},
+                                      view_of(node), now));
+      } else if (auto* c = std::get_if<cmd::create_cr>(&command)) {
+        st->cr_done = false;
+        world_.start_action(node, action_of(c->request.plan.kind),
+                            world_.gpu_index(node, c->request.plan.gpu_uuid));
+        carry_out(node, epoch, m.on_cr_created(c->generation, c->cr, now));
+      } else if (auto* c = std::get_if<cmd::read_cr>(&command)) {
+        control::cr_progress progress;
+        progress.phase = st->cr_done ? "Succeeded" : "Running";
+        progress.terminal = progress.succeeded = st->cr_done;
+        carry_out(node, epoch,
+                  m.on_cr_progress(c->generation, progress, view_of(node), now));
+      } else if (std::holds_alternative<cmd::leave_pool>(command)) {
+        breaker_.finish_remediation(world_.name(node));
+      } else if (auto* c = std::get_if<cmd::wake>(&command)) {
+        const int code = c->timer == control::remediation_timer::start  ? start_timer
+                         : c->timer == control::remediation_timer::poll ? poll_timer
+                                                                        : verify_timer;
+        world_.timer(c->at, node, code, epoch);
+      } else if (std::holds_alternative<cmd::request_replacement>(command)) {
+        world_.start_action(node, action_kind::replace, -1);
+      } else if (std::holds_alternative<cmd::hand_to_operator>(command)) {
+        ask_support(node);
+      } else if (auto* c = std::get_if<cmd::clear_records>(&command)) {
+        clear(node, c->records);
+      } else if (std::holds_alternative<cmd::drain_fully>(command)) {
+        converge_drain(node);
+      } else if (auto* c = std::get_if<cmd::count>(&command)) {
+        world_.outcome().escalations +=
+          c->metric == control::remediation_metric::escalated ? 1 : 0;
+      }
+      // journal_step, post_event, write_annotation, log: nothing to simulate.
+    }
   }
 
   // CONTACT_SUPPORT: the node stays quarantined until a person is done.
@@ -1202,52 +1237,8 @@ private:
     world_.start_action(node, action_kind::support, -1);
   }
 
-  // The escalation ladder, then the breaker, then the CR.
-  void start(int node) {
-    auto& st = state(node);
-    if (!st.queue.in_flight() || st.running)
-      return;
-    auto request = *st.queue.in_flight();
-    const auto now = world_.now();
-    auto decision = st.escalation.admit(request.plan.action, request.plan.gpu_uuid, now);
-    for (const auto& r : decision.records)
-      world_.outcome().escalations +=
-        r.event == control::escalation_event::escalated ? 1 : 0;
-    if (decision.not_before) {
-      if (!st.start_armed) {
-        st.start_armed = true;
-        world_.timer(*decision.not_before, node, start_timer, st.generation);
-      }
-      return;
-    }
-    if (decision.action != request.plan.action) {
-      auto plan =
-        control::plan_remediation(decision.action, request.plan.gpu_uuid, facts_);
-      if (control::strength(plan.kind) == 0) { // the ladder ends with a person
-        ask_support(node);
-        if (st.queue.finish(request.plan.group))
-          start(node);
-        return;
-      }
-      st.queue.escalate_in_flight(plan);
-      request = *st.queue.in_flight();
-    }
-    const auto pool = "rack-" + std::to_string(node / world_.model().nodes_per_leaf);
-    if (breaker_.admit_remediation(world_.name(node), pool)
-        != control::breaker_refusal::none) {
-      held_.insert(node);
-      return;
-    }
-    st.running = true;
-    st.escalation.remember_attempt(request.plan.action, request.plan.gpu_uuid, now);
-    world_.start_action(node, action_of(request.plan.kind),
-                        world_.gpu_index(node, request.plan.gpu_uuid));
-  }
-
-  // Every record cleared by a healthy event of its agent and check.
-  void clear_all(int node) {
-    auto& st = state(node);
-    const auto records = st.active.records();
+  // Each record cleared by a healthy event of its agent and check.
+  void clear(int node, const std::vector<control::active_record>& records) {
     if (records.empty())
       return reconcile(node);
     for (const auto& r : records) {
@@ -1264,22 +1255,18 @@ private:
     }
   }
 
+  void clear_all(int node) { clear(node, state(node).active.records()); }
+
   // seed 000 §4.2: the release ends the node's remediations; uncordon.
   void release(int node) {
     auto& st = state(node);
-    st.queue.clear();
-    st.escalation.verify_all(world_.now());
-    st.handled.clear();
-    st.start_armed = false;
-    st.generation = ++tokens_;
-    if (!st.running)
-      breaker_.finish_remediation(world_.name(node));
     st.cordoned = false;
     st.draining = false;
     st.drain_key.clear();
     st.drained_key.clear();
     st.history = control::drain_history::none;
     world_.put_back(node);
+    consider(node); // no records: the machine releases
   }
 
   void arm_breaker_reset() {
@@ -1296,13 +1283,9 @@ private:
     breaker_.reset();
     const auto held = std::move(held_);
     held_.clear();
-    for (int node : held) {
-      if (!nodes_[node])
-        continue;
-      reconcile(node);
+    for (int node : held)
       if (nodes_[node])
-        start(node);
-    }
+        reconcile(node);
   }
 
   fleet_world& world_;

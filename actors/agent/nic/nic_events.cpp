@@ -78,6 +78,8 @@ health_event make_counter_event(const nic_event_context& ctx, const std::string&
   e.metadata = {{"counter", finding.counter},
                 {"previous", std::to_string(finding.previous)},
                 {"current", std::to_string(finding.current)},
+                {"baseline", std::to_string(finding.baseline)},
+                {"threshold", std::to_string(finding.threshold)},
                 {"link_layer", link_layer}};
   return finish(std::move(e), ctx);
 }

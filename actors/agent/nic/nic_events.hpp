@@ -35,7 +35,8 @@ health_event make_port_state_event(const nic_event_context& ctx,
                                    std::map<std::string, std::string> details);
 
 /// An Appendix A counter finding, on the degradation check of the link layer;
-/// errorCode carries the counter name.
+/// errorCode carries the counter name, metadata its previous, current and
+/// baseline readings and its threshold.
 health_event make_counter_event(const nic_event_context& ctx, const std::string& device,
                                 unsigned port, const std::string& link_layer,
                                 const counter_finding& finding);

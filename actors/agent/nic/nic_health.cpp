@@ -102,31 +102,45 @@ std::string port_message(std::string_view device, unsigned port,
 }
 
 std::vector<counter_finding>
-evaluate_counters(const std::optional<std::map<std::string, std::uint64_t>>& previous,
-                  const std::set<std::string>& breached,
-                  const std::map<std::string, std::uint64_t>& current) {
+evaluate_counters(counter_history& history,
+                  const std::map<std::string, std::uint64_t>& current,
+                  const std::map<std::string, std::uint64_t>& thresholds) {
   using kind = counter_finding::kind;
   std::vector<counter_finding> out;
   for (const auto& [name, value] : current) {
-    std::uint64_t before = 0;
-    bool have_before = false;
-    if (previous) {
-      auto it = previous->find(name);
-      have_before = it != previous->end();
-      before = have_before ? it->second : 0;
-    }
+    auto last = history.readings.find(name);
+    const bool first_sight = last == history.readings.end();
+    const std::uint64_t previous = first_sight ? value : last->second;
+    // Installing vigil must not turn the errors a counter gathered before
+    // into a fault of today: the first reading, and the one after a reset,
+    // is a baseline. A state file of an older vigil kept no baselines; its
+    // last readings serve.
+    if (first_sight || value < previous)
+      history.baselines[name] = value;
+    const auto baseline = history.baselines.emplace(name, previous).first->second;
+    history.readings[name] = value;
+    auto limit = thresholds.find(name);
+    const std::uint64_t threshold = limit == thresholds.end() ? 0 : limit->second;
+    const bool above = value > baseline && value - baseline > threshold;
     if (name == "link_downed") {
-      // Appendix A: delta > 0 at runtime; the first reading is a baseline.
-      if (have_before && value > before)
-        out.push_back({kind::increased, name, before, value});
+      // Appendix A "delta > 0 (runtime)": each rise is an event of its own.
+      if (above && value > previous)
+        out.push_back({kind::increased, name, previous, value, baseline, threshold});
       continue;
     }
-    // Appendix A: any value above 0, reported once until it clears.
-    const bool was_breached = breached.count(name) != 0;
-    if (value > 0 && !was_breached)
-      out.push_back({kind::breached, name, before, value});
-    else if (value == 0 && was_breached)
-      out.push_back({kind::cleared, name, before, value});
+    // Appendix A "> 0", as a rise since the baseline. A breach clears when
+    // the rise is within the threshold again: after a reset (the counter is
+    // back to 0 or lower, a new baseline) or a raised threshold. Never on a
+    // timer: the monitor reports boundary crossings and stabilization
+    // windows are the analyzer's (seed 002 §2.1).
+    const bool was_breached = history.breached.count(name) != 0;
+    if (above && !was_breached) {
+      history.breached.insert(name);
+      out.push_back({kind::breached, name, baseline, value, baseline, threshold});
+    } else if (!above && was_breached) {
+      history.breached.erase(name);
+      out.push_back({kind::cleared, name, previous, value, baseline, threshold});
+    }
   }
   return out;
 }
@@ -139,8 +153,16 @@ std::string counter_message(std::string_view device, unsigned port,
       return out + " increased by " + std::to_string(f.current - f.previous) + " ("
              + std::to_string(f.previous) + " -> " + std::to_string(f.current) + ")";
     case counter_finding::kind::breached:
-      return out + " is " + std::to_string(f.current) + " (threshold > 0)";
-    case counter_finding::kind::cleared: return out + " is back to 0";
+      return out + " rose by " + std::to_string(f.current - f.baseline)
+             + " above its baseline (" + std::to_string(f.baseline) + " -> "
+             + std::to_string(f.current) + ", threshold " + std::to_string(f.threshold)
+             + ")";
+    case counter_finding::kind::cleared:
+      if (f.current < f.previous)
+        return out + " was reset (" + std::to_string(f.previous) + " -> "
+               + std::to_string(f.current) + "): cleared, new baseline";
+      return out + " rose by " + std::to_string(f.current - f.baseline)
+             + ", within its threshold " + std::to_string(f.threshold) + " again";
   }
   return out;
 }

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -54,27 +53,50 @@ std::string port_message(std::string_view device, unsigned port,
                          std::string_view link_layer, const port_verdict& verdict,
                          std::string_view operstate);
 
-/// What a counter did between two readings (seed 002 Appendix A).
+/// One port's Appendix A counters as vigil has seen them on this boot.
+struct counter_history {
+  /// The last reading of each counter.
+  std::map<std::string, std::uint64_t> readings;
+  /// Where each counter's rise is measured from: its first reading on this
+  /// boot, or its reading after a reset.
+  std::map<std::string, std::uint64_t> baselines;
+  /// Counters reported above their threshold and not cleared yet.
+  std::set<std::string> breached;
+
+  friend bool operator==(const counter_history& a, const counter_history& b) {
+    return a.readings == b.readings && a.baselines == b.baselines
+           && a.breached == b.breached;
+  }
+};
+
+/// What a counter did in one poll (seed 002 Appendix A).
 struct counter_finding {
   enum class kind {
-    increased, ///< link_downed delta > 0 at runtime: fatal
-    breached,  ///< another counter went above 0: fatal
-    cleared,   ///< a breached counter is back to 0: healthy
+    increased, ///< link_downed rose while above its threshold: fatal
+    breached,  ///< another counter rose above its threshold: fatal
+    cleared,   ///< a breached counter is within its threshold again: healthy
   };
   kind what = kind::increased;
   std::string counter;
+  /// The reading the change is measured from: the last one for `increased`
+  /// and `cleared`, the baseline for `breached`.
   std::uint64_t previous = 0;
   std::uint64_t current = 0;
+  std::uint64_t baseline = 0;
+  std::uint64_t threshold = 0; ///< the rise above `baseline` that is tolerated
 };
 
-/// seed 002 Appendix A. `previous` is the last reading of this boot (absent
-/// after a reboot or on a new port: link_downed then only sets the baseline);
-/// `breached` the counters already reported. A counter that went down
-/// (reset) sets a new baseline and reports nothing.
+/// seed 002 Appendix A, measured from vigil's own baselines: a counter's
+/// first reading on this boot (also on a new port, or a counter that went
+/// down: a reset) only sets its baseline, since old errors are history and
+/// not a present fault. A rise above the baseline of more than the counter's
+/// threshold (`thresholds`, 0 when absent) is fatal: every further increase
+/// of link_downed (one event per rise, counted by the §6.3 flap rule), once
+/// for the others until they clear. Updates `history`.
 std::vector<counter_finding>
-evaluate_counters(const std::optional<std::map<std::string, std::uint64_t>>& previous,
-                  const std::set<std::string>& breached,
-                  const std::map<std::string, std::uint64_t>& current);
+evaluate_counters(counter_history& history,
+                  const std::map<std::string, std::uint64_t>& current,
+                  const std::map<std::string, std::uint64_t>& thresholds);
 
 /// "Port mlx5_0 port 1: link_downed increased by 2 (3 -> 5)" and the like.
 std::string counter_message(std::string_view device, unsigned port,

@@ -22,17 +22,20 @@ void poll_once(nic_monitor_actor* self, const clock& wall) {
   auto boot_id = agent::read_boot_id(options.boot_id_path);
   if (!boot_id)
     report(self, {boot_id.error()});
-  auto result = st.poller->poll(snapshot, boot_id ? *boot_id : "", wall.wall_now());
+  const auto now = wall.wall_now();
+  auto result = st.poller->poll(snapshot, boot_id ? *boot_id : "", now);
   agent::add_gid_diagnostics(result.events, options.sysfs_root, result.diagnostics);
   report(self, snapshot.diagnostics);
   report(self, result.diagnostics);
+  st.figures.events += result.events.size();
   for (auto& event : result.events)
     self->send(st.forwarder, forward_atom::value, std::move(event));
   if (st.poller->state())
     if (auto saved = agent::save_nic_state_file(options.state_file, *st.poller->state());
         !saved)
       report(self, {saved.error()});
-  ++st.polls;
+  ++st.figures.polls;
+  st.figures.last_poll = now;
 }
 
 } // namespace
@@ -53,6 +56,7 @@ caf::behavior nic_monitor(nic_monitor_actor* self, agent::nic_poller poller,
     },
     // The forwarder's answers: a refusal is logged there, nothing to do here.
     [=](bool) {},
+    [=](figures_atom) { return self->state.figures; },
   };
 }
 

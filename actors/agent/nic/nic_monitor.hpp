@@ -6,6 +6,7 @@
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/agent/agent_figures.hpp"
 #include "actors/agent/nic/nic_monitor_core.hpp"
 #include "messages/agent_messages.hpp"
 #include "runtime/clock.hpp"
@@ -17,14 +18,15 @@ struct nic_monitor_state {
   std::optional<agent::nic_sysfs_reader> reader; ///< sysfs, poll after poll
   caf::actor forwarder;
   std::set<std::string> reported; ///< diagnostics already logged
-  std::uint64_t polls = 0;
+  agent::monitor_figures figures; ///< polls, events handed to the forwarder
   static inline const char* name = "nic_monitor";
 };
 
 using nic_monitor_actor = caf::stateful_actor<nic_monitor_state>;
 
 /// `poller` is started (metadata validated: a failure there stops startup
-/// before this actor exists). `wall` gives the events' timestamps.
+/// before this actor exists). `wall` gives the events' timestamps. Answers
+/// (figures_atom) with agent::monitor_figures.
 caf::behavior nic_monitor(nic_monitor_actor* self, agent::nic_poller poller,
                           caf::actor forwarder, std::shared_ptr<const clock> wall);
 

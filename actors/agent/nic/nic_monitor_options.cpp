@@ -1,6 +1,10 @@
 #include "actors/agent/nic/nic_monitor_options.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
+
+#include "actors/agent/nic/nic_sysfs.hpp"
 
 namespace vigil::agent {
 
@@ -61,6 +65,25 @@ status apply_checks(const std::string& value, nic_monitor_options& out) {
   return ok();
 }
 
+std::string quoted(std::string_view text) {
+  return "\"" + std::string(text) + "\"";
+}
+
+std::string_view trimmed(std::string_view text) {
+  while (!text.empty() && text.front() == ' ')
+    text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ')
+    text.remove_suffix(1);
+  return text;
+}
+
+std::string known_counters() {
+  std::string out;
+  for (const auto& name : nic_counter_names())
+    out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 status apply_value(const std::string& name, const std::string& value,
                    nic_monitor_options& out) {
   if (name == "state-polling-interval") {
@@ -70,6 +93,8 @@ status apply_value(const std::string& name, const std::string& value,
     out.state_polling_interval = *interval;
   } else if (name == "checks") {
     return apply_checks(value, out);
+  } else if (name == "counter-threshold") {
+    return parse_counter_thresholds(value, out.counter_thresholds);
   } else if (name == "processing-strategy") {
     auto strategy = parse_processing_strategy(value);
     if (!strategy || *strategy == processing_strategy::store_and_analyse)
@@ -124,6 +149,42 @@ nic_check degradation_check_for(std::string_view link_layer) {
                                   : nic_check::infiniband_degradation;
 }
 
+std::map<std::string, std::uint64_t> default_counter_thresholds() {
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& name : nic_counter_names())
+    out[name] = 0;
+  return out;
+}
+
+status parse_counter_thresholds(std::string_view text,
+                                std::map<std::string, std::uint64_t>& thresholds) {
+  const std::string flag = "--counter-threshold";
+  auto items = split_commas(text);
+  if (items.empty())
+    return failure{flag, "expected NAME=N, got " + quoted(text)};
+  auto parsed = thresholds; // nothing is applied unless every item is good
+  for (auto item : items) {
+    const auto eq = item.find('=');
+    const auto counter = trimmed(item.substr(0, eq));
+    if (eq == std::string_view::npos || counter.empty())
+      return failure{flag, "expected NAME=N, got " + quoted(item)};
+    const auto& names = nic_counter_names();
+    if (std::find(names.begin(), names.end(), counter) == names.end())
+      return failure{flag, "unknown counter " + quoted(counter)
+                             + " (known: " + known_counters() + ")"};
+    const auto number = trimmed(item.substr(eq + 1));
+    std::uint64_t value = 0;
+    auto [end, error] =
+      std::from_chars(number.data(), number.data() + number.size(), value);
+    if (number.empty() || error != std::errc{} || end != number.data() + number.size())
+      return failure{flag, quoted(number) + " for " + std::string(counter)
+                             + " is not a whole number of errors (0 or more)"};
+    parsed[std::string(counter)] = value;
+  }
+  thresholds = std::move(parsed);
+  return ok();
+}
+
 status apply_nic_monitor_flags(const command_line& args, nic_monitor_options& options,
                                const std::set<std::string>& skip) {
   for (const auto& spec : nic_monitor_option_specs()) {
@@ -151,8 +212,10 @@ expected<std::string> metadata_path_flag(const command_line& args,
 
 std::vector<option_spec> nic_monitor_tuning_specs() {
   static const std::set<std::string> tuning{
-    "state-polling-interval", "checks", "nic-exclusion-regex",
-    "nic-inclusion-regex-override", "processing-strategy"};
+    "state-polling-interval", "checks",
+    "nic-exclusion-regex",    "nic-inclusion-regex-override",
+    "processing-strategy",    "counter-threshold",
+  };
   std::vector<option_spec> out;
   for (auto& spec : nic_monitor_option_specs())
     if (tuning.count(spec.name) != 0)
@@ -180,6 +243,9 @@ std::vector<option_spec> nic_monitor_option_specs() {
     {"sysfs-root", "DIR", "the host's /sys (default /nvsentinel/sys)"},
     {"proc-net-route", "FILE", "routing table (default /nvsentinel/proc/net/route)"},
     {"processing-strategy", "NAME", "EXECUTE_REMEDIATION (default) or STORE_ONLY"},
+    {"counter-threshold", "NAME=N,...",
+     "fatal when an Appendix A counter rises more than N above vigil's first "
+     "reading of it (default 0 for each)"},
   };
 }
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -31,6 +33,15 @@ std::optional<nic_check> parse_nic_check(std::string_view name);
 /// Ethernet ones, anything else → the InfiniBand ones).
 nic_check state_check_for(std::string_view link_layer);
 nic_check degradation_check_for(std::string_view link_layer);
+
+/// seed 002 Appendix A: every counter at 0 (any rise above its baseline is
+/// fatal).
+std::map<std::string, std::uint64_t> default_counter_thresholds();
+
+/// Applies "NAME=N[,NAME=N...]" over `thresholds`; the failure names
+/// --counter-threshold and the bad counter name or value.
+status parse_counter_thresholds(std::string_view text,
+                                std::map<std::string, std::uint64_t>& thresholds);
 
 /// seed 002 §12.1; every default is the seed's.
 struct nic_monitor_options {
@@ -63,6 +74,10 @@ struct nic_monitor_options {
   std::string proc_net_route = "/nvsentinel/proc/net/route";
   /// --processing-strategy: EXECUTE_REMEDIATION or STORE_ONLY.
   processing_strategy strategy = processing_strategy::execute_remediation;
+  /// --counter-threshold NAME=N: how far (a count of errors) each Appendix A
+  /// counter may rise above its baseline before the rise is fatal. Default 0
+  /// for every counter: the seed's "> 0", measured since vigil's baseline.
+  std::map<std::string, std::uint64_t> counter_thresholds = default_counter_thresholds();
 };
 
 /// The flags parse_nic_monitor_flags accepts, for --help texts.

@@ -319,8 +319,12 @@ private:
                                    : state().cards_below_mode_since.erase(it);
   }
 
-  // seed 002 Appendix A counters, deltas against this boot's last reading.
+  // seed 002 Appendix A counters, measured from vigil's baselines: what a
+  // counter held before vigil first read it on this boot is history (first
+  // poll after install, a new port, after a reboot: begin_boot cleared the
+  // state), so only rises vigil saw count.
   void evaluate_counters_all() {
+    const auto& thresholds = poller_.options_.counter_thresholds;
     for (const auto& m : monitored_) {
       if (!m.counters_checked)
         continue;
@@ -330,16 +334,10 @@ private:
         auto& record = state().ports[port_key(m.device->name, port.number)];
         if (record.link_layer.empty())
           record.link_layer = port.link_layer;
-        for (const auto& finding : evaluate_counters(
-               record.counters, record.breached_counters, port.counters)) {
+        for (const auto& finding :
+             evaluate_counters(record.counters, port.counters, thresholds))
           result_.events.push_back(make_counter_event(ctx_, m.device->name, port.number,
                                                       port.link_layer, finding));
-          if (finding.what == counter_finding::kind::breached)
-            record.breached_counters.insert(finding.counter);
-          else if (finding.what == counter_finding::kind::cleared)
-            record.breached_counters.erase(finding.counter);
-        }
-        record.counters = port.counters;
       }
     }
   }

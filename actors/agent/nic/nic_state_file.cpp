@@ -32,9 +32,9 @@ json encode_port(const port_record& r) {
          {"phys_state", r.phys_state},
          {"link_layer", r.link_layer},
          {"health", health_name(r.health)},
-         {"breached_counters", r.breached_counters}};
-  if (r.counters)
-    j["counters"] = *r.counters;
+         {"counters", r.counters.readings},
+         {"counter_baselines", r.counters.baselines},
+         {"breached_counters", r.counters.breached}};
   return j;
 }
 
@@ -58,12 +58,15 @@ port_record decode_port(const json& j, std::string& field) {
     r.health = recorded_health::unhealthy;
   else if (health != "unknown")
     throw std::invalid_argument("unknown health \"" + health + "\"");
+  using counter_map = std::map<std::string, std::uint64_t>;
   field = "breached_counters";
-  if (j.contains("breached_counters"))
-    r.breached_counters = j.at("breached_counters").get<std::set<std::string>>();
+  r.counters.breached = j.value("breached_counters", std::set<std::string>{});
   field = "counters";
-  if (j.contains("counters"))
-    r.counters = j.at("counters").get<std::map<std::string, std::uint64_t>>();
+  r.counters.readings = j.value("counters", counter_map{});
+  // Files of an older vigil have no baselines: their last readings serve
+  // (evaluate_counters does the same for any counter without one).
+  field = "counter_baselines";
+  r.counters.baselines = j.value("counter_baselines", r.counters.readings);
   return r;
 }
 
@@ -72,7 +75,7 @@ port_record decode_port(const json& j, std::string& field) {
 bool operator==(const port_record& a, const port_record& b) {
   return a.state == b.state && a.phys_state == b.phys_state
          && a.link_layer == b.link_layer && a.health == b.health
-         && a.counters == b.counters && a.breached_counters == b.breached_counters;
+         && a.counters == b.counters;
 }
 
 bool operator==(const nic_monitor_state& a, const nic_monitor_state& b) {

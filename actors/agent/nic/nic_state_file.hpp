@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/agent/nic/nic_health.hpp"
 #include "messages/expected.hpp"
 
 namespace vigil::agent {
@@ -27,9 +28,8 @@ struct port_record {
   /// Health as last evaluated; `unknown` for an Ethernet port seen only in
   /// INIT/ARMED, which is then judged as on a first poll (seed 002 §3.2).
   recorded_health health = recorded_health::unknown;
-  /// Appendix A counter readings of this boot; absent before the first.
-  std::optional<std::map<std::string, std::uint64_t>> counters;
-  std::set<std::string> breached_counters; ///< counters reported above 0
+  /// Appendix A counters of this boot: last readings, baselines, breaches.
+  counter_history counters;
 
   friend bool operator==(const port_record& a, const port_record& b);
 };

@@ -104,6 +104,9 @@ expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json)
     if (pod.name.empty())
       return failure{"PodList.items", "a pod has no metadata.name"};
     pod.owner_kind = owner_kind(metadata);
+    for (const auto& [key, value] : member(metadata, "labels").items())
+      if (value.is_string())
+        pod.labels.emplace(key, value.get<std::string>());
     const auto& annotations = member(metadata, "annotations");
     pod.mirror = annotations.contains("kubernetes.io/config.mirror");
     const auto phase = text_at(member(item, "status"), "phase");

@@ -26,7 +26,8 @@ constexpr const char* gpu_resource = "nvidia.com/gpu";
 /// GET /api/v1/pods?fieldSelector=spec.nodeName=<node>.
 kube::kube_request node_pods_request(const std::string& node);
 
-/// The pods of a PodList. A pod whose devices annotation is unreadable gets
+/// The pods of a PodList (with their string labels, by which the drain knows
+/// vigil's own Job pods). A pod whose devices annotation is unreadable gets
 /// gpu_uuids nullopt (its GPUs are unknown, so a partial drain falls back to
 /// full); a List that is not one fails naming what is wrong.
 expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json);

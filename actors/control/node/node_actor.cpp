@@ -270,7 +270,7 @@ std::optional<control::drain_request> wanted_drain(const node_state& st) {
   auto opt_out = observed.labels.find(st.settings->quarantine.opt_out_label);
   if (opt_out != observed.labels.end() && opt_out->second == "true")
     return std::nullopt;
-  return control::desired_drain(st.active.records());
+  return control::drain_wanted(st.active.records(), st.remediation->needs_full_drain());
 }
 
 void post_drain_event(node_actor* self, const std::string& reason,
@@ -655,11 +655,7 @@ caf::behavior node(node_actor* self, std::string name,
   st.breaker = std::move(breaker);
   st.time = std::move(time);
   st.dedup = control::event_deduplicator(st.settings->correlation);
-  auto policy = st.settings->remediation.escalation;
-  policy.max_remediations_per_node =
-    st.settings->correlation.remediation_repeat_threshold;
-  policy.node_window = st.settings->correlation.remediation_window;
-  st.remediation.escalation = control::escalation_tracker(policy);
+  st.remediation.emplace(st.node_name, node_remediation_steps::config_of(*st.settings));
   return {
     [=](route_atom, const health_event& event, std::int64_t) {
       ++self->state.stats.events;
@@ -728,11 +724,17 @@ caf::behavior node(node_actor* self, std::string name,
     },
     [=](attempts_atom, const std::vector<remediation_attempt>& attempts) {
       for (const auto& a : attempts)
-        self->state.remediation.escalation.remember_attempt(a.action, a.gpu_uuid, a.at);
+        self->state.remediation->remember_attempt(a.action, a.gpu_uuid, a.at);
     },
-    [=](rstart_atom) { node_remediation_steps::on_start_timer(self); },
-    [=](rpoll_atom) { node_remediation_steps::on_poll_timer(self); },
-    [=](rverify_atom) { node_remediation_steps::on_verify_timer(self); },
+    [=](rstart_atom) {
+      node_remediation_steps::on_timer(self, control::remediation_timer::start);
+    },
+    [=](rpoll_atom) {
+      node_remediation_steps::on_timer(self, control::remediation_timer::poll);
+    },
+    [=](rverify_atom) {
+      node_remediation_steps::on_timer(self, control::remediation_timer::verify);
+    },
     [=](drained_atom, const std::string& key, const std::string& outcome,
         std::uint64_t evictions, std::uint64_t deletions) {
       self->state.settings->counters->pod_deletions += deletions;

@@ -22,9 +22,7 @@
 
 #include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
-#include "actors/control/remediation/escalation.hpp"
-#include "actors/control/remediation/remediation_queue.hpp"
-#include "actors/control/remediation/remediation_state.hpp"
+#include "actors/control/remediation/remediation_machine.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
 #include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/label_selector.hpp"
@@ -119,29 +117,6 @@ struct node_stats {
   std::uint64_t remediations_failed = 0;
 };
 
-/// The node's remediations (seed 000 §4, issue #8): the queue of seed 000
-/// §4.3, the escalation ladder, and the latestFaultRemediationState annotation.
-struct node_remediation {
-  control::remediation_queue queue;
-  control::escalation_tracker escalation;
-  control::remediation_state annotation; ///< as last written to the Node
-  std::set<std::string> handled;         ///< event ids already planned
-  std::string cr_name;                   ///< the CR of the request in flight
-  wall_time cr_deadline{};               ///< when it counts as failed
-  bool starting = false;                 ///< journal, breaker or POST pending
-  bool admitted = false; ///< the breaker counts this node's remediation in flight
-  bool poll_armed = false;
-  bool start_armed = false; ///< a deferred start's timer is pending
-  bool verify_armed = false;
-  /// Bumped by every release: a reply to a request of an earlier generation
-  /// (a breaker answer, a POST) no longer acts on the queue.
-  std::uint64_t generation = 0;
-  /// Reset targets whose healthy event came before their CR was seen to
-  /// succeed (the usual order: the Job logs the line, then the janitor
-  /// restores the labels): verified as soon as it has.
-  std::set<std::string> healthy_early;
-};
-
 struct node_state {
   std::string node_name;
   std::shared_ptr<const node_settings> settings;
@@ -177,7 +152,8 @@ struct node_state {
   /// seed 000 §3.1: what this quarantine already drained; reset on release.
   control::drain_history drain_history = control::drain_history::none;
   std::string drained_key; ///< key of the last drain that completed
-  node_remediation remediation;
+  /// The node's remediations (seed 000 §4); set when the actor starts.
+  std::optional<control::remediation_machine> remediation;
   node_stats stats;
   static inline const char* name = "node";
 };

@@ -1,8 +1,8 @@
-// The node actor's remediation steps (seed 000 §4, issue #8 items 2, 3 and 5):
-// from a quarantined, drained node's active events to maintenance CRs, one at
-// a time through the node's remediation queue, up the escalation ladder, and
-// back to healthy. Internal to the node actor: every function runs in its
-// behaviour, so the node's mailbox serialises them (the node actor is the lock).
+// The node actor's side of its remediations: it feeds the node's
+// remediation_machine (seed 000 §4) and carries out the commands the machine
+// gives, against the journal, the breaker and the API server. Internal to the
+// node actor: every function runs in its behaviour, so the node's mailbox
+// serialises them (the node actor is the lock).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -11,19 +11,17 @@
 
 namespace vigil::node_remediation_steps {
 
-/// Plans a remediation for each active event not planned yet, once the node
-/// is quarantined and its drain is done; on release, forgets everything and
-/// removes the latestFaultRemediationState annotation (seed 000 §4.2).
+/// The machine's configuration from the node's settings.
+control::remediation_config config_of(const node_settings& settings);
+
+/// The node as the machine reads it: records, quarantine, drains, labels.
+control::remediation_view view_of(const node_state& st);
+
+/// The node's state changed: the machine plans, starts or releases.
 void consider(node_actor* self);
 
-/// (rstart_atom): the deferred start of the request in flight.
-void on_start_timer(node_actor* self);
-
-/// (rpoll_atom): reads the CR in flight; a terminal phase finishes it.
-void on_poll_timer(node_actor* self);
-
-/// (rverify_atom): verification deadlines that passed escalate.
-void on_verify_timer(node_actor* self);
+/// One of the machine's timers (rstart_atom, rpoll_atom, rverify_atom) fired.
+void on_timer(node_actor* self, control::remediation_timer timer);
 
 /// A routed healthy event: verifies the reset of each GPU it names.
 void on_healthy_event(node_actor* self, const health_event& event);

@@ -104,6 +104,8 @@ expected<cr_progress> read_cr_progress(std::string_view cr_json) {
   if (auto phase = text("phase"); !phase.empty())
     out.phase = phase;
   out.failure_reason = text("failureReason");
+  if (auto started = parse_rfc3339(text("startedAt")))
+    out.started_at = *started;
   out.succeeded = out.phase == "Succeeded";
   out.terminal = out.succeeded || out.phase == "Failed";
   if (auto c = status->find("conditions"); c != status->end() && c->is_array())

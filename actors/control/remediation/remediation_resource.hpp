@@ -44,6 +44,9 @@ struct cr_progress {
   bool succeeded = false;
   std::string failure_reason; ///< status.failureReason of a failed CR
   std::string message;        ///< the newest condition's message, for the journal
+  /// status.startedAt: when the janitor began (a RebootNode: before the
+  /// reboot, so what was reported earlier predates the new boot).
+  std::optional<wall_time> started_at;
 };
 
 /// Reads a CR's JSON; a body that is not an object with metadata fails naming

@@ -16,10 +16,14 @@ bool holds_any(const pod_info& pod, const std::vector<std::string>& uuids) {
                      });
 }
 
-// DaemonSet, mirror/static, finished and system-namespace pods are never drained.
-std::optional<std::string> never_drained(const pod_info& pod, const std::regex& system) {
+// DaemonSet, mirror/static, finished, vigil's own and system-namespace pods
+// are never drained.
+std::optional<std::string> never_drained(const pod_info& pod, const drain_config& config,
+                                         const std::regex& system) {
   if (pod.owner_kind == "DaemonSet")
     return "DaemonSet pod";
+  if (is_vigils_own_pod(pod, config))
+    return "vigil's own pod";
   if (pod.mirror)
     return "mirror/static pod";
   if (pod.finished)
@@ -66,6 +70,15 @@ drain_scope choose_scope(const std::vector<const pod_info*>& candidates,
 }
 
 } // namespace
+
+bool is_vigils_own_pod(const pod_info& pod, const drain_config& config) {
+  const auto& own = config.vigil_namespaces;
+  if (std::find(own.begin(), own.end(), pod.ns) != own.end())
+    return true;
+  auto label = pod.labels.find(std::string{vigil_job_label});
+  return pod.owner_kind == "Job" && label != pod.labels.end()
+         && label->second == vigil_job_label_value;
+}
 
 std::string_view to_string(drain_mode mode) {
   switch (mode) {
@@ -178,7 +191,7 @@ drain_plan plan_drain(const std::vector<pod_info>& pods, const drain_request& re
   const std::regex system(config.system_namespaces);
   std::vector<const pod_info*> candidates;
   for (const auto& pod : pods) {
-    if (auto reason = never_drained(pod, system))
+    if (auto reason = never_drained(pod, config, system))
       plan.skipped.push_back({{pod.ns, pod.name}, *reason});
     else
       candidates.push_back(&pod);

@@ -41,6 +41,10 @@ struct drain_config {
   /// Pods in these namespaces are never drained (whole-name regex).
   std::string system_namespaces =
     "kube-system|kube-public|kube-node-lease|vigil|gpu-operator|network-operator";
+  /// vigil's own namespaces (exact names): where `vigil control` runs
+  /// (control.lease_namespace) and where the janitor runs its Jobs
+  /// (janitor.job_namespace). Their pods are never drained.
+  std::vector<std::string> vigil_namespaces{"vigil", "vigil-system"};
   /// Wait after an eviction answered 429 (PDB) or failed; doubles per retry of
   /// the same pod up to eviction_retry_max. Defaults 5 s and 2 min.
   std::chrono::seconds eviction_retry{5};
@@ -61,7 +65,19 @@ struct pod_info {
   /// GPU UUIDs from the pod-devices annotation; nullopt when the pod has none.
   std::optional<std::vector<std::string>> gpu_uuids;
   bool pdb_protected = false;
+  std::map<std::string, std::string> labels; ///< metadata.labels
 };
+
+/// The label vigil puts on its own Jobs and their pod templates (the janitor's
+/// GPU reset and reboot Jobs), and its value.
+inline constexpr std::string_view vigil_job_label = "app.kubernetes.io/managed-by";
+inline constexpr std::string_view vigil_job_label_value = "vigil";
+
+/// Whether `pod` is vigil's own, which no drain may evict or delete: a pod in
+/// one of config.vigil_namespaces, or a pod owned by a Job and carrying vigil's
+/// Job label, wherever it runs. seed 000 §4.3 case 3: a full drain for a
+/// RebootNode may start while a GPUReset's Job still runs on the node.
+bool is_vigils_own_pod(const pod_info& pod, const drain_config& config);
 
 enum class drain_scope { none, partial, full };
 std::string_view to_string(drain_scope scope);

@@ -3,6 +3,7 @@
 // control plane, agents' parsers and janitor against the simulated cluster —
 // asserting every step: which pods were evicted, which CRs were created and
 // how they ended, and the nodes' final state.
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -332,6 +333,25 @@ steps:
   ASSERT_EQ(bad_summary["steps"].size(), 1u) << bad_summary.dump();
   EXPECT_FALSE(bad_summary["steps"][0]["passed"].get<bool>());
   EXPECT_FALSE(bad_summary["steps"][0]["detail"].get<std::string>().empty());
+}
+
+// The safety scenarios shipped in runtime/demo/scenarios (each states the
+// rule it holds vigil to): every step passes, and the expectations there list
+// every eviction and every CR of the step, so nothing else may happen.
+class shipped_scenario : public testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(safety, shipped_scenario,
+                         testing::Values("reboot-after-a-failed-reset",
+                                         "full-drain-during-a-reset"));
+
+TEST_P(shipped_scenario, passes) {
+  const auto file = std::string{std::getenv("VIGIL_SOURCE_DIR")}
+                    + "/runtime/demo/scenarios/" + GetParam() + ".yaml";
+  auto run = run_demo_command({"--scenario", file, "--json", "--journal",
+                               "sqlite:" + test::fresh_directory() + "/j.db"});
+  ASSERT_EQ(run.rc, 0) << run.err << run.out.dump();
+  for (const auto& step : run.out["steps"])
+    EXPECT_TRUE(step["passed"].get<bool>()) << step.dump();
 }
 
 // `vigil demo --fleet` runs vigil's side with the thresholds of --config: a

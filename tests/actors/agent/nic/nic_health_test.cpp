@@ -112,46 +112,136 @@ TEST(nic_health, messages_follow_the_seed) {
 }
 
 using kind = counter_finding::kind;
+using counters = std::map<std::string, std::uint64_t>;
 
-// Appendix A: link_downed delta > 0 at runtime; the first reading is a baseline.
+const counters no_thresholds;
+
+// Appendix A "delta > 0 (runtime)": the first reading is a baseline, then
+// every rise is an event of its own.
 TEST(nic_health, link_downed_needs_a_delta) {
-  std::map<std::string, std::uint64_t> now{{"link_downed", 4}};
-  EXPECT_TRUE(evaluate_counters(std::nullopt, {}, now).empty());
-  auto f =
-    evaluate_counters(std::map<std::string, std::uint64_t>{{"link_downed", 1}}, {}, now);
+  counter_history history;
+  EXPECT_TRUE(evaluate_counters(history, {{"link_downed", 1}}, no_thresholds).empty());
+  EXPECT_EQ(history.baselines.at("link_downed"), 1u);
+  auto f = evaluate_counters(history, {{"link_downed", 4}}, no_thresholds);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].what, kind::increased);
   EXPECT_EQ(f[0].previous, 1u);
   EXPECT_EQ(f[0].current, 4u);
   EXPECT_EQ(counter_message("mlx5_0", 1, "InfiniBand", f[0]),
             "Port mlx5_0 port 1: link_downed increased by 3 (1 -> 4)");
-  EXPECT_TRUE(
-    evaluate_counters(std::map<std::string, std::uint64_t>{{"link_downed", 4}}, {}, now)
-      .empty());
+  EXPECT_TRUE(evaluate_counters(history, {{"link_downed", 4}}, no_thresholds).empty());
+  f = evaluate_counters(history, {{"link_downed", 5}}, no_thresholds);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].previous, 4u);
   // A counter that went down was reset: a new baseline, no event.
-  EXPECT_TRUE(
-    evaluate_counters(std::map<std::string, std::uint64_t>{{"link_downed", 9}}, {}, now)
-      .empty());
+  EXPECT_TRUE(evaluate_counters(history, {{"link_downed", 0}}, no_thresholds).empty());
+  EXPECT_EQ(history.baselines.at("link_downed"), 0u);
+  EXPECT_TRUE(history.breached.empty());
 }
 
-// Appendix A: the other counters are fatal above 0, once, until they clear.
-TEST(nic_health, other_counters_breach_above_zero_once) {
+// Old errors are history: whatever a counter holds when vigil first reads it
+// reports nothing, on every counter.
+TEST(nic_health, first_readings_are_baselines) {
+  counter_history history;
+  const counters old_errors{{"link_downed", 40},
+                            {"excessive_buffer_overrun_errors", 3},
+                            {"local_link_integrity_errors", 7},
+                            {"rnr_nak_retry_err", 1200}};
+  EXPECT_TRUE(evaluate_counters(history, old_errors, no_thresholds).empty());
+  EXPECT_EQ(history.baselines, old_errors);
+  EXPECT_EQ(history.readings, old_errors);
+  EXPECT_TRUE(evaluate_counters(history, old_errors, no_thresholds).empty());
+  // A counter first seen later (a file that appeared) is a baseline too.
+  EXPECT_TRUE(evaluate_counters(history, {{"symbol_error", 9}}, no_thresholds).empty());
+  // A counter missing from one reading keeps its baseline.
+  EXPECT_EQ(history.baselines.at("rnr_nak_retry_err"), 1200u);
+}
+
+// Appendix A "> 0" as a rise since the baseline: fatal once, until it clears.
+TEST(nic_health, other_counters_breach_on_a_rise_once) {
   for (const char* name : {"excessive_buffer_overrun_errors",
                            "local_link_integrity_errors", "rnr_nak_retry_err"}) {
-    std::map<std::string, std::uint64_t> now{{name, 2}};
-    auto f = evaluate_counters(std::nullopt, {}, now);
+    counter_history history;
+    EXPECT_TRUE(evaluate_counters(history, {{name, 2}}, no_thresholds).empty()) << name;
+    auto f = evaluate_counters(history, {{name, 3}}, no_thresholds);
     ASSERT_EQ(f.size(), 1u) << name;
     EXPECT_EQ(f[0].what, kind::breached);
     EXPECT_EQ(f[0].counter, name);
-    EXPECT_TRUE(evaluate_counters(now, {name}, {{name, 5}}).empty()) << name;
-    auto cleared = evaluate_counters(now, {name}, {{name, 0}});
-    ASSERT_EQ(cleared.size(), 1u);
-    EXPECT_EQ(cleared[0].what, kind::cleared);
-    EXPECT_TRUE(evaluate_counters(std::nullopt, {}, {{name, 0}}).empty());
+    EXPECT_EQ(f[0].baseline, 2u);
+    EXPECT_EQ(f[0].current, 3u);
+    EXPECT_TRUE(evaluate_counters(history, {{name, 5}}, no_thresholds).empty()) << name;
+    EXPECT_EQ(history.breached, std::set<std::string>{name});
   }
-  auto f = evaluate_counters(std::nullopt, {}, {{"rnr_nak_retry_err", 7}});
+  counter_history history;
+  evaluate_counters(history, {{"rnr_nak_retry_err", 7}}, no_thresholds);
+  auto f = evaluate_counters(history, {{"rnr_nak_retry_err", 9}}, no_thresholds);
+  ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(counter_message("mlx5_0", 1, "Ethernet", f[0]),
-            "RoCE port mlx5_0 port 1: rnr_nak_retry_err is 7 (threshold > 0)");
+            "RoCE port mlx5_0 port 1: rnr_nak_retry_err rose by 2 above its baseline "
+            "(7 -> 9, threshold 0)");
+}
+
+// A breach clears when the rise is within the threshold again: after a reset,
+// which also sets a new baseline, or a raised threshold.
+TEST(nic_health, a_breach_clears_on_a_reset_or_a_raised_threshold) {
+  const std::string name = "local_link_integrity_errors";
+  counter_history history;
+  evaluate_counters(history, {{name, 4}}, no_thresholds);
+  ASSERT_EQ(evaluate_counters(history, {{name, 9}}, no_thresholds).size(), 1u);
+  auto cleared = evaluate_counters(history, {{name, 0}}, no_thresholds);
+  ASSERT_EQ(cleared.size(), 1u);
+  EXPECT_EQ(cleared[0].what, kind::cleared);
+  EXPECT_EQ(counter_message("mlx5_0", 1, "InfiniBand", cleared[0]),
+            "Port mlx5_0 port 1: local_link_integrity_errors was reset (9 -> 0): "
+            "cleared, new baseline");
+  EXPECT_TRUE(history.breached.empty());
+  EXPECT_EQ(history.baselines.at(name), 0u);
+  ASSERT_EQ(evaluate_counters(history, {{name, 1}}, no_thresholds).size(), 1u);
+  auto raised = evaluate_counters(history, {{name, 3}}, {{name, 5}});
+  ASSERT_EQ(raised.size(), 1u);
+  EXPECT_EQ(raised[0].what, kind::cleared);
+  EXPECT_EQ(counter_message("mlx5_0", 1, "InfiniBand", raised[0]),
+            "Port mlx5_0 port 1: local_link_integrity_errors rose by 3, within its "
+            "threshold 5 again");
+}
+
+// A threshold above 0 lets small rises pass; above it the rise is fatal.
+TEST(nic_health, thresholds_suppress_small_rises) {
+  const counters thresholds{{"rnr_nak_retry_err", 100}, {"link_downed", 2}};
+  counter_history history;
+  evaluate_counters(history, {{"rnr_nak_retry_err", 50}, {"link_downed", 0}}, thresholds);
+  EXPECT_TRUE(evaluate_counters(history, {{"rnr_nak_retry_err", 150}, {"link_downed", 1}},
+                                thresholds)
+                .empty());
+  EXPECT_TRUE(evaluate_counters(history, {{"rnr_nak_retry_err", 150}, {"link_downed", 2}},
+                                thresholds)
+                .empty());
+  auto f = evaluate_counters(history, {{"rnr_nak_retry_err", 151}, {"link_downed", 3}},
+                             thresholds);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].counter, "link_downed");
+  EXPECT_EQ(f[0].what, kind::increased);
+  EXPECT_EQ(f[0].previous, 2u); // the poll's own rise, one link down
+  EXPECT_EQ(f[1].counter, "rnr_nak_retry_err");
+  EXPECT_EQ(f[1].what, kind::breached);
+  EXPECT_EQ(f[1].threshold, 100u);
+  EXPECT_EQ(counter_message("mlx5_0", 1, "InfiniBand", f[1]),
+            "Port mlx5_0 port 1: rnr_nak_retry_err rose by 101 above its baseline "
+            "(50 -> 151, threshold 100)");
+}
+
+// A state file of an older vigil kept readings but no baselines.
+TEST(nic_health, readings_without_a_baseline_serve_as_one) {
+  counter_history history;
+  history.readings = {{"excessive_buffer_overrun_errors", 6}};
+  EXPECT_TRUE(
+    evaluate_counters(history, {{"excessive_buffer_overrun_errors", 6}}, no_thresholds)
+      .empty());
+  EXPECT_EQ(history.baselines.at("excessive_buffer_overrun_errors"), 6u);
+  EXPECT_EQ(
+    evaluate_counters(history, {{"excessive_buffer_overrun_errors", 7}}, no_thresholds)
+      .size(),
+    1u);
 }
 
 } // namespace

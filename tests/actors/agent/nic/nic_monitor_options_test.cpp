@@ -1,5 +1,7 @@
 #include "actors/agent/nic/nic_monitor_options.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace vigil::agent {
@@ -32,6 +34,12 @@ TEST(nic_monitor_options, defaults_are_the_seeds) {
   EXPECT_EQ(parsed->nic_exclusion_regex, "^veth.*,^docker.*,^br-.*,^lo$");
   EXPECT_EQ(parsed->nic_inclusion_regex_override, "");
   EXPECT_EQ(parsed->strategy, processing_strategy::execute_remediation);
+  // Appendix A "> 0" for every counter, as a rise since vigil's baseline.
+  EXPECT_EQ(parsed->counter_thresholds,
+            (std::map<std::string, std::uint64_t>{{"link_downed", 0},
+                                                  {"excessive_buffer_overrun_errors", 0},
+                                                  {"local_link_integrity_errors", 0},
+                                                  {"rnr_nak_retry_err", 0}}));
 }
 
 TEST(nic_monitor_options, values_are_read) {
@@ -55,7 +63,9 @@ TEST(nic_monitor_options, values_are_read) {
                        "--processing-strategy",
                        "STORE_ONLY",
                        "--nic-inclusion-regex-override",
-                       "^mlx5_[0-3]$"});
+                       "^mlx5_[0-3]$",
+                       "--counter-threshold",
+                       "rnr_nak_retry_err=500, local_link_integrity_errors = 2"});
   ASSERT_TRUE(parsed.has_value()) << parsed.error().to_string();
   EXPECT_EQ(parsed->state_polling_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(parsed->state_file, "/s.json");
@@ -70,6 +80,33 @@ TEST(nic_monitor_options, values_are_read) {
   EXPECT_EQ(parsed->sysfs_root, "/host/sys");
   EXPECT_EQ(parsed->proc_net_route, "/host/route");
   EXPECT_EQ(parsed->strategy, processing_strategy::store_only);
+  EXPECT_EQ(parsed->counter_thresholds.at("rnr_nak_retry_err"), 500u);
+  EXPECT_EQ(parsed->counter_thresholds.at("local_link_integrity_errors"), 2u);
+  EXPECT_EQ(parsed->counter_thresholds.at("link_downed"), 0u);
+}
+
+// --counter-threshold in a command that embeds the monitor (vigil agent, vigil
+// nic scan): the tuning flags carry it, and each value adds to the defaults.
+TEST(nic_monitor_options, counter_thresholds_apply_over_the_defaults) {
+  auto specs = nic_monitor_tuning_specs();
+  ASSERT_TRUE(std::any_of(specs.begin(), specs.end(), [](const option_spec& s) {
+    return s.name == "counter-threshold";
+  }));
+  auto line = parse_command_line(specs, {"--counter-threshold=link_downed=1"});
+  ASSERT_TRUE(line.has_value()) << line.error().to_string();
+  nic_monitor_options options;
+  ASSERT_TRUE(apply_nic_monitor_flags(*line, options).has_value());
+  EXPECT_EQ(options.counter_thresholds.at("link_downed"), 1u);
+  EXPECT_EQ(options.counter_thresholds.size(), 4u);
+  ASSERT_TRUE(parse_counter_thresholds("rnr_nak_retry_err=7", options.counter_thresholds)
+                .has_value());
+  EXPECT_EQ(options.counter_thresholds.at("link_downed"), 1u);
+  EXPECT_EQ(options.counter_thresholds.at("rnr_nak_retry_err"), 7u);
+  // A bad item applies nothing of its value.
+  EXPECT_FALSE(
+    parse_counter_thresholds("link_downed=5,bogus=1", options.counter_thresholds)
+      .has_value());
+  EXPECT_EQ(options.counter_thresholds.at("link_downed"), 1u);
 }
 
 TEST(nic_monitor_options, errors_name_the_flag) {
@@ -86,6 +123,27 @@ TEST(nic_monitor_options, errors_name_the_flag) {
   expect_failure({"--state-file"}, "--state-file", "needs a value");
   expect_failure({"--frobnicate", "1"}, "--frobnicate", "unknown option");
   expect_failure({"stray"}, "stray", "unexpected argument");
+}
+
+// A bad --counter-threshold names the flag and the counter or value at fault.
+TEST(nic_monitor_options, bad_counter_thresholds_name_the_flag) {
+  expect_failure({"--counter-threshold", "symbol_errors=3"}, "--counter-threshold",
+                 "unknown counter \"symbol_errors\" (known: link_downed,");
+  expect_failure({"--counter-threshold", "link_downed=many"}, "--counter-threshold",
+                 "\"many\" for link_downed is not a whole number");
+  expect_failure({"--counter-threshold", "link_downed=-1"}, "--counter-threshold",
+                 "\"-1\" for link_downed");
+  expect_failure({"--counter-threshold", "link_downed=1.5"}, "--counter-threshold",
+                 "\"1.5\" for link_downed");
+  expect_failure({"--counter-threshold", "rnr_nak_retry_err=99999999999999999999"},
+                 "--counter-threshold", "for rnr_nak_retry_err");
+  expect_failure({"--counter-threshold", "link_downed="}, "--counter-threshold",
+                 "\"\" for link_downed");
+  expect_failure({"--counter-threshold", "link_downed"}, "--counter-threshold",
+                 "expected NAME=N, got \"link_downed\"");
+  expect_failure({"--counter-threshold", "=3"}, "--counter-threshold", "expected NAME=N");
+  expect_failure({"--counter-threshold", ","}, "--counter-threshold", "expected NAME=N");
+  expect_failure({"--counter-threshold"}, "--counter-threshold", "needs a value");
 }
 
 // seed 002 §12.1: --node-name, else NODE_NAME; startup fails if unset.

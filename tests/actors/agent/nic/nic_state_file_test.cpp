@@ -17,8 +17,9 @@ nic_monitor_state sample_state() {
   down.phys_state = "3: Disabled";
   down.link_layer = "InfiniBand";
   down.health = recorded_health::unhealthy;
-  down.counters = std::map<std::string, std::uint64_t>{{"link_downed", 3}};
-  down.breached_counters = {"rnr_nak_retry_err"};
+  down.counters.readings = {{"link_downed", 3}, {"rnr_nak_retry_err", 9}};
+  down.counters.baselines = {{"link_downed", 1}, {"rnr_nak_retry_err", 2}};
+  down.counters.breached = {"rnr_nak_retry_err"};
   s.ports["mlx5_0/1"] = down;
   port_record up;
   up.state = "4: ACTIVE";
@@ -64,6 +65,31 @@ TEST(nic_state_file, wrong_fields_are_named) {
   EXPECT_EQ(decode_nic_state(R"({"version":2})").error().where, "version");
   EXPECT_FALSE(decode_nic_state("[]").has_value());
   EXPECT_FALSE(decode_nic_state("{not json").has_value());
+}
+
+// A file written before counters had baselines: its last readings serve as
+// the baselines, and its breaches stand.
+TEST(nic_state_file, files_without_counter_baselines_are_read) {
+  auto old = decode_nic_state(R"({"version":1,"boot_id":"b","ports":{
+      "mlx5_0/1":{"state":"4: ACTIVE","phys_state":"5: LinkUp","link_layer":"InfiniBand",
+        "health":"healthy","counters":{"link_downed":2,"rnr_nak_retry_err":5},
+        "breached_counters":["rnr_nak_retry_err"]},
+      "mlx5_1/1":{"state":"4: ACTIVE","phys_state":"5: LinkUp","link_layer":"InfiniBand",
+        "health":"healthy"}},"known_devices":["mlx5_0","mlx5_1"]})");
+  ASSERT_TRUE(old.has_value()) << old.error().to_string();
+  const auto& counters = old->ports.at("mlx5_0/1").counters;
+  const std::map<std::string, std::uint64_t> readings{{"link_downed", 2},
+                                                      {"rnr_nak_retry_err", 5}};
+  EXPECT_EQ(counters.readings, readings);
+  EXPECT_EQ(counters.baselines, readings);
+  EXPECT_EQ(counters.breached, std::set<std::string>{"rnr_nak_retry_err"});
+  EXPECT_TRUE(old->ports.at("mlx5_1/1").counters == counter_history{});
+  auto bad = decode_nic_state(R"({"version":1,"boot_id":"b","ports":{
+      "mlx5_0/1":{"state":"x","phys_state":"y","link_layer":"InfiniBand",
+        "health":"healthy","counter_baselines":{"link_downed":"two"}}},
+      "known_devices":[]})");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().where, "ports.mlx5_0/1.counter_baselines");
 }
 
 // seed 002 §12.1 --state-file: missing is a fresh boot; corrupt too, with a note.

@@ -1,7 +1,13 @@
 #include "actors/control/drain/drain_resource.hpp"
 
+#include <algorithm>
+#include <map>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "actors/janitor/gpu_reset_plan.hpp"
+#include "actors/janitor/janitor_resource.hpp"
 
 namespace vigil::control {
 namespace {
@@ -16,6 +22,20 @@ json pod(const std::string& ns, const std::string& name) {
 
 std::string list_of(std::vector<json> items) {
   return json{{"kind", "PodList"}, {"items", std::move(items)}}.dump();
+}
+
+// The pod the Job controller makes of a Job: the template's labels and spec,
+// the job-name label and a controller ownerReference to the Job.
+json pod_of_job(const json& job, const std::string& name) {
+  auto p = pod(job["metadata"]["namespace"].get<std::string>(), name);
+  p["metadata"]["labels"] = job["spec"]["template"]["metadata"]["labels"];
+  p["metadata"]["labels"]["job-name"] = job["metadata"]["name"];
+  p["metadata"]["ownerReferences"] = {{{"apiVersion", "batch/v1"},
+                                       {"kind", "Job"},
+                                       {"name", job["metadata"]["name"]},
+                                       {"controller", true}}};
+  p["spec"] = job["spec"]["template"]["spec"];
+  return p;
 }
 
 active_record record(recommended_action action, const std::string& gpu,
@@ -40,6 +60,7 @@ TEST(drain_resource, reads_owner_mirror_phase_gpu_requests_and_devices) {
   trainer["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2";
   trainer["metadata"]["annotations"][gpu_devices_annotation] =
     R"({"devices":[{"resourceName":"nvidia.com/gpu","deviceIds":["GPU-a","GPU-b"]}]})";
+  trainer["metadata"]["labels"] = {{"app", "trainer"}, {"replicas", 3}};
   auto unmapped = pod("train", "unmapped");
   unmapped["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = 1;
 
@@ -51,9 +72,51 @@ TEST(drain_resource, reads_owner_mirror_phase_gpu_requests_and_devices) {
   EXPECT_TRUE((*pods)[2].finished);
   EXPECT_TRUE((*pods)[3].requests_gpu);
   EXPECT_EQ((*pods)[3].gpu_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  // String labels only: a label value can be nothing else.
+  EXPECT_EQ((*pods)[3].labels, (std::map<std::string, std::string>{{"app", "trainer"}}));
   EXPECT_TRUE((*pods)[4].requests_gpu);
   EXPECT_FALSE((*pods)[4].gpu_uuids.has_value());              // GPUs unknown: full drain
   EXPECT_EQ((*pods)[0].gpu_uuids, std::vector<std::string>{}); // holds none, known
+}
+
+// seed 000 §4.3 case 3: a full drain while the janitor's Jobs run on the node.
+// The Jobs are the janitor's own bodies, in a namespace the drain does not
+// know as vigil's: their pods are recognised by vigil's Job label.
+TEST(drain_resource, the_janitors_job_pods_are_never_drained) {
+  janitor::gpu_reset_request reset{"gr-1", "uid-1", "node-1", "GPU-a", "XID 79", "ev-1"};
+  janitor::gpu_reset_options reset_options;
+  reset_options.job_namespace = "ops";
+  auto reset_job =
+    janitor::build_reset_job(reset, janitor::reset_job_name(reset.name), reset_options);
+  janitor::reboot_object reboot;
+  reboot.name = "rn-1";
+  reboot.uid = "uid-2";
+  reboot.node_name = "node-1";
+  janitor::reboot_options reboot_options;
+  reboot_options.job_namespace = "ops";
+  auto reboot_job = janitor::build_reboot_job(
+    reboot, janitor::reboot_job_name(reboot.name), reboot_options);
+
+  auto pods = pods_from_list(list_of({pod_of_job(reset_job, "vigil-gpu-reset-gr-1-x7k2p"),
+                                      pod_of_job(reboot_job, "vigil-reboot-rn-1-q8w3e"),
+                                      pod("train", "trainer")}));
+  ASSERT_TRUE(pods.has_value()) << pods.error().to_string();
+  drain_config config;
+  ASSERT_EQ(
+    std::count(config.vigil_namespaces.begin(), config.vigil_namespaces.end(), "ops"), 0);
+  EXPECT_TRUE(is_vigils_own_pod((*pods)[0], config));
+  EXPECT_TRUE(is_vigils_own_pod((*pods)[1], config));
+  EXPECT_FALSE(is_vigils_own_pod((*pods)[2], config));
+
+  drain_request full{
+    recommended_action::restart_bm, {}, stage_override{true, false}, drain_history::none};
+  auto plan = plan_drain(*pods, full, config);
+  EXPECT_EQ(plan.scope, drain_scope::full);
+  ASSERT_EQ(plan.evict.size(), 1u);
+  EXPECT_EQ(plan.evict[0].pod.name, "trainer");
+  ASSERT_EQ(plan.skipped.size(), 2u);
+  EXPECT_EQ(plan.skipped[0].reason, "vigil's own pod");
+  EXPECT_EQ(plan.skipped[1].reason, "vigil's own pod");
 }
 
 TEST(drain_resource, devices_annotation_in_both_forms_and_garbage) {

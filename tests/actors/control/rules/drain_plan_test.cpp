@@ -40,6 +40,14 @@ std::vector<pod_info> node_pods() {
           cpu_only};
 }
 
+// A pod of one of the janitor's Jobs: owned by the Job, carrying vigil's label.
+pod_info vigil_job_pod(std::string ns, std::string name) {
+  auto p = make_pod(std::move(ns), std::move(name), "Job");
+  p.labels = {{std::string{vigil_job_label}, std::string{vigil_job_label_value}},
+              {"job-name", "vigil-gpu-reset-gr-1"}};
+  return p;
+}
+
 drain_request reset_of(const std::string& uuid) {
   return {recommended_action::component_reset, {uuid}, std::nullopt, drain_history::none};
 }
@@ -135,6 +143,64 @@ TEST(drain_plan, validate_names_the_bad_field) {
   EXPECT_EQ(st.error().where, "drain.namespaces[1].namespace");
   config.namespaces = {{"ns", drain_mode::delete_after_timeout, 0min}};
   EXPECT_EQ(validate(config).error().where, "drain.namespaces[0].timeout");
+}
+
+TEST(drain_plan, vigils_own_pods_are_known_by_namespace_or_job_label) {
+  drain_config config;
+  EXPECT_TRUE(is_vigils_own_pod(make_pod("vigil-system", "any", "ReplicaSet"), config));
+  EXPECT_TRUE(
+    is_vigils_own_pod(make_pod("vigil", "vigil-control-0", "ReplicaSet"), config));
+  // A janitor Job's pod is vigil's wherever it runs.
+  EXPECT_TRUE(
+    is_vigils_own_pod(vigil_job_pod("ops", "vigil-gpu-reset-gr-1-x7k2p"), config));
+  EXPECT_FALSE(is_vigils_own_pod(gpu_pod("train", "job-a", {bad_gpu}), config));
+  // A DaemonSet pod is not vigil's (plan_drain skips it as a DaemonSet pod).
+  EXPECT_FALSE(
+    is_vigils_own_pod(make_pod("monitoring", "dcgm-exporter-x", "DaemonSet"), config));
+  // The label needs a Job owner, and a Job pod needs vigil's label value.
+  auto not_a_job = vigil_job_pod("train", "web-1");
+  not_a_job.owner_kind = "ReplicaSet";
+  EXPECT_FALSE(is_vigils_own_pod(not_a_job, config));
+  auto other_job = vigil_job_pod("train", "batch-1");
+  other_job.labels[std::string{vigil_job_label}] = "Helm";
+  EXPECT_FALSE(is_vigils_own_pod(other_job, config));
+  // The namespaces are exact names from the configuration.
+  config.vigil_namespaces = {"ops-vigil"};
+  EXPECT_FALSE(is_vigils_own_pod(make_pod("vigil-system", "any", "ReplicaSet"), config));
+  EXPECT_FALSE(is_vigils_own_pod(make_pod("ops-vigil-2", "any", "ReplicaSet"), config));
+  EXPECT_TRUE(is_vigils_own_pod(make_pod("ops-vigil", "any", "ReplicaSet"), config));
+}
+
+// seed 000 §4.3 case 3: a RebootNode's full drain starts while the GPUReset's
+// Job still runs on the node; the drain must not take the reset Job's pod.
+TEST(drain_plan, full_drain_never_evicts_or_deletes_vigils_job_pods) {
+  auto pods = node_pods();
+  pods.push_back(vigil_job_pod("vigil-system", "vigil-gpu-reset-gr-1-x7k2p"));
+  pods.push_back(vigil_job_pod("ops", "vigil-reboot-rn-1-q8w3e"));
+  drain_request reboot{recommended_action::restart_bm,
+                       {bad_gpu},
+                       stage_override{true, false},
+                       drain_history::none};
+  auto plan = plan_drain(pods, reboot, drain_config{});
+  EXPECT_EQ(plan.scope, drain_scope::full);
+  EXPECT_EQ(evicted_names(plan), (std::vector<std::string>{"job-a", "job-b", "web-1"}));
+  std::vector<std::string> own;
+  for (const auto& s : plan.skipped)
+    if (s.reason == "vigil's own pod")
+      own.push_back(s.pod.name);
+  EXPECT_EQ(own, (std::vector<std::string>{"vigil-gpu-reset-gr-1-x7k2p",
+                                           "vigil-reboot-rn-1-q8w3e"}));
+  // DeleteAfterTimeout everywhere: past the deadline only the others are deleted.
+  drain_config config;
+  config.namespaces = {{".*", drain_mode::delete_after_timeout, 30min}};
+  reboot.overrides.reset();
+  drain_progress progress(plan_drain(pods, reboot, config), t0, config);
+  auto steps = progress.due(t0 + 31min);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const auto& step : steps) {
+    EXPECT_EQ(step.what, drain_step::kind::delete_pod);
+    EXPECT_NE(step.pod.name.rfind("vigil-", 0), 0u) << step.pod.name;
+  }
 }
 
 drain_plan one_pod_plan(drain_mode mode, std::chrono::minutes timeout = 0min) {

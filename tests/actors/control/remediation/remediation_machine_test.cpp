@@ -1,0 +1,477 @@
+#include "actors/control/remediation/remediation_machine.hpp"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+namespace vigil::control {
+namespace {
+
+namespace cmd = remediation_command;
+using namespace std::chrono_literals;
+
+const std::string gpu_a = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
+const std::string gpu_b = "GPU-bbbbbbbb-0000-0000-0000-000000000000";
+const wall_time t0 = from_unix(1'700'000'000, 0);
+
+active_record record(const std::string& id, recommended_action action,
+                     const std::string& gpu = "", wall_time generated = t0) {
+  active_record r;
+  r.agent = "syslog-health-monitor";
+  r.component_class = "GPU";
+  r.check_name = "SysLogsXIDError";
+  r.subject = gpu.empty() ? entity{} : entity{"GPU_UUID", gpu};
+  r.action = action;
+  r.rule = "fatal";
+  r.event_id = id;
+  r.generated = generated;
+  return r;
+}
+
+active_record reset_record(const std::string& id, const std::string& gpu) {
+  return record(id, recommended_action::component_reset, gpu);
+}
+
+active_record reboot_record(const std::string& id) {
+  return record(id, recommended_action::restart_bm, gpu_b);
+}
+
+// Drives one machine as the node actor does, answering the obvious: no CR
+// exists from before a restart, the breaker grants a slot, a CR is created.
+// Every command is kept, in order, for the checks.
+struct machine_run {
+  explicit machine_run(remediation_config config = {}) : machine("node-1", config) {
+    view.quarantined = true;
+    view.facts.product_name = "NVIDIA H100 80GB HBM3";
+    view.pool = "rack-1";
+  }
+
+  /// The records, drained as they want (partial for resets, else full).
+  void node_has(std::vector<active_record> records) {
+    view.records = std::move(records);
+    if (auto wanted = desired_drain(view.records)) {
+      view.drained_key = drain_key(*wanted);
+      if (view.drained != drain_history::full_done)
+        view.drained = view.drained_key == "full" ? drain_history::full_done
+                                                  : drain_history::partial_done;
+    }
+  }
+
+  void take(remediation_commands commands) {
+    for (auto& c : commands) {
+      seen.push_back(c);
+      if (auto* find = std::get_if<cmd::find_cr>(&c)) {
+        if (existing_cr)
+          take(machine.on_cr_found(find->generation, find->cr, now));
+        else
+          take(machine.on_cr_absent(find->generation, view, now));
+      } else if (auto* ask = std::get_if<cmd::ask_breaker>(&c)) {
+        if (hold_breaker)
+          held_generation = ask->generation;
+        else
+          take(machine.on_breaker_answer(ask->generation, "", view, now));
+      } else if (auto* create = std::get_if<cmd::create_cr>(&c)) {
+        created.push_back(create->request.plan.kind);
+        take(machine.on_cr_created(create->generation, create->cr, now));
+      } else if (auto* w = std::get_if<cmd::wake>(&c)) {
+        wakes.push_back(*w);
+      }
+    }
+  }
+
+  void consider() { take(machine.consider(view, now)); }
+
+  /// Time passes; due timers fire in order.
+  void advance(std::chrono::seconds by) {
+    const auto until = now + by;
+    for (;;) {
+      auto due =
+        std::min_element(wakes.begin(), wakes.end(),
+                         [](const auto& a, const auto& b) { return a.at < b.at; });
+      if (due == wakes.end() || due->at > until)
+        break;
+      auto fired = *due;
+      wakes.erase(due);
+      now = std::max(now, fired.at);
+      take(machine.on_timer(fired.timer, view, now));
+    }
+    now = until;
+  }
+
+  /// The CR in flight reaches `phase` and the next poll reads it.
+  void cr_is(const std::string& phase, std::optional<wall_time> started = std::nullopt) {
+    cr_progress p;
+    p.phase = phase;
+    p.succeeded = phase == "Succeeded";
+    p.terminal = p.succeeded || phase == "Failed";
+    p.started_at = started;
+    take(machine.on_cr_progress(machine.generation(), p, view, now));
+  }
+
+  template <class Command>
+  std::vector<Command> all() const {
+    std::vector<Command> out;
+    for (const auto& c : seen)
+      if (auto* x = std::get_if<Command>(&c))
+        out.push_back(*x);
+    return out;
+  }
+
+  std::vector<std::string> phases() const {
+    std::vector<std::string> out;
+    for (const auto& j : all<cmd::journal_step>())
+      out.push_back(j.phase + " " + j.request.plan.group);
+    return out;
+  }
+
+  bool saw_phase(const std::string& phase) const {
+    auto p = phases();
+    return std::find(p.begin(), p.end(), phase) != p.end();
+  }
+
+  remediation_machine machine;
+  remediation_view view;
+  wall_time now = t0;
+  remediation_commands seen;
+  std::vector<remediation_kind> created;
+  std::vector<cmd::wake> wakes;
+  bool existing_cr = false;
+  bool hold_breaker = false;
+  std::uint64_t held_generation = 0;
+};
+
+TEST(remediation_machine, a_reset_starts_once_the_node_is_drained) {
+  machine_run run;
+  run.view.records = {reset_record("e1", gpu_a)};
+  run.view.drain_busy = true; // the partial drain runs
+  run.consider();
+  EXPECT_TRUE(run.created.empty());
+  run.view.drain_busy = false;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  ASSERT_EQ(run.created, std::vector<remediation_kind>{remediation_kind::gpu_reset});
+  EXPECT_EQ(run.machine.step(), remediation_step::following);
+  EXPECT_TRUE(run.saw_phase("requested " + reset_group(gpu_a)));
+  ASSERT_EQ(run.all<cmd::ask_breaker>().size(), 1u);
+  EXPECT_EQ(run.all<cmd::ask_breaker>()[0].pool, "rack-1");
+  ASSERT_FALSE(run.all<cmd::write_annotation>().empty());
+  EXPECT_NE(find_group(run.all<cmd::write_annotation>().back().state, reset_group(gpu_a)),
+            nullptr);
+  // Considered again: nothing is planned twice.
+  run.consider();
+  EXPECT_EQ(run.created.size(), 1u);
+}
+
+TEST(remediation_machine, nothing_starts_before_quarantine_and_drain) {
+  for (int variant = 0; variant < 3; ++variant) {
+    machine_run run;
+    run.node_has({reset_record("e1", gpu_a)});
+    if (variant == 0)
+      run.view.quarantined = false;
+    if (variant == 1)
+      run.view.opted_out = true;
+    if (variant == 2)
+      run.view.drained_key = "partial:" + gpu_b; // another GPU's drain
+    run.consider();
+    EXPECT_TRUE(run.seen.empty()) << "variant " << variant;
+  }
+}
+
+// seed 000 §4.3, all four cases through the machine.
+TEST(remediation_machine, the_four_ordering_cases) {
+  machine_run run;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  // case 2: the same GPU again is skipped, another GPU waits.
+  run.node_has(
+    {reset_record("e1", gpu_a), reset_record("e2", gpu_a), reset_record("e3", gpu_b)});
+  run.consider();
+  EXPECT_EQ(run.created.size(), 1u);
+  ASSERT_EQ(run.machine.queue().waiting().size(), 1u);
+  EXPECT_EQ(run.machine.queue().waiting()[0].plan.group, reset_group(gpu_b));
+  // case 3: a reboot waits for the reset in flight, and covers the waiting reset.
+  auto records = run.view.records;
+  records.push_back(reboot_record("e4"));
+  run.node_has(records);
+  run.consider();
+  ASSERT_EQ(run.machine.queue().waiting().size(), 1u);
+  EXPECT_EQ(run.machine.queue().waiting()[0].plan.group, "restart");
+  EXPECT_TRUE(run.saw_phase("covered " + reset_group(gpu_b)));
+  // The reset finishes; the reboot starts (the node was drained in full for it).
+  run.cr_is("Succeeded");
+  EXPECT_EQ(run.created.back(), remediation_kind::reboot_node);
+  // case 1 and case 4 while the reboot is in flight.
+  records.push_back(reboot_record("e5"));
+  records.push_back(reset_record("e6", gpu_a));
+  run.node_has(records);
+  run.consider();
+  EXPECT_EQ(run.created.size(), 2u);
+  const auto annotation = run.all<cmd::write_annotation>().back().state;
+  const auto* covered = find_group(annotation, reset_group(gpu_a));
+  ASSERT_NE(covered, nullptr);
+  EXPECT_EQ(covered->kind,
+            remediation_kind::reboot_node); // case 4: covered by the reboot
+}
+
+// Safety: a reboot after a partial drain first widens the drain to full
+// (seed 000 §3.1), whatever brought it there.
+TEST(remediation_machine, a_failed_reset_drains_the_node_fully_before_its_reboot) {
+  machine_run run;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  run.cr_is("Failed");
+  EXPECT_EQ(run.created.size(), 1u); // no RebootNode yet
+  EXPECT_EQ(run.all<cmd::drain_fully>().size(), 1u);
+  EXPECT_TRUE(run.machine.needs_full_drain());
+  ASSERT_TRUE(drain_wanted(run.view.records, run.machine.needs_full_drain()).has_value());
+  EXPECT_EQ(drain_key(*drain_wanted(run.view.records, true)), "full");
+  // The full drain runs, then completes.
+  run.view.drain_busy = true;
+  run.consider();
+  EXPECT_EQ(run.created.size(), 1u);
+  run.view.drain_busy = false;
+  run.view.drained = drain_history::full_done;
+  run.view.drained_key = "full";
+  run.consider();
+  ASSERT_EQ(run.created.size(), 2u);
+  EXPECT_EQ(run.created[1], remediation_kind::reboot_node);
+  EXPECT_FALSE(run.machine.needs_full_drain());
+}
+
+TEST(remediation_machine, a_reset_that_falls_back_to_a_reboot_drains_fully_first) {
+  machine_run run;
+  run.view.facts.product_name = "Tesla V100-SXM2-32GB"; // cannot be reset alone
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  EXPECT_TRUE(run.created.empty());
+  EXPECT_EQ(run.all<cmd::drain_fully>().size(), 1u);
+  run.view.drained = drain_history::full_done;
+  run.view.drained_key = "full";
+  run.consider();
+  EXPECT_EQ(run.created, std::vector<remediation_kind>{remediation_kind::reboot_node});
+}
+
+TEST(remediation_machine, a_deleted_or_timed_out_cr_is_a_failure_that_escalates) {
+  {
+    machine_run run;
+    run.node_has({reset_record("e1", gpu_a)});
+    run.consider();
+    run.take(run.machine.on_cr_missing(run.machine.generation(), run.view, run.now));
+    EXPECT_TRUE(run.saw_phase("failed " + reset_group(gpu_a)));
+    EXPECT_EQ(run.all<cmd::drain_fully>().size(), 1u);
+  }
+  {
+    remediation_config config;
+    config.cr_timeout = 1h;
+    machine_run run(config);
+    run.node_has({reset_record("e1", gpu_a)});
+    run.consider();
+    run.advance(30min);
+    run.cr_is("Running");
+    EXPECT_FALSE(run.saw_phase("failed " + reset_group(gpu_a)));
+    run.advance(31min);
+    run.cr_is("Running");
+    EXPECT_TRUE(run.saw_phase("failed " + reset_group(gpu_a)));
+  }
+}
+
+TEST(remediation_machine, polls_read_the_cr_in_flight) {
+  machine_run run;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  ASSERT_EQ(run.wakes.size(), 1u);
+  EXPECT_EQ(run.wakes[0].timer, remediation_timer::poll);
+  run.advance(10s);
+  ASSERT_EQ(run.all<cmd::read_cr>().size(), 1u);
+  EXPECT_EQ(run.all<cmd::read_cr>()[0].cr, run.machine.cr_name());
+  run.take(run.machine.on_cr_unreadable(run.machine.generation(), run.now));
+  run.advance(10s);
+  EXPECT_EQ(run.all<cmd::read_cr>().size(), 2u);
+}
+
+TEST(remediation_machine, the_healthy_event_verifies_a_reset_early_or_late) {
+  // Late: after the CR's success, within the verification timeout.
+  machine_run late;
+  late.node_has({reset_record("e1", gpu_a)});
+  late.consider();
+  late.cr_is("Succeeded");
+  health_event healthy;
+  healthy.id = "healthy-1";
+  healthy.is_healthy = true;
+  healthy.entities = {{"GPU_UUID", gpu_a}};
+  late.take(late.machine.on_healthy_event(healthy, late.now));
+  EXPECT_TRUE(late.saw_phase("verified " + reset_group(gpu_a)));
+  late.advance(2h);
+  EXPECT_EQ(late.created.size(), 1u);
+  // Early: the Job logs its line before the janitor restored the labels.
+  machine_run early;
+  early.node_has(
+    {reset_record("e1", gpu_a), record("s", recommended_action::contact_support)});
+  early.consider();
+  early.take(early.machine.on_healthy_event(healthy, early.now));
+  early.cr_is("Succeeded");
+  EXPECT_TRUE(early.saw_phase("verified " + reset_group(gpu_a)));
+  early.advance(2h);
+  EXPECT_EQ(early.created.size(), 1u);
+}
+
+TEST(remediation_machine, a_reset_not_verified_in_time_escalates_to_a_reboot) {
+  machine_run run;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  run.cr_is("Succeeded");
+  run.advance(11min); // past remediation.escalation.verify_reset_timeout
+  EXPECT_EQ(run.all<cmd::drain_fully>().size(), 1u); // the reboot waits for a full drain
+  run.view.drained = drain_history::full_done;
+  run.view.drained_key = "full";
+  run.consider();
+  EXPECT_EQ(run.created.back(), remediation_kind::reboot_node);
+}
+
+// Safety: a reboot clears only what predates it; a fault reported after the
+// reboot began belongs to the new boot and keeps the node quarantined.
+TEST(remediation_machine, a_reboots_success_clears_only_what_predates_the_boot) {
+  machine_run run;
+  run.node_has({reboot_record("e1")});
+  run.consider();
+  ASSERT_EQ(run.created, std::vector<remediation_kind>{remediation_kind::reboot_node});
+  const auto boot_began = run.now + 1min;
+  run.advance(20min);
+  auto after = record("e2", recommended_action::restart_bm, gpu_a, run.now);
+  after.check_name = "SysLogsXIDError";
+  run.view.records.push_back(after);
+  run.cr_is("Succeeded", boot_began);
+  auto cleared = run.all<cmd::clear_records>();
+  ASSERT_EQ(cleared.size(), 1u);
+  ASSERT_EQ(cleared[0].records.size(), 1u);
+  EXPECT_EQ(cleared[0].records[0].event_id, "e1");
+}
+
+TEST(remediation_machine, a_climb_deferred_by_a_cooldown_is_counted_once) {
+  remediation_config config;
+  config.escalation.max_resets_per_gpu = 1;
+  machine_run run(config);
+  run.node_has({reboot_record("r1")});
+  run.consider();
+  run.cr_is("Succeeded");
+  run.take(run.machine.consider({}, run.now)); // released
+  run.view = {};
+  run.view.quarantined = true;
+  run.view.facts.product_name = "NVIDIA H100 80GB HBM3";
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  run.cr_is("Succeeded");
+  run.take(run.machine.consider({}, run.now));
+  run.view.records.clear();
+  run.view.drained = drain_history::none;
+  // GPU-a fails again: its one reset is spent, so a reboot, which waits out
+  // the cooldown after the first reboot.
+  run.node_has({reset_record("e2", gpu_a)});
+  run.view.drained = drain_history::full_done; // drained in full meanwhile
+  run.consider();
+  const auto escalations = [&] {
+    auto counts = run.all<cmd::count>();
+    return std::count_if(counts.begin(), counts.end(), [](const cmd::count& c) {
+      return c.metric == remediation_metric::escalated;
+    });
+  };
+  EXPECT_EQ(escalations(), 1);
+  EXPECT_EQ(run.machine.step(), remediation_step::deferred);
+  EXPECT_EQ(run.created.size(), 2u);
+  run.advance(5min);
+  ASSERT_EQ(run.created.size(), 3u);
+  EXPECT_EQ(run.created.back(), remediation_kind::reboot_node);
+  EXPECT_EQ(escalations(), 1);
+}
+
+TEST(remediation_machine, a_held_remediation_is_journaled_and_asked_again) {
+  machine_run run;
+  run.hold_breaker = true;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  run.take(run.machine.on_breaker_answer(
+    run.held_generation, "pool rack-1 is at its budget", run.view, run.now));
+  EXPECT_TRUE(run.saw_phase("held " + reset_group(gpu_a)));
+  EXPECT_EQ(run.machine.step(), remediation_step::deferred);
+  run.hold_breaker = false;
+  run.advance(60s);
+  EXPECT_EQ(run.created.size(), 1u);
+}
+
+TEST(remediation_machine, a_release_ends_everything_and_ignores_late_answers) {
+  machine_run run;
+  run.hold_breaker = true;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  const auto asked_in = run.held_generation;
+  run.view.records.clear();
+  run.consider();
+  EXPECT_TRUE(run.saw_phase("released " + reset_group(gpu_a)));
+  EXPECT_EQ(run.machine.step(), remediation_step::idle);
+  EXPECT_TRUE(run.machine.queue().idle());
+  auto before = run.all<cmd::leave_pool>().size();
+  // The breaker's slot arrives after the release: it is given back at once.
+  run.take(run.machine.on_breaker_answer(asked_in, "", run.view, run.now));
+  EXPECT_EQ(run.all<cmd::leave_pool>().size(), before + 1);
+  EXPECT_TRUE(run.created.empty());
+}
+
+TEST(remediation_machine, a_cr_created_before_a_restart_is_followed_not_created_again) {
+  machine_run run;
+  run.existing_cr = true;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  EXPECT_TRUE(run.created.empty());
+  EXPECT_EQ(run.machine.step(), remediation_step::following);
+  EXPECT_TRUE(run.all<cmd::count>().empty()); // its attempt was counted before
+}
+
+TEST(remediation_machine, a_dry_run_journals_and_creates_nothing) {
+  remediation_config config;
+  config.dry_run = true;
+  machine_run run(config);
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  EXPECT_TRUE(run.created.empty());
+  EXPECT_TRUE(run.saw_phase("created " + reset_group(gpu_a)));
+  EXPECT_TRUE(run.all<cmd::post_event>().empty());
+  EXPECT_TRUE(run.all<cmd::write_annotation>().empty());
+}
+
+TEST(remediation_machine, contact_support_and_the_ladders_end_go_to_a_person) {
+  machine_run run;
+  run.node_has({record("s", recommended_action::contact_support)});
+  run.consider();
+  ASSERT_EQ(run.all<cmd::hand_to_operator>().size(), 1u);
+  EXPECT_TRUE(run.created.empty());
+
+  remediation_config config;
+  config.options.replace = replace_target::provider_hook;
+  machine_run replace(config);
+  replace.node_has({record("r", recommended_action::replace_vm)});
+  replace.consider();
+  ASSERT_EQ(replace.all<cmd::request_replacement>().size(), 1u);
+  EXPECT_TRUE(replace.all<cmd::hand_to_operator>().empty());
+  replace.advance(config.escalation.verify_replace_timeout);
+  EXPECT_EQ(replace.all<cmd::hand_to_operator>().size(), 1u);
+}
+
+TEST(remediation_machine, a_failing_gpu_climbs_the_whole_ladder) {
+  machine_run run;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  run.cr_is("Failed"); // reset → reboot, after a full drain
+  run.view.drained = drain_history::full_done;
+  run.view.drained_key = "full";
+  run.consider();
+  run.cr_is("Failed"); // reboot → replace
+  run.advance(10min);  // the cooldown
+  run.cr_is("Failed"); // replace → support
+  EXPECT_EQ(run.created, (std::vector<remediation_kind>{
+                           remediation_kind::gpu_reset, remediation_kind::reboot_node,
+                           remediation_kind::terminate_node}));
+  EXPECT_EQ(run.all<cmd::hand_to_operator>().size(), 1u);
+}
+
+} // namespace
+} // namespace vigil::control
