@@ -105,6 +105,14 @@ struct remediation_attempt {
 /// at a rebuild: its remediation attempts, oldest first.
 using attempts_atom = caf::atom_constant<caf::atom("attempts")>;
 
+/// (agent_heard_atom, node) to the fleet: the node's agent sent a heartbeat.
+using agent_heard_atom = caf::atom_constant<caf::atom("agentheard")>;
+/// (agent_quiet_atom, silent, since in ns since the epoch) from the fleet to a
+/// node actor: its agent went silent (true, since then) or reports again.
+using agent_quiet_atom = caf::atom_constant<caf::atom("agentquiet")>;
+/// (liveness_atom) the fleet's own timer: which agents went silent.
+using liveness_atom = caf::atom_constant<caf::atom("liveness")>;
+
 /// The journal's verdict on one event of an ingest request.
 enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 

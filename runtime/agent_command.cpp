@@ -1,10 +1,12 @@
 #include "runtime/agent_command.hpp"
 
 #include <cstdlib>
+#include <fstream>
 #include <ostream>
 
 #include <caf/all.hpp>
 
+#include "actors/agent/agent_endpoints.hpp"
 #include "actors/agent/forwarder/forwarder.hpp"
 #include "actors/agent/logsource/journald_source.hpp"
 #include "actors/agent/logsource/kmsg_source.hpp"
@@ -15,6 +17,9 @@
 #include "messages/atoms.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/control_command.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/version.hpp"
 
 namespace vigil {
 
@@ -29,9 +34,72 @@ std::string config_dir() {
   return dir != nullptr && *dir != '\0' ? dir : VIGIL_DEFAULT_CONFIG_DIR;
 }
 
-wall_time system_now() {
-  return std::chrono::time_point_cast<wall_time::duration>(
-    std::chrono::system_clock::now());
+// How long /healthz and /metrics wait for each component to answer: well
+// inside the probes' timeoutSeconds (deploy/agent/daemonset.yaml).
+constexpr auto component_answer_timeout = std::chrono::seconds{2};
+
+// A Go duration flag ("30s", "500ms"); `zero_allowed`: "0" too (off).
+expected<std::chrono::milliseconds> duration_flag(const command_line& args,
+                                                  const char* name,
+                                                  std::chrono::milliseconds fallback,
+                                                  bool zero_allowed) {
+  const auto text = args.value(name);
+  if (!text)
+    return fallback;
+  if (zero_allowed && *text == "0")
+    return std::chrono::milliseconds{0};
+  auto parsed = agent::parse_go_duration(*text);
+  if (!parsed)
+    return failure{std::string("--") + name, parsed.error().what};
+  return *parsed;
+}
+
+expected<std::uint16_t> port_flag(const command_line& args, const char* name,
+                                  std::uint16_t fallback) {
+  const auto text = args.value(name);
+  if (!text)
+    return fallback;
+  char* end = nullptr;
+  const auto port = std::strtoul(text->c_str(), &end, 10);
+  if (text->empty() || *end != '\0' || port > 65535)
+    return failure{std::string("--") + name, "'" + *text + "' is not a port (0-65535)"};
+  return static_cast<std::uint16_t>(port);
+}
+
+bool file_exists(const std::string& path) {
+  return std::ifstream(path).good();
+}
+
+// seed 002 §12.2: nvidia-smi writes gpu_metadata.json before the monitors
+// start. When it fails or times out, an earlier file is used as it is; without
+// one the NIC monitor cannot start (it needs nic_topology), so startup stops,
+// while with --no-nic the XID monitor starts without it (PCI addresses only).
+status prepare_gpu_metadata(const command_line& args, const std::string& node,
+                            const std::string& metadata_path,
+                            std::chrono::milliseconds timeout, std::ostream& err) {
+  if (args.has("no-collect"))
+    return ok();
+  agent::topology_sources sources;
+  sources.nvidia_smi = option(args, "nvidia-smi", sources.nvidia_smi);
+  sources.topo_file = option(args, "topo-file", "");
+  sources.gpus_file = option(args, "gpus-file", "");
+  auto collected =
+    agent::collect_gpu_metadata(node, sources, agent::timed_command_runner(timeout));
+  if (collected)
+    return agent::write_gpu_metadata(metadata_path, *collected);
+  const auto why = collected.error().to_string();
+  if (file_exists(metadata_path)) {
+    err << "vigil agent: topology not collected (" << why << "); using the earlier "
+        << metadata_path << " as it is\n";
+    return ok();
+  }
+  if (!args.has("no-nic"))
+    return failure{"", "topology not collected (" + why + ") and there is no earlier "
+                         + metadata_path
+                         + " to fall back on: the NIC monitor cannot start without it"};
+  err << "vigil agent: topology not collected (" << why << "); no " << metadata_path
+      << ": the XID monitor starts without GPU metadata\n";
+  return ok();
 }
 
 // The kernel-log reader named by --log-source, positioned from the state file.
@@ -128,6 +196,14 @@ std::vector<option_spec> agent_option_specs() {
     {"topo-file", "FILE", "saved `nvidia-smi topo -m` output instead of running it"},
     {"gpus-file", "FILE", "saved `nvidia-smi --query-gpu=...` CSV instead of running it"},
     {"no-collect", "", "do not collect topology; use --metadata as it is"},
+    {"nvidia-smi-timeout", "DURATION",
+     "how long each nvidia-smi call may run before it is killed (default 30s); on "
+     "failure an earlier --metadata file is used"},
+    {"metrics-port", "PORT",
+     "serves /metrics and /healthz (default 2112, seed 002 §12.1; 0 picks a free one)"},
+    {"metrics-address", "ADDR", "address the metrics port listens on (default 0.0.0.0)"},
+    {"heartbeat-interval", "DURATION",
+     "POST /v1/heartbeat to the control plane this often (default 60s; 0: never)"},
     {"sysfs-root", "DIR", "the host's /sys (default /sys)"},
     {"proc-net-route", "FILE", "the host's routing table (default /proc/net/route)"},
     {"boot-id-path", "FILE",
@@ -161,20 +237,26 @@ int run_agent(command_context& ctx) {
     agent::metadata_path_flag(ctx.args, state_dir + "/gpu_metadata.json");
   if (!metadata_path)
     return fail(metadata_path.error());
-  if (!ctx.args.has("no-collect")) {
-    agent::topology_sources sources;
-    sources.nvidia_smi = option(ctx.args, "nvidia-smi", sources.nvidia_smi);
-    sources.topo_file = option(ctx.args, "topo-file", "");
-    sources.gpus_file = option(ctx.args, "gpus-file", "");
-    auto collected = agent::collect_gpu_metadata(node, sources, agent::run_command);
-    if (collected) {
-      if (auto written = agent::write_gpu_metadata(*metadata_path, *collected); !written)
-        return fail(written.error());
-    } else {
-      ctx.err << "vigil agent: topology not collected (" << collected.error().to_string()
-              << "); using " << *metadata_path << " as it is\n";
-    }
-  }
+  auto metrics_port = port_flag(ctx.args, "metrics-port", 2112);
+  if (!metrics_port)
+    return fail(metrics_port.error());
+  agent::heartbeat_options heartbeat;
+  auto heartbeat_interval =
+    duration_flag(ctx.args, "heartbeat-interval", heartbeat.interval, true);
+  if (!heartbeat_interval)
+    return fail(heartbeat_interval.error());
+  heartbeat.interval = *heartbeat_interval;
+  heartbeat.node_name = node;
+  heartbeat.agent_version = version_string();
+  heartbeat.boot_id = *boot_id;
+  auto nvidia_smi_timeout =
+    duration_flag(ctx.args, "nvidia-smi-timeout", agent::default_command_timeout, false);
+  if (!nvidia_smi_timeout)
+    return fail(nvidia_smi_timeout.error());
+  if (auto prepared = prepare_gpu_metadata(ctx.args, node, *metadata_path,
+                                           *nvidia_smi_timeout, ctx.err);
+      !prepared)
+    return fail(prepared.error());
   auto xid_parts = make_xid_parts(ctx.args, state_dir, *metadata_path, *boot_id);
   if (!xid_parts)
     return fail(xid_parts.error());
@@ -196,22 +278,44 @@ int run_agent(command_context& ctx) {
   post.token_file = option(ctx.args, "token-file", "");
   post.ca_file = option(ctx.args, "ca-file", "");
 
+  http::server_options metrics;
+  metrics.address = option(ctx.args, "metrics-address", "0.0.0.0");
+  metrics.port = *metrics_port;
+  metrics.max_body_bytes = 64 * 1024; // GETs only
+
   return run_process(ctx.config, [&](process_context& p) -> status {
     auto wall = std::make_shared<caf_clock>(p.system.clock(), system_now());
     auto poster = p.system.spawn<caf::detached>(
       event_poster, std::make_shared<agent::http_event_poster>(post));
-    auto fwd =
-      p.system.spawn<caf::detached>(forwarder, spool, agent::forwarder_options{}, poster);
+    auto fwd = p.system.spawn<caf::detached>(forwarder, spool, agent::forwarder_options{},
+                                             heartbeat, poster, wall);
     auto adopt = [&](const char* name, const caf::actor& a) {
       caf::anon_send(p.root, adopt_atom::value, std::string(name), a);
     };
     adopt("poster", poster);
     adopt("forwarder", fwd);
-    adopt("xid_monitor", p.system.spawn<caf::detached>(
-                           xid_monitor, xid_monitor_config{node}, *xid_parts, fwd, wall));
-    if (nic)
-      adopt("nic_monitor",
-            p.system.spawn<caf::detached>(nic_monitor, std::move(*nic), fwd, wall));
+    agent_components components;
+    components.forwarder = fwd;
+    components.xid_monitor = p.system.spawn<caf::detached>(
+      xid_monitor, xid_monitor_config{node}, *xid_parts, fwd, wall);
+    adopt("xid_monitor", components.xid_monitor);
+    if (nic) {
+      components.nic_monitor =
+        p.system.spawn<caf::detached>(nic_monitor, std::move(*nic), fwd, wall);
+      adopt("nic_monitor", components.nic_monitor);
+    }
+    auto endpoints = p.system.spawn(agent_endpoints, components,
+                                    caf::timespan{component_answer_timeout});
+    adopt("endpoints", endpoints);
+    auto server = http::server::start(metrics, make_agent_handler(endpoints));
+    if (!server)
+      return failure{"--metrics-port", server.error().to_string()};
+    component_logger("agent")->info(
+      "/metrics and /healthz on {}:{}; heartbeat {}", metrics.address, (*server)->port(),
+      heartbeat.interval.count() > 0
+        ? "every " + std::to_string(heartbeat.interval.count()) + " ms"
+        : std::string("off"));
+    adopt("http", spawn_http_host(p.system, std::move(*server)));
     return ok();
   });
 }

@@ -253,6 +253,7 @@ void read_control(section_reader s, control_config& c) {
   s.read("lease_seconds", c.lease_seconds, 2u, 3600u);
   s.read("renew_deadline_seconds", c.renew_deadline_seconds, 1u, 3600u);
   s.read("retry_period_seconds", c.retry_period_seconds, 1u, 3600u);
+  s.read("agent_silence_seconds", c.agent_silence_seconds, 0u, 86400u);
   if (c.renew_deadline_seconds >= c.lease_seconds)
     s.error("renew_deadline_seconds", "must be less than lease_seconds");
   if (c.retry_period_seconds >= c.renew_deadline_seconds)
@@ -415,6 +416,19 @@ void read_remediation(section_reader s, remediation_section& c) {
   s.read("verify_reset_seconds", c.verify_reset_seconds, 1u, week);
   s.read("verify_reboot_seconds", c.verify_reboot_seconds, 1u, week);
   s.read("verify_replace_seconds", c.verify_replace_seconds, 1u, week);
+  s.read("validation_timeout_seconds", c.validation_timeout_seconds, 60u, 86400u);
+  auto validation = s.section("validation");
+  for (auto [key, job] :
+       {std::pair{"reset", &c.validate_reset}, std::pair{"reboot", &c.validate_reboot}}) {
+    auto v = validation.section(key);
+    v.read("enabled", job->enabled);
+    v.read("image", job->image);
+    if (job->image.empty())
+      v.error("image", "must name an image");
+    v.read("command", job->command);
+    v.finish();
+  }
+  validation.finish();
   s.finish();
 }
 
@@ -429,10 +443,12 @@ void read_janitor(section_reader s, janitor_section& c) {
   s.read("reset_script_config_map", c.reset_script_config_map);
   s.read("runtime_class", c.runtime_class);
   s.read("teardown_timeout_seconds", c.teardown_timeout_seconds, 1u, 86400u);
+  s.read("redeploy_timeout_seconds", c.redeploy_timeout_seconds, 1u, 86400u);
   s.read("reset_timeout_seconds", c.reset_timeout_seconds, 1u, 86400u);
   s.read("reboot_image", c.reboot_image);
   s.read("reboot_service_account", c.reboot_service_account);
   s.read("reboot_timeout_seconds", c.reboot_timeout_seconds, 1u, 86400u);
+  s.read("listen", c.listen);
   s.finish();
 }
 

@@ -63,6 +63,9 @@ struct control_config {
   std::uint32_t lease_seconds = 15;
   std::uint32_t renew_deadline_seconds = 10;
   std::uint32_t retry_period_seconds = 2;
+  /// A GPU node whose agent sent no heartbeat or event for this long gets
+  /// the VigilAgentReporting=False condition and an Event; 0: not watched.
+  std::uint32_t agent_silence_seconds = 300;
 };
 
 /// One quarantine rule as configured (quarantine.rules[]); every match list
@@ -98,11 +101,11 @@ struct quarantine_config {
 };
 
 struct breaker_settings {
-  double max_cordoned_percent = 50.0;
-  std::uint32_t max_cordoned_nodes = 0; ///< 0 = unlimited
+  double max_cordoned_percent = 10.0;
+  std::uint32_t max_cordoned_nodes = 20; ///< 0 = unlimited
   std::uint32_t window_seconds = 300;
   std::string pool_label = "topology.kubernetes.io/rack";
-  std::uint32_t max_concurrent_per_pool = 0; ///< 0 = unlimited
+  std::uint32_t max_concurrent_per_pool = 2; ///< 0 = unlimited
 };
 
 /// How a namespace's pods leave a node being drained (issue #7 item 5).
@@ -165,6 +168,15 @@ struct remediation_section {
   std::uint32_t verify_reset_seconds = 600;
   std::uint32_t verify_reboot_seconds = 1800;
   std::uint32_t verify_replace_seconds = 3600;
+  /// Proof of recovery before the node returns (seed 003): a Job per kind.
+  struct validation_job {
+    bool enabled = true;
+    std::string image = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04";
+    std::vector<std::string> command; ///< empty: the built-in check
+  };
+  validation_job validate_reset;
+  validation_job validate_reboot;
+  std::uint32_t validation_timeout_seconds = 1800;
 };
 
 /// The GPUReset and RebootNode controllers (issue #8 item 4); seconds.
@@ -177,6 +189,8 @@ struct janitor_section {
   std::string reset_script_config_map = "vigil-gpu-reset-script";
   std::string runtime_class; ///< "" leaves runtimeClassName out
   std::uint32_t teardown_timeout_seconds = 300;
+  std::uint32_t redeploy_timeout_seconds = 300; ///< operands back after the restore
+  std::string listen = "0.0.0.0:8080"; ///< `vigil janitor` alone: /metrics, /healthz
   std::uint32_t reset_timeout_seconds = 1500;
   std::string reboot_image = "busybox:1.36";
   std::string reboot_service_account = "vigil-reboot";

@@ -158,6 +158,11 @@ control::correlation_config correlation_config_from(const correlation_section& s
 remediation_settings remediation_settings_from(const remediation_section& s) {
   using std::chrono::seconds;
   remediation_settings r;
+  r.validation.after_reset = s.validate_reset.enabled;
+  r.validation.after_reboot = s.validate_reboot.enabled;
+  r.validation.timeout = seconds{s.validation_timeout_seconds};
+  r.validation_jobs.reset = {s.validate_reset.image, s.validate_reset.command};
+  r.validation_jobs.reboot = {s.validate_reboot.image, s.validate_reboot.command};
   r.enabled = s.enabled;
   r.dry_run = s.dry_run;
   r.poll = seconds{s.poll_seconds};
@@ -196,6 +201,7 @@ janitor_settings janitor_settings_from(const janitor_section& s) {
   g.script_config_map = s.reset_script_config_map;
   g.runtime_class = s.runtime_class;
   g.teardown_timeout = seconds{s.teardown_timeout_seconds};
+  g.redeploy_timeout = seconds{s.redeploy_timeout_seconds};
   g.job_timeout = seconds{s.reset_timeout_seconds};
   auto& r = j.reboot;
   r.job_namespace = s.job_namespace;
@@ -344,6 +350,7 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
     return failure{"control.gpu_node_label", gpu_nodes.error().to_string()};
   settings->gpu_nodes = std::move(*gpu_nodes);
   settings->events_namespace = cc.events_namespace;
+  settings->agent_silence = std::chrono::seconds{cc.agent_silence_seconds};
   // Each stage's dry run covers the stages after it (issue #7 item 8): no
   // drain on a node vigil did not cordon, no reset under pods never evicted.
   settings->dry_run = cc.dry_run || config.quarantine.dry_run;
@@ -359,6 +366,11 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
   settings->remediation.dry_run =
     settings->remediation.dry_run || settings->drain->dry_run;
   settings->remediation.pool_label = config.breaker.pool_label;
+  // The validation Jobs run beside the janitor's, as vigil's own pods.
+  settings->remediation.validation_jobs.job_namespace = config.janitor.job_namespace;
+  settings->remediation.validation_jobs.service_account =
+    config.janitor.reset_service_account;
+  settings->remediation.validation_jobs.runtime_class = config.janitor.runtime_class;
   return settings;
 }
 
@@ -428,6 +440,7 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
 std::vector<option_spec> janitor_option_specs() {
   return {
     {"kubeconfig", "FILE", "overrides control.kubeconfig"},
+    {"listen", "HOST:PORT", "overrides janitor.listen (GET /metrics, /healthz)"},
   };
 }
 
@@ -439,6 +452,10 @@ int run_janitor(command_context& ctx) {
   auto config = ctx.config;
   config.control.kubeconfig =
     ctx.args.value("kubeconfig").value_or(config.control.kubeconfig);
+  config.janitor.listen = ctx.args.value("listen").value_or(config.janitor.listen);
+  auto listen = split_listen(config.janitor.listen);
+  if (!listen)
+    return fail(listen.error());
   auto api = connect_api_server(config.control.kubeconfig);
   if (!api)
     return fail(api.error());
@@ -447,14 +464,27 @@ int run_janitor(command_context& ctx) {
   const auto source = api->source;
   return run_process(config, [&](process_context& p) -> status {
     auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
-    auto gateway =
-      p.system.spawn(kube_gateway, kube_client, std::make_shared<kube_gateway_stats>());
+    auto gateway_figures = std::make_shared<kube_gateway_stats>();
+    auto gateway = p.system.spawn(kube_gateway, kube_client, gateway_figures);
     auto janitor = p.system.spawn(janitor_controllers, options, gateway, time);
-    component_logger("janitor")->info(
-      "GPUReset and RebootNode controllers running; API server via {}; Jobs in {}",
-      source, options.gpu_reset.job_namespace);
     caf::anon_send(p.root, adopt_atom::value, std::string("gateway"), gateway);
     caf::anon_send(p.root, adopt_atom::value, std::string("janitor"), janitor);
+    // seed 001 "Metrics": the same gpu_reset_* families as `vigil control`'s.
+    http::server_options server_options;
+    server_options.address = listen->first;
+    server_options.port = listen->second;
+    auto server = http::server::start(
+      server_options, make_janitor_http_handler(options.metrics, [gateway_figures] {
+        return render_gateway_metrics(*gateway_figures);
+      }));
+    if (!server)
+      return server.error();
+    component_logger("janitor")->info(
+      "GPUReset and RebootNode controllers running; API server via {}; Jobs in {}; "
+      "/metrics on {}:{}",
+      source, options.gpu_reset.job_namespace, listen->first, (*server)->port());
+    caf::anon_send(p.root, adopt_atom::value, std::string("http"),
+                   spawn_http_host(p.system, std::move(*server)));
     return ok();
   });
 }

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/control/fleet/agent_liveness.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "messages/control_messages.hpp"
@@ -314,6 +315,17 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
       request.reply = [reply](control::ingest_reply r) { reply(to_http(r)); };
       caf::anon_send(actors.ingest, ingest_atom::value, std::move(request));
       return;
+    }
+    if (req.path == "/v1/heartbeat") {
+      if (!post)
+        return reply(to_http(control::error_reply(405, "use POST")));
+      if (!authorised())
+        return;
+      auto beat = control::decode_heartbeat(req.body);
+      if (!beat)
+        return reply(to_http(control::request_failure_reply(beat.error())));
+      caf::anon_send(actors.fleet, agent_heard_atom::value, beat->node_name);
+      return reply(text(200, "ok\n"));
     }
     if (req.path == "/v1/breaker/reset") {
       if (!post)

@@ -1,5 +1,6 @@
 #include "actors/janitor/gpu_reset_plan.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <utility>
@@ -34,6 +35,14 @@ std::string label_value(const reset_observation& observed, const std::string& ke
   return it == observed.node_labels.end() ? std::string{} : it->second;
 }
 
+const reset_condition* find_condition(const gpu_reset_status& status,
+                                      std::string_view type) {
+  for (const auto& c : status.conditions)
+    if (c.type == type)
+      return &c;
+  return nullptr;
+}
+
 void set_condition(gpu_reset_status& status, std::string type, bool value,
                    std::string reason, std::string message, wall_time now) {
   for (auto& c : status.conditions) {
@@ -65,19 +74,49 @@ std::string failure_for(const job_observation& job) {
     return std::string{failure_reason::reset_command_failed};
   if (job.exit_code == reset_exit_code::health_check_failed)
     return std::string{failure_reason::health_check_failed};
+  if (job.exit_code == reset_exit_code::gpu_in_use)
+    return std::string{failure_reason::gpu_in_use};
   return std::string{failure_reason::job_failed};
 }
 
-// seed 001 step 1: every operand label to "false", remembering what was there.
-void tear_down(reset_step& step, const reset_observation& observed,
-               const gpu_reset_options& options) {
+bool all_saved(const gpu_reset_status& status) {
+  for (auto label : operand_deploy_labels)
+    if (status.saved_labels.count(std::string{label}) == 0)
+      return false;
+  return true;
+}
+
+// seed 001 step 1, first half (issue #20 item 6): what the deploy labels hold
+// now goes into the status before any of them changes, so a lost status
+// write can never make "false" the value to restore.
+void record(reset_step& step, const reset_observation& observed) {
   auto& status = step.status;
   for (auto label : operand_deploy_labels) {
     std::string key{label};
-    auto current = label_value(observed, key);
-    if (status.saved_labels.emplace(key, current).second)
-      step.status_changed = true;
-    if (current != torn_down_value)
+    status.saved_labels.emplace(key, label_value(observed, key));
+  }
+  if (status.gpu_type.empty())
+    status.gpu_type = label_value(observed, std::string{gpu_product_label});
+  step.status_changed = true;
+  step.again = true;
+}
+
+// seed 001 step 1: every operand label to "false", once the old values are
+// on the CR and the finalizer guards them; then wait for the operands to go.
+void tear_down(reset_step& step, const gpu_reset_request& request,
+               const reset_observation& observed, const gpu_reset_options& options) {
+  auto& status = step.status;
+  if (!all_saved(status)) { // a CR from before the record step; record first
+    record(step, observed);
+    return;
+  }
+  if (!request.has_finalizer) {
+    step.again = true; // once the finalizer is on
+    return;
+  }
+  for (auto label : operand_deploy_labels) {
+    std::string key{label};
+    if (label_value(observed, key) != torn_down_value)
       step.label_patch[key] = std::string{torn_down_value};
   }
   if (!step.label_patch.empty()) {
@@ -101,6 +140,12 @@ void tear_down(reset_step& step, const reset_observation& observed,
   step.requeue_after = pod_poll;
 }
 
+bool job_past_deadline(const gpu_reset_status& status, const reset_observation& observed,
+                       const gpu_reset_options& options) {
+  auto created = status.job_created_at.value_or(observed.now);
+  return observed.now - created >= options.job_timeout + job_poll;
+}
+
 // seed 001 steps 2–4: create the Job once, then watch it to an outcome.
 void run_job(reset_step& step, const gpu_reset_request& request,
              const reset_observation& observed, const gpu_reset_options& options) {
@@ -113,7 +158,8 @@ void run_job(reset_step& step, const gpu_reset_request& request,
     step.requeue_after = job_poll;
     return;
   }
-  auto created = status.job_created_at.value_or(observed.now);
+  if (observed.job && (observed.job->succeeded || observed.job->failed))
+    status.job_completed_at = observed.job->finished_at.value_or(observed.now);
   if (observed.job && observed.job->succeeded) {
     set_condition(status, "ResetJobCompleted", true, "JobSucceeded",
                   "GPU reset and health check passed", observed.now);
@@ -130,8 +176,9 @@ void run_job(reset_step& step, const gpu_reset_request& request,
   }
   // Kubernetes enforces activeDeadlineSeconds; this also covers a Job that
   // vanished or never started. Never re-create it: that could reset twice.
-  if (observed.now - created >= options.job_timeout + job_poll) {
+  if (job_past_deadline(status, observed, options)) {
     step.delete_job = observed.job.has_value();
+    status.job_completed_at = observed.now;
     set_condition(status, "ResetJobCompleted", false, "Timeout",
                   "reset Job did not finish in time", observed.now);
     fail(step, failure_reason::timeout, "reset Job did not finish in time", observed.now);
@@ -140,10 +187,16 @@ void run_job(reset_step& step, const gpu_reset_request& request,
   step.requeue_after = job_poll;
 }
 
-// seed 001 step 5: put back what vigil changed, and only that.
-void restore(reset_step& step, const reset_observation& observed) {
-  auto& status = step.status;
-  for (const auto& [key, saved] : status.saved_labels) {
+bool labels_restored(const gpu_reset_status& status) {
+  const auto* restored = find_condition(status, "LabelsRestored");
+  return restored != nullptr && restored->status;
+}
+
+// seed 001 step 5: put back what vigil changed, and only that; once.
+void restore_labels(reset_step& step, const reset_observation& observed) {
+  if (labels_restored(step.status) || !observed.node_exists)
+    return;
+  for (const auto& [key, saved] : step.status.saved_labels) {
     auto current = label_value(observed, key);
     if (current == saved)
       continue;
@@ -155,20 +208,93 @@ void restore(reset_step& step, const reset_observation& observed) {
     step.label_patch[key] =
       saved.empty() ? std::nullopt : std::optional<std::string>{saved};
   }
+}
+
+// The operands the GPU operator deploys now (label "true") that do not run yet.
+std::vector<std::string> operands_not_running(const reset_observation& observed) {
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < operand_deploy_labels.size(); ++i) {
+    std::string key{operand_deploy_labels[i]};
+    if (label_value(observed, key) == deployed_value
+        && observed.running_operands.count(key) == 0)
+      missing.emplace_back(operand_apps[i]);
+  }
+  return missing;
+}
+
+void finish(reset_step& step, wall_time now) {
+  auto& status = step.status;
+  bool success = status.failure_reason.empty();
+  set_condition(status, "Complete", success,
+                success ? "Succeeded" : status.failure_reason,
+                success ? "GPU reset" : "GPU reset failed", now);
+  status.phase = success ? reset_phase::succeeded : reset_phase::failed;
+  status.completed_at = now;
+  step.status_changed = true;
+  step.finished = true;
+  step.remove_finalizer = true; // after the status write
+}
+
+// seed 001 step 5: the labels back, then the operands running again (as the
+// teardown waited for them to go) before the reset is reported.
+void restore(reset_step& step, const reset_observation& observed,
+             const gpu_reset_options& options) {
+  auto& status = step.status;
+  restore_labels(step, observed);
   if (!step.label_patch.empty()) {
     step.requeue_after = label_poll;
     return;
   }
-  bool success = status.failure_reason.empty();
-  set_condition(status, "LabelsRestored", true, "Restored",
-                "GPU operator deploy labels restored", observed.now);
-  set_condition(status, "Complete", success,
-                success ? "Succeeded" : status.failure_reason,
-                success ? "GPU reset" : "GPU reset failed", observed.now);
-  status.phase = success ? reset_phase::succeeded : reset_phase::failed;
-  status.completed_at = observed.now;
-  step.status_changed = true;
-  step.finished = true;
+  if (!labels_restored(status)) {
+    set_condition(status, "LabelsRestored", true, "Restored",
+                  "GPU operator deploy labels restored", observed.now);
+    step.status_changed = true;
+  }
+  auto since = find_condition(status, "LabelsRestored")->last_transition;
+  auto missing =
+    observed.node_exists ? operands_not_running(observed) : std::vector<std::string>{};
+  if (missing.empty()) {
+    set_condition(status, "OperandsRedeployed", true, "OperandsRunning",
+                  "GPU operator operands run on the node again", observed.now);
+  } else if (observed.now - since < options.redeploy_timeout) {
+    step.requeue_after = pod_poll;
+    return;
+  } else {
+    std::string names;
+    for (const auto& m : missing)
+      names += (names.empty() ? "" : ", ") + m;
+    set_condition(status, "OperandsRedeployed", false, "Timeout",
+                  "not running again after the redeploy timeout: " + names, observed.now);
+    if (status.failure_reason.empty())
+      status.failure_reason = std::string{failure_reason::redeploy_failed};
+  }
+  finish(step, observed.now);
+}
+
+// The CR is being deleted (issue #20 item 6): whatever its phase, the labels
+// go back before the finalizer lets it go. A reset Job still running within
+// its deadline is waited for: operands redeployed under a reset would hold
+// the GPU. Nothing is written to the status any more.
+void on_deletion(reset_step& step, const reset_observation& observed,
+                 const gpu_reset_options& options) {
+  const auto& status = step.status;
+  const bool job_started =
+    status.phase == reset_phase::resetting && !status.job_name.empty();
+  if (job_started && observed.job && !observed.job->succeeded && !observed.job->failed) {
+    if (!job_past_deadline(status, observed, options)) {
+      step.notes.push_back("deleted while its reset Job runs: the labels are restored "
+                           "once the Job has ended");
+      step.requeue_after = job_poll;
+      return;
+    }
+    step.delete_job = true;
+  }
+  const bool touched = status.phase == reset_phase::tearing_down
+                       || status.phase == reset_phase::resetting
+                       || status.phase == reset_phase::restoring;
+  if (touched)
+    restore_labels(step, observed);
+  step.remove_finalizer = true; // after the labels, in the same step
 }
 
 std::string fnv1a_hex(std::string_view text) {
@@ -249,23 +375,46 @@ reset_step reconcile_gpu_reset(const gpu_reset_request& request,
   reset_step step;
   step.status = status;
   auto& s = step.status;
+  if (request.deletion_requested) {
+    if (request.has_finalizer)
+      on_deletion(step, observed, options);
+    return step;
+  }
+  if (s.phase == reset_phase::succeeded || s.phase == reset_phase::failed) {
+    step.remove_finalizer = request.has_finalizer; // a removal that did not happen
+    return step;
+  }
   if (s.phase == reset_phase::pending) {
     s.started_at = observed.now;
     s.phase = reset_phase::tearing_down;
-    step.status_changed = true;
     if (!observed.node_exists) {
-      s.saved_labels.clear();
       fail(step, failure_reason::teardown_failed,
            "node " + request.node_name + " not found", observed.now);
+      finish(step, observed.now);
+      return step;
     }
+    step.add_finalizer = !request.has_finalizer;
+    record(step, observed);
+    return step;
   }
+  step.add_finalizer = !request.has_finalizer;
   if (s.phase == reset_phase::tearing_down)
-    tear_down(step, observed, options);
-  if (s.phase == reset_phase::resetting && step.label_patch.empty())
+    tear_down(step, request, observed, options);
+  if (s.phase == reset_phase::resetting && step.label_patch.empty() && !step.again)
     run_job(step, request, observed, options);
-  if (s.phase == reset_phase::restoring && !step.requeue_after)
-    restore(step, observed);
+  if (s.phase == reset_phase::restoring && !step.requeue_after && !step.again)
+    restore(step, observed, options);
   return step;
+}
+
+std::optional<double> reset_duration_seconds(wall_time created,
+                                             const gpu_reset_status& status) {
+  auto end = status.job_completed_at ? status.job_completed_at : status.completed_at;
+  if (!end
+      || (status.phase != reset_phase::succeeded && status.phase != reset_phase::failed))
+    return std::nullopt;
+  auto start = created == wall_time{} ? status.started_at.value_or(*end) : created;
+  return std::max(0.0, std::chrono::duration<double>(*end - start).count());
 }
 
 gpu_reset_status job_create_failed(gpu_reset_status status, const std::string& message,
@@ -336,17 +485,18 @@ json status_json(const gpu_reset_status& status) {
                           {"reason", c.reason},
                           {"message", c.message},
                           {"lastTransitionTime", format_rfc3339(c.last_transition)}});
-  json out = {{"phase", to_string(status.phase)},
-              {"conditions", std::move(conditions)},
-              {"jobName", status.job_name},
-              {"failureReason", status.failure_reason},
-              {"savedLabels", status.saved_labels}};
-  if (status.failure_reason.empty())
-    out.erase("failureReason");
+  json out = {
+    {"phase", to_string(status.phase)},   {"conditions", std::move(conditions)},
+    {"jobName", status.job_name},         {"failureReason", status.failure_reason},
+    {"savedLabels", status.saved_labels}, {"gpuType", status.gpu_type}};
+  for (const char* key : {"failureReason", "gpuType"})
+    if (out[key].get<std::string>().empty())
+      out.erase(key);
   const std::pair<const char*, std::optional<wall_time>> times[] = {
     {"startedAt", status.started_at},
     {"completedAt", status.completed_at},
-    {"jobCreatedAt", status.job_created_at}};
+    {"jobCreatedAt", status.job_created_at},
+    {"jobCompletedAt", status.job_completed_at}};
   for (const auto& [key, t] : times)
     if (auto text = time_text(t))
       out[key] = *text;

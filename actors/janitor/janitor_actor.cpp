@@ -8,6 +8,7 @@
 
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "messages/control_messages.hpp"
+#include "messages/json_path.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -52,31 +53,26 @@ void send(janitor_actor* self, kube::kube_request request, Then then) {
     .then([=](const kube::kube_result& result) mutable { then(result); });
 }
 
-void count_start(maintenance_metrics& m) {
-  ++m.requests;
-}
-
-void count_finish(maintenance_metrics& m, bool succeeded, const std::string& reason,
-                  std::optional<wall_time> started, wall_time completed) {
-  ++(succeeded ? m.succeeded : m.failed);
-  if (!succeeded)
-    m.count_failure(reason);
-  if (started)
-    m.observe_duration(std::chrono::duration<double>(completed - *started).count());
-}
-
-// PATCH status (merge) through the status subresource, then move on.
-void write_status(janitor_actor* self, const kube::api_resource& resource,
-                  const std::string& name, json status) {
+// PATCH status (merge) through the status subresource; `then(result)`.
+template <class Then>
+void patch_status(janitor_actor* self, const kube::api_resource& resource,
+                  const std::string& name, json status, Then then) {
   auto request =
     kube::make_request("PATCH", kube::resource_path(resource, {}, name, "status"),
                        json{{"status", std::move(status)}}.dump());
   request.content_type = kube::content_type::merge_patch;
-  send(self, std::move(request), [=](const kube::kube_result& result) {
+  send(self, std::move(request), [=](const kube::kube_result& result) mutable {
     if (!result.ok())
       logger()->warn("status of {} not written: {}", name, result.error().to_string());
-    advance(self);
+    then(result);
   });
+}
+
+// PATCH status, then move on.
+void write_status(janitor_actor* self, const kube::api_resource& resource,
+                  const std::string& name, json status) {
+  patch_status(self, resource, name, std::move(status),
+               [=](const kube::kube_result&) { advance(self); });
 }
 
 // ---- GPUReset (seed 001 "Reset Workflow") ----
@@ -84,15 +80,36 @@ void write_status(janitor_actor* self, const kube::api_resource& resource,
 struct reset_pass {
   janitor::gpu_reset_object cr;
   janitor::reset_observation observed;
+  janitor::reset_step step;
+  std::string latest; ///< the CR as the server last returned it; "" before any write
+  bool rerun = false; ///< already taken a step further at once in this pass
 };
+using reset_pass_ptr = std::shared_ptr<reset_pass>;
 
-void apply_reset(janitor_actor* self, std::shared_ptr<reset_pass> pass);
+void take_up_reset(janitor_actor* self, const json& doc, bool rerun);
+void decide_reset(janitor_actor* self, reset_pass_ptr pass);
 
-void observe_job(janitor_actor* self, std::shared_ptr<reset_pass> pass) {
+// The server's answer to a write of the CR: its new resourceVersion and
+// finalizers for the next write, and what a rerun starts from.
+void remember(reset_pass_ptr pass, const kube::kube_result& result) {
+  auto cr = janitor::read_gpu_reset(json::parse(result.response().body, nullptr, false));
+  if (!cr)
+    return;
+  pass->cr.resource_version = cr->resource_version;
+  pass->cr.finalizers = cr->finalizers;
+  pass->cr.request.has_finalizer = cr->request.has_finalizer;
+  pass->latest = result.response().body;
+}
+
+gpu_reset_labels metric_labels(const reset_pass& pass) {
+  return {pass.cr.request.node_name, pass.step.status.gpu_type, pass.cr.request.gpu_uuid};
+}
+
+void observe_job(janitor_actor* self, reset_pass_ptr pass) {
   const auto& ns = self->state.settings.gpu_reset.job_namespace;
   const auto& job = pass->cr.status.job_name;
   if (job.empty())
-    return apply_reset(self, pass);
+    return decide_reset(self, pass);
   send(self, kube::make_request("GET", kube::resource_path(jobs, ns, job)),
        [=](const kube::kube_result& result) {
          if (!result.ok()) {
@@ -101,13 +118,13 @@ void observe_job(janitor_actor* self, std::shared_ptr<reset_pass> pass) {
                             pass->cr.request.name, job, result.error().to_string());
              return advance(self);
            }
-           return apply_reset(self, pass); // gone: the plan times it out
+           return decide_reset(self, pass); // gone: the plan times it out
          }
          auto observed =
            janitor::read_job(json::parse(result.response().body, nullptr, false));
          pass->observed.job = observed;
          if (!observed.failed)
-           return apply_reset(self, pass);
+           return decide_reset(self, pass);
          // gpu-reset.sh's exit code says why: on the Job's pod.
          send(
            self,
@@ -117,12 +134,12 @@ void observe_job(janitor_actor* self, std::shared_ptr<reset_pass> pass) {
              if (listed.ok())
                pass->observed.job->exit_code = janitor::terminated_exit_code(
                  json::parse(listed.response().body, nullptr, false));
-             apply_reset(self, pass);
+             decide_reset(self, pass);
            });
        });
 }
 
-void observe_reset(janitor_actor* self, std::shared_ptr<reset_pass> pass) {
+void observe_reset(janitor_actor* self, reset_pass_ptr pass) {
   const auto& node = pass->cr.request.node_name;
   send(self, kube::make_request("GET", kube::resource_path(nodes, {}, node)),
        [=](const kube::kube_result& result) {
@@ -145,95 +162,170 @@ void observe_reset(janitor_actor* self, std::shared_ptr<reset_pass> pass) {
                                  pass->cr.request.name, listed.error().to_string());
                   return advance(self);
                 }
-                pass->observed.operand_pods_on_node = janitor::count_operand_pods(
-                  json::parse(listed.response().body, nullptr, false));
+                auto list = json::parse(listed.response().body, nullptr, false);
+                pass->observed.operand_pods_on_node = janitor::count_operand_pods(list);
+                pass->observed.running_operands = janitor::running_operands(list);
                 observe_job(self, pass);
               });
        });
 }
 
-void finish_reset_step(janitor_actor* self, std::shared_ptr<reset_pass> pass,
-                       janitor::reset_step step) {
-  auto& st = self->state;
-  const auto& name = pass->cr.request.name;
-  for (const auto& note : step.notes)
-    logger()->warn("GPUReset {}: {}", name, note);
-  auto& metrics = st.settings.metrics->gpu_reset;
-  if (pass->cr.status.phase == janitor::reset_phase::pending
-      && step.status.phase != janitor::reset_phase::pending)
-    count_start(metrics);
-  if (step.finished) {
-    bool ok = step.status.phase == janitor::reset_phase::succeeded;
-    count_finish(metrics, ok, step.status.failure_reason, step.status.started_at,
-                 step.status.completed_at.value_or(pass->observed.now));
-    if (ok)
-      logger()->info("GPUReset {}: GPU {} on node {} reset", name,
-                     pass->cr.request.gpu_uuid, pass->cr.request.node_name);
-    else
-      logger()->warn("GPUReset {}: GPU {} on node {} not reset: {}", name,
-                     pass->cr.request.gpu_uuid, pass->cr.request.node_name,
-                     step.status.failure_reason);
-  } else if (step.status.phase != pass->cr.status.phase) {
-    logger()->info("GPUReset {}: {}", name, janitor::to_string(step.status.phase));
-  }
-  if (!step.status_changed)
-    return advance(self);
-  write_status(self, gpu_resets, name, janitor::status_json(step.status));
+// The step is done; `again`: once more at once, from the server's answer.
+void reset_step_done(janitor_actor* self, reset_pass_ptr pass) {
+  if (pass->step.again && !pass->rerun && !pass->latest.empty())
+    return take_up_reset(self, json::parse(pass->latest, nullptr, false), true);
+  advance(self);
 }
 
-void create_reset_job(janitor_actor* self, std::shared_ptr<reset_pass> pass,
-                      janitor::reset_step step) {
-  if (!step.create_job)
-    return finish_reset_step(self, pass, std::move(step));
+// PATCH the CR's finalizers (merge, with its resourceVersion); `then()` on success.
+template <class Then>
+void patch_finalizer(janitor_actor* self, reset_pass_ptr pass, bool present, Then then) {
+  const auto& name = pass->cr.request.name;
+  auto request = kube::make_request("PATCH", kube::resource_path(gpu_resets, {}, name),
+                                    janitor::finalizer_patch_body(pass->cr, present));
+  request.content_type = kube::content_type::merge_patch;
+  send(self, std::move(request), [=](const kube::kube_result& result) mutable {
+    if (!result.ok()) {
+      if (present || !result.error().not_found())
+        logger()->warn("GPUReset {}: {} the finalizer failed: {}", name,
+                       present ? "adding" : "removing", result.error().to_string());
+      return advance(self); // the next pass reads the CR again
+    }
+    remember(pass, result);
+    then();
+  });
+}
+
+void remove_reset_finalizer(janitor_actor* self, reset_pass_ptr pass) {
+  if (!pass->step.remove_finalizer || !pass->cr.request.has_finalizer)
+    return reset_step_done(self, pass);
+  patch_finalizer(self, pass, false, [=] {
+    if (pass->cr.request.deletion_requested)
+      logger()->info("GPUReset {} deleted: operand labels restored, finalizer removed",
+                     pass->cr.request.name);
+    reset_step_done(self, pass);
+  });
+}
+
+// Counted once the status that says so is written (a lost write repeats the step).
+void count_and_log(janitor_actor* self, const reset_pass& pass) {
+  auto& metrics = *self->state.settings.metrics;
+  const auto& step = pass.step;
+  const auto& name = pass.cr.request.name;
+  if (pass.cr.status.phase == janitor::reset_phase::pending
+      && step.status.phase != janitor::reset_phase::pending)
+    metrics.reset_started(metric_labels(pass));
+  if (step.finished) {
+    bool ok = step.status.phase == janitor::reset_phase::succeeded;
+    metrics.reset_finished(
+      metric_labels(pass), ok, step.status.failure_reason,
+      janitor::reset_duration_seconds(pass.cr.created, step.status).value_or(0.0));
+    if (ok)
+      logger()->info("GPUReset {}: GPU {} on node {} reset", name,
+                     pass.cr.request.gpu_uuid, pass.cr.request.node_name);
+    else
+      logger()->warn("GPUReset {}: GPU {} on node {} not reset: {}", name,
+                     pass.cr.request.gpu_uuid, pass.cr.request.node_name,
+                     step.status.failure_reason);
+  } else if (step.status.phase != pass.cr.status.phase) {
+    logger()->info("GPUReset {}: {}", name, janitor::to_string(step.status.phase));
+  }
+}
+
+void write_reset_status(janitor_actor* self, reset_pass_ptr pass) {
+  if (!pass->step.status_changed)
+    return remove_reset_finalizer(self, pass);
+  patch_status(self, gpu_resets, pass->cr.request.name,
+               janitor::status_json(pass->step.status),
+               [=](const kube::kube_result& result) {
+                 if (!result.ok())
+                   return advance(self); // the next pass takes the step again
+                 remember(pass, result);
+                 count_and_log(self, *pass);
+                 remove_reset_finalizer(self, pass);
+               });
+}
+
+void create_reset_job(janitor_actor* self, reset_pass_ptr pass) {
+  if (!pass->step.create_job)
+    return write_reset_status(self, pass);
   const auto& ns = self->state.settings.gpu_reset.job_namespace;
-  send(self, kube::make_request("POST", kube::resource_path(jobs, ns), *step.create_job),
-       [=](const kube::kube_result& result) mutable {
+  send(self,
+       kube::make_request("POST", kube::resource_path(jobs, ns), *pass->step.create_job),
+       [=](const kube::kube_result& result) {
          // 409: created by an earlier pass whose status write was lost.
          if (!result.ok() && !result.error().conflict()) {
            logger()->warn("GPUReset {}: creating the reset Job failed: {}",
                           pass->cr.request.name, result.error().to_string());
-           step.status = janitor::job_create_failed(
-             step.status, result.error().to_string(), pass->observed.now);
-           step.status_changed = true;
+           pass->step.status = janitor::job_create_failed(
+             pass->step.status, result.error().to_string(), pass->observed.now);
+           pass->step.status_changed = true;
          }
-         finish_reset_step(self, pass, std::move(step));
+         write_reset_status(self, pass);
        });
 }
 
-void delete_reset_job(janitor_actor* self, std::shared_ptr<reset_pass> pass,
-                      janitor::reset_step step) {
-  if (!step.delete_job)
-    return create_reset_job(self, pass, std::move(step));
-  const auto& ns = self->state.settings.gpu_reset.job_namespace;
-  auto request =
-    kube::make_request("DELETE", kube::resource_path(jobs, ns, pass->cr.status.job_name),
-                       json{{"propagationPolicy", "Background"}}.dump());
-  send(self, std::move(request), [=](const kube::kube_result&) mutable {
-    create_reset_job(self, pass, std::move(step));
-  });
-}
-
-void apply_reset(janitor_actor* self, std::shared_ptr<reset_pass> pass) {
-  auto step = janitor::reconcile_gpu_reset(
-    pass->cr.request, pass->cr.status, pass->observed, self->state.settings.gpu_reset);
-  if (step.label_patch.empty())
-    return delete_reset_job(self, pass, std::move(step));
-  // The labels first: a status that says "torn down" must not precede them.
+void patch_reset_labels(janitor_actor* self, reset_pass_ptr pass) {
+  if (pass->step.label_patch.empty())
+    return create_reset_job(self, pass);
   auto request = kube::make_request(
     "PATCH", kube::resource_path(nodes, {}, pass->cr.request.node_name),
-    janitor::label_patch_body(step.label_patch));
+    janitor::label_patch_body(pass->step.label_patch));
   request.content_type = kube::content_type::merge_patch;
-  send(self, std::move(request), [=](const kube::kube_result& result) mutable {
+  send(self, std::move(request), [=](const kube::kube_result& result) {
     if (!result.ok()) {
       logger()->warn("GPUReset {}: patching the node's labels failed: {}",
                      pass->cr.request.name, result.error().to_string());
       return advance(self); // the next pass tries again
     }
-    delete_reset_job(self, pass, std::move(step));
+    create_reset_job(self, pass);
   });
 }
 
+void delete_reset_job(janitor_actor* self, reset_pass_ptr pass) {
+  if (!pass->step.delete_job)
+    return patch_reset_labels(self, pass);
+  const auto& ns = self->state.settings.gpu_reset.job_namespace;
+  auto request =
+    kube::make_request("DELETE", kube::resource_path(jobs, ns, pass->cr.status.job_name),
+                       json{{"propagationPolicy", "Background"}}.dump());
+  send(self, std::move(request),
+       [=](const kube::kube_result&) { patch_reset_labels(self, pass); });
+}
+
+// The step's actions in the order reset_step lists them, each only after the
+// one before succeeded: the finalizer is on before any label changes.
+void decide_reset(janitor_actor* self, reset_pass_ptr pass) {
+  pass->step = janitor::reconcile_gpu_reset(
+    pass->cr.request, pass->cr.status, pass->observed, self->state.settings.gpu_reset);
+  for (const auto& note : pass->step.notes)
+    logger()->warn("GPUReset {}: {}", pass->cr.request.name, note);
+  if (!pass->step.add_finalizer)
+    return delete_reset_job(self, pass);
+  patch_finalizer(self, pass, true, [=] { delete_reset_job(self, pass); });
+}
+
+void take_up_reset(janitor_actor* self, const json& doc, bool rerun) {
+  auto cr = janitor::read_gpu_reset(doc);
+  if (!cr) {
+    logger()->error("unreadable GPUReset: {}", cr.error().to_string());
+    return advance(self);
+  }
+  auto pass = std::make_shared<reset_pass>();
+  pass->cr = std::move(*cr);
+  pass->observed.now = self->state.time->wall_now();
+  pass->rerun = rerun;
+  observe_reset(self, pass);
+}
+
 // ---- RebootNode ----
+
+// From the RebootNode's creation (its start where that is unknown) to `end`.
+double reboot_seconds(const janitor::reboot_object& cr, wall_time end) {
+  auto start =
+    cr.created != wall_time{} ? cr.created : cr.status.started_at.value_or(end);
+  return std::max(0.0, std::chrono::duration<double>(end - start).count());
+}
 
 void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
   send(self, kube::make_request("GET", kube::resource_path(nodes, {}, cr.node_name)),
@@ -249,14 +341,14 @@ void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
            node = janitor::read_boot(json::parse(result.response().body, nullptr, false));
          auto now = st.time->wall_now();
          auto step = janitor::reconcile_reboot(cr, node, now, st.settings.reboot);
-         auto& metrics = st.settings.metrics->reboot;
+         auto& metrics = *st.settings.metrics;
          if (cr.status.phase == janitor::reboot_phase::pending
              && step.status.phase != janitor::reboot_phase::pending)
-           count_start(metrics);
+           metrics.reboot_started(cr.node_name);
          if (step.finished) {
            bool ok = step.status.phase == janitor::reboot_phase::succeeded;
-           count_finish(metrics, ok, step.status.failure_reason, step.status.started_at,
-                        now);
+           metrics.reboot_finished(cr.node_name, ok, step.status.failure_reason,
+                                   reboot_seconds(cr, now));
            logger()->log(ok ? spdlog::level::info : spdlog::level::warn,
                          "RebootNode {}: node {} {}", cr.name, cr.node_name,
                          ok ? "rebooted (boot ID " + step.status.boot_id_before + " → "
@@ -281,8 +373,9 @@ void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
                   step.status.failure_reason = "job_create_failed";
                   step.status.message = created.error().to_string();
                   step.status.completed_at = now;
-                  count_finish(self->state.settings.metrics->reboot, false,
-                               step.status.failure_reason, step.status.started_at, now);
+                  self->state.settings.metrics->reboot_finished(
+                    cr.node_name, false, step.status.failure_reason,
+                    reboot_seconds(cr, now));
                 }
                 write_status(self, reboot_nodes, cr.name,
                              janitor::reboot_status_json(step.status));
@@ -298,17 +391,8 @@ void work_on(janitor_actor* self) {
     return pass_done(self);
   const auto& item = st.work[st.next];
   auto doc = json::parse(item.json, nullptr, false);
-  if (item.kind == "GPUReset") {
-    auto cr = janitor::read_gpu_reset(doc);
-    if (!cr) {
-      logger()->error("unreadable GPUReset: {}", cr.error().to_string());
-      return advance(self);
-    }
-    auto pass = std::make_shared<reset_pass>();
-    pass->cr = std::move(*cr);
-    pass->observed.now = st.time->wall_now();
-    return observe_reset(self, pass);
-  }
+  if (item.kind == "GPUReset")
+    return take_up_reset(self, doc, false);
   auto cr = janitor::read_reboot_node(doc);
   if (!cr) {
     logger()->error("unreadable RebootNode: {}", cr.error().to_string());
@@ -333,7 +417,14 @@ struct listed_cr {
   std::string created;
   std::string name;
   std::string json;
+  std::string gpu_type;   ///< GPUReset status.gpuType
+  bool deleting = false;  ///< metadata.deletionTimestamp set
+  bool finalizer = false; ///< holds the janitor's restore finalizer
 };
+
+bool in_progress(const listed_cr& cr) {
+  return !terminal(cr.phase) && cr.phase != "Pending";
+}
 
 void collect(std::vector<listed_cr>& into, const std::string& kind,
              const std::string& body) {
@@ -343,33 +434,60 @@ void collect(std::vector<listed_cr>& into, const std::string& kind,
   for (auto& item : list["items"]) {
     if (!item.is_object())
       continue;
-    auto phase = phase_of(item);
-    into.push_back({kind, text_at(item, {"spec", "nodeName"}), phase,
-                    text_at(item, {"metadata", "creationTimestamp"}),
-                    text_at(item, {"metadata", "name"}), item.dump()});
+    listed_cr cr{kind,
+                 text_at(item, {"spec", "nodeName"}),
+                 phase_of(item),
+                 text_at(item, {"metadata", "creationTimestamp"}),
+                 text_at(item, {"metadata", "name"}),
+                 item.dump(),
+                 text_at(item, {"status", "gpuType"})};
+    cr.deleting = !text_at(item, {"metadata", "deletionTimestamp"}).empty();
+    if (const json* f = json_at(item, {"metadata", "finalizers"}); f && f->is_array())
+      cr.finalizer =
+        std::find(f->begin(), f->end(), std::string{janitor::restore_finalizer})
+        != f->end();
+    into.push_back(std::move(cr));
   }
 }
 
-// Oldest first; at most one CR per node past Pending (the node lock).
+// Oldest first; at most one CR per node past Pending (the node lock). A CR
+// that is finished or being deleted is taken up only for its finalizer.
 std::vector<janitor_work> schedule(std::vector<listed_cr> listed) {
   std::stable_sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) {
     return std::tie(a.created, a.name) < std::tie(b.created, b.name);
   });
   std::set<std::string> locked;
   for (const auto& cr : listed)
-    if (!terminal(cr.phase) && cr.phase != "Pending")
+    if (in_progress(cr) && (!cr.deleting || cr.finalizer))
       locked.insert(cr.node);
   std::vector<janitor_work> work;
   for (const auto& cr : listed) {
-    if (terminal(cr.phase))
+    if (terminal(cr.phase) || cr.deleting) {
+      if (cr.finalizer)
+        work.push_back({cr.kind, cr.json});
       continue;
-    if (cr.phase == "Pending") {
-      if (!locked.insert(cr.node).second)
-        continue; // waits for the node's running maintenance
     }
+    if (cr.phase == "Pending" && !locked.insert(cr.node).second)
+      continue; // waits for the node's running maintenance
     work.push_back({cr.kind, cr.json});
   }
   return work;
+}
+
+// seed 001 gpu_reset_active_requests{node, gpu_type}, and the reboots by node.
+void count_active(janitor_metrics& metrics, const std::vector<listed_cr>& listed) {
+  std::map<std::pair<std::string, std::string>, std::int64_t> resets;
+  std::map<std::string, std::int64_t> reboots;
+  for (const auto& cr : listed) {
+    if (!in_progress(cr))
+      continue;
+    if (cr.kind == "GPUReset")
+      ++resets[{cr.node, cr.gpu_type}];
+    else
+      ++reboots[cr.node];
+  }
+  metrics.set_active_resets(resets);
+  metrics.set_active_reboots(reboots);
 }
 
 void start_pass(janitor_actor* self) {
@@ -398,12 +516,7 @@ void start_pass(janitor_actor* self) {
                   return pass_done(self);
                 }
                 collect(*listed, "RebootNode", reboots.response().body);
-                std::int64_t active_resets = 0, active_reboots = 0;
-                for (const auto& cr : *listed)
-                  if (!terminal(cr.phase))
-                    ++(cr.kind == "GPUReset" ? active_resets : active_reboots);
-                st.settings.metrics->gpu_reset.active = active_resets;
-                st.settings.metrics->reboot.active = active_reboots;
+                count_active(*st.settings.metrics, *listed);
                 st.work = schedule(std::move(*listed));
                 st.next = 0;
                 work_on(self);
@@ -412,85 +525,6 @@ void start_pass(janitor_actor* self) {
 }
 
 } // namespace
-
-maintenance_metrics::maintenance_metrics(std::vector<std::string> known_reasons)
-  : reasons(std::move(known_reasons)),
-    failures(new std::atomic<std::uint64_t>[reasons.size() + 1]) {
-  for (std::size_t i = 0; i <= reasons.size(); ++i)
-    failures[i] = 0;
-}
-
-void maintenance_metrics::observe_duration(double seconds) {
-  duration_ms_sum += static_cast<std::uint64_t>(std::max(0.0, seconds) * 1000);
-  std::size_t i = 0;
-  while (i < duration_buckets.size() && seconds > duration_buckets[i])
-    ++i;
-  ++duration_counts[i];
-}
-
-void maintenance_metrics::count_failure(const std::string& reason) {
-  auto it = std::find(reasons.begin(), reasons.end(), reason);
-  ++failures[static_cast<std::size_t>(it - reasons.begin())];
-}
-
-janitor_metrics::janitor_metrics()
-  : gpu_reset({std::string{janitor::failure_reason::teardown_failed},
-               std::string{janitor::failure_reason::job_create_failed},
-               std::string{janitor::failure_reason::reset_command_failed},
-               std::string{janitor::failure_reason::health_check_failed},
-               std::string{janitor::failure_reason::job_failed},
-               std::string{janitor::failure_reason::timeout}}),
-    reboot({"job_create_failed", "timeout", "node_not_found"}) {}
-
-std::string render_janitor_metrics(const janitor_metrics& metrics) {
-  std::string out;
-  auto family = [&](const std::string& prefix, const char* what,
-                    const maintenance_metrics& m) {
-    auto line = [&](const std::string& name, const std::string& labels, auto value) {
-      out += name + (labels.empty() ? "" : "{" + labels + "}") + " "
-             + std::to_string(value) + "\n";
-    };
-    out += "# HELP " + prefix + "_requests_total " + what + " requests taken up.\n";
-    out += "# TYPE " + prefix + "_requests_total counter\n";
-    line(prefix + "_requests_total", "", m.requests.load());
-    out += "# HELP " + prefix + "_requests_completed_total " + what
-           + " requests completed, by status.\n";
-    out += "# TYPE " + prefix + "_requests_completed_total counter\n";
-    line(prefix + "_requests_completed_total", "status=\"succeeded\"",
-         m.succeeded.load());
-    line(prefix + "_requests_completed_total", "status=\"failed\"", m.failed.load());
-    out += "# HELP " + prefix + "_active_requests " + what + " requests not finished.\n";
-    out += "# TYPE " + prefix + "_active_requests gauge\n";
-    line(prefix + "_active_requests", "", m.active.load());
-    out += "# HELP " + prefix + "_failure_reasons_total Failed " + what
-           + " requests, by reason.\n";
-    out += "# TYPE " + prefix + "_failure_reasons_total counter\n";
-    for (std::size_t i = 0; i <= m.reasons.size(); ++i)
-      line(prefix + "_failure_reasons_total",
-           "reason=\"" + (i < m.reasons.size() ? m.reasons[i] : std::string{"other"})
-             + "\"",
-           m.failures[i].load());
-    out += "# HELP " + prefix + "_duration_seconds Time from start to completion.\n";
-    out += "# TYPE " + prefix + "_duration_seconds histogram\n";
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < maintenance_metrics::duration_buckets.size(); ++i) {
-      cumulative += m.duration_counts[i].load();
-      char le[32];
-      std::snprintf(le, sizeof le, "%g", maintenance_metrics::duration_buckets[i]);
-      line(prefix + "_duration_seconds_bucket", "le=\"" + std::string{le} + "\"",
-           cumulative);
-    }
-    cumulative += m.duration_counts.back().load();
-    line(prefix + "_duration_seconds_bucket", "le=\"+Inf\"", cumulative);
-    char sum[32];
-    std::snprintf(sum, sizeof sum, "%.3f", m.duration_ms_sum.load() / 1000.0);
-    out += prefix + "_duration_seconds_sum " + sum + "\n";
-    line(prefix + "_duration_seconds_count", "", cumulative);
-  };
-  family("gpu_reset", "GPU reset", metrics.gpu_reset);
-  family("reboot_node", "Node reboot", metrics.reboot);
-  return out;
-}
 
 caf::behavior janitor_controllers(janitor_actor* self, janitor_settings settings,
                                   caf::actor gateway, std::shared_ptr<const clock> time) {
@@ -507,8 +541,8 @@ caf::behavior janitor_controllers(janitor_actor* self, janitor_settings settings
       const auto& st = self->state;
       return json{{"passes", st.passes},
                   {"passing", st.passing},
-                  {"gpuResetsActive", st.settings.metrics->gpu_reset.active.load()},
-                  {"rebootsActive", st.settings.metrics->reboot.active.load()}}
+                  {"gpuResetsActive", st.settings.metrics->active_resets()},
+                  {"rebootsActive", st.settings.metrics->active_reboots()}}
         .dump();
     },
   };

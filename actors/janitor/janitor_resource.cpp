@@ -2,6 +2,7 @@
 
 #include "messages/json_path.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include <nlohmann/json.hpp>
@@ -11,13 +12,6 @@ namespace vigil::janitor {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr std::array<std::string_view, 4> operand_apps{
-  "nvidia-device-plugin-daemonset",
-  "nvidia-dcgm",
-  "nvidia-dcgm-exporter",
-  "gpu-feature-discovery",
-};
 
 const json* at(const json& doc, std::initializer_list<const char*> path) {
   return json_at(doc, path);
@@ -71,6 +65,16 @@ expected<gpu_reset_object> read_gpu_reset(const json& cr) {
   r.node_name = text_at(cr, {"spec", "nodeName"});
   r.reason = text_at(cr, {"spec", "reason"});
   r.source_event_id = text_at(cr, {"spec", "sourceEventId"});
+  out.resource_version = text_at(cr, {"metadata", "resourceVersion"});
+  if (const json* finalizers = at(cr, {"metadata", "finalizers"});
+      finalizers && finalizers->is_array())
+    for (const auto& f : *finalizers)
+      if (f.is_string())
+        out.finalizers.push_back(f.get<std::string>());
+  r.has_finalizer =
+    std::find(out.finalizers.begin(), out.finalizers.end(), restore_finalizer)
+    != out.finalizers.end();
+  r.deletion_requested = !text_at(cr, {"metadata", "deletionTimestamp"}).empty();
   const json* uuids = at(cr, {"spec", "gpuUUIDs"});
   if (!uuids || !uuids->is_array() || uuids->size() != 1 || !(*uuids)[0].is_string())
     return failure{"spec.gpuUUIDs", "must hold exactly one GPU UUID"};
@@ -82,6 +86,8 @@ expected<gpu_reset_object> read_gpu_reset(const json& cr) {
   s.started_at = time_at(cr, {"status", "startedAt"});
   s.completed_at = time_at(cr, {"status", "completedAt"});
   s.job_created_at = time_at(cr, {"status", "jobCreatedAt"});
+  s.job_completed_at = time_at(cr, {"status", "jobCompletedAt"});
+  s.gpu_type = text_at(cr, {"status", "gpuType"});
   s.job_name = text_at(cr, {"status", "jobName"});
   s.failure_reason = text_at(cr, {"status", "failureReason"});
   if (const json* saved = at(cr, {"status", "savedLabels"}); saved && saved->is_object())
@@ -282,6 +288,45 @@ std::map<std::string, std::string> read_labels(const json& node) {
   return out;
 }
 
+std::string finalizer_patch_body(const gpu_reset_object& cr, bool present) {
+  json finalizers = json::array();
+  for (const auto& f : cr.finalizers)
+    if (f != restore_finalizer)
+      finalizers.push_back(f);
+  if (present)
+    finalizers.push_back(std::string{restore_finalizer});
+  json metadata = {{"finalizers", std::move(finalizers)}};
+  if (!cr.resource_version.empty())
+    metadata["resourceVersion"] = cr.resource_version;
+  return json{{"metadata", std::move(metadata)}}.dump();
+}
+
+std::set<std::string> running_operands(const json& pod_list) {
+  std::set<std::string> out;
+  const json* items = at(pod_list, {"items"});
+  if (!items || !items->is_array())
+    return out;
+  for (const auto& pod : *items) {
+    if (text_at(pod, {"status", "phase"}) != "Running"
+        || !text_at(pod, {"metadata", "deletionTimestamp"}).empty())
+      continue;
+    bool unready = false;
+    if (const json* conditions = at(pod, {"status", "conditions"});
+        conditions && conditions->is_array())
+      for (const auto& c : *conditions)
+        unready =
+          unready
+          || (text_at(c, {"type"}) == "Ready" && text_at(c, {"status"}) != "True");
+    if (unready)
+      continue;
+    auto app = text_at(pod, {"metadata", "labels", "app"});
+    for (std::size_t i = 0; i < operand_apps.size(); ++i)
+      if (app == operand_apps[i])
+        out.emplace(operand_deploy_labels[i]);
+  }
+  return out;
+}
+
 std::size_t count_operand_pods(const json& pod_list) {
   std::size_t n = 0;
   const json* items = at(pod_list, {"items"});
@@ -321,9 +366,12 @@ job_observation read_job(const json& job) {
         out.failed = true;
         out.deadline_exceeded = text_at(c, {"reason"}) == "DeadlineExceeded";
         out.message = text_at(c, {"message"});
+        out.finished_at = time_at(c, {"lastTransitionTime"});
       }
     }
   out.succeeded = out.succeeded || (count("succeeded") > 0 && !out.failed);
+  if (out.succeeded && !out.failed)
+    out.finished_at = time_at(job, {"status", "completionTime"});
   out.failed = out.failed || count("failed") > 0;
   if (out.message.empty() && out.failed)
     out.message = "reset Job failed";

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +30,9 @@ std::string text_at(const nlohmann::json& doc, std::initializer_list<const char*
 struct gpu_reset_object {
   gpu_reset_request request;
   gpu_reset_status status;
-  wall_time created{}; ///< metadata.creationTimestamp (oldest runs first)
+  wall_time created{};                 ///< metadata.creationTimestamp (oldest runs first)
+  std::string resource_version;        ///< the finalizer patch's precondition
+  std::vector<std::string> finalizers; ///< metadata.finalizers, all of them
 };
 
 /// Reads a GPUReset; fails naming the field (spec.gpuUUIDs must hold exactly
@@ -101,6 +104,16 @@ node_boot_observation read_boot(const nlohmann::json& node);
 
 /// The labels of a Node's JSON.
 std::map<std::string, std::string> read_labels(const nlohmann::json& node);
+
+/// Merge patch of metadata.finalizers: the CR's finalizers with (`present`)
+/// or without restore_finalizer, the others kept, and metadata.resourceVersion
+/// so that a concurrent change of the list is a 409 rather than lost.
+std::string finalizer_patch_body(const gpu_reset_object& cr, bool present);
+
+/// The deploy labels of the operands with a pod running among a PodList:
+/// phase Running, no deletionTimestamp, and no Ready condition other than
+/// "True" (a pod the kubelet has not reported on yet counts by its phase).
+std::set<std::string> running_operands(const nlohmann::json& pod_list);
 
 /// The GPU operator's operand pods among a PodList (by their `app` label:
 /// nvidia-device-plugin-daemonset, nvidia-dcgm, nvidia-dcgm-exporter,

@@ -199,6 +199,7 @@ void start_job(cluster_simulator_actor* self, kube::object_store& store,
   const auto node = json_text(job, {"spec", "template", "spec", "nodeName"});
   j.node = node_number(node);
   j.reboot = json_at(job, {"metadata", "labels", "vigil.dev/reboot-node"}) != nullptr;
+  j.validation = json_at(job, {"metadata", "labels", "vigil.dev/validation"}) != nullptr;
   if (const json* containers = json_at(job, {"spec", "template", "spec", "containers"});
       containers && containers->is_array() && !containers->empty())
     if (const json* env = json_at((*containers)[0], {"env"}); env && env->is_array())
@@ -207,9 +208,12 @@ void start_job(cluster_simulator_actor* self, kube::object_store& store,
           j.gpu_uuid = e.value("value", "");
   const auto duration =
     j.reboot ? draw_duration(st.dice, st.settings.reboot_min, st.settings.reboot_max)
-             : draw_duration(st.dice, st.settings.reset_min, st.settings.reset_max);
+    : j.validation
+      ? draw_duration(st.dice, st.settings.validation_min, st.settings.validation_max)
+      : draw_duration(st.dice, st.settings.reset_min, st.settings.reset_max);
   j.due = st.time->now() + duration;
-  j.fails = !j.reboot && st.failing_resets.erase({j.node, j.gpu_uuid}) > 0;
+  j.fails = j.validation ? st.failing_validations.erase(j.node) > 0
+                         : !j.reboot && st.failing_resets.erase({j.node, j.gpu_uuid}) > 0;
   const auto* pods = store.find_type("", "v1", "pods");
   const auto* jobs = store.find_type("batch", "v1", "jobs");
   store.create(*pods, janitor_namespace, job_pod(job, node));
@@ -226,6 +230,8 @@ void start_job(cluster_simulator_actor* self, kube::object_store& store,
       kube::patch_type::strategic_merge, true);
     logger()->info("Job {}: {} reboots (back in {})", j.name, node,
                    minutes_text(duration));
+  } else if (j.validation) {
+    logger()->info("Job {}: validating {} ({})", j.name, node, minutes_text(duration));
   } else {
     ++st.record->reset_jobs;
     logger()->info("Job {}: resetting {} on {} ({})", j.name, j.gpu_uuid, node,
@@ -314,7 +320,7 @@ void jobs_pass(cluster_simulator_actor* self, kube::object_store& store,
     const bool simulated = st.agents.count(it->second.node) > 0;
     if (simulated && it->second.reboot)
       finished.reboots.push_back(it->second.node);
-    else if (simulated && !it->second.fails)
+    else if (simulated && !it->second.fails && !it->second.validation)
       finished.resets.emplace_back(it->second.node, it->second.gpu_uuid);
     it->second.finished = true; // forgotten when the janitor deletes the Job
     ++it;
@@ -409,6 +415,7 @@ caf::behavior cluster_simulator(cluster_simulator_actor* self,
     [=](failreset_atom, int node, int gpu) {
       self->state.failing_resets.emplace(node, gpu_uuid(node, gpu));
     },
+    [=](failvalid_atom, int node) { self->state.failing_validations.insert(node); },
     [=](summary_atom, int node) -> std::string {
       // The node's InfiniBand ports as its agent last read them.
       auto it = self->state.agents.find(node);

@@ -37,6 +37,8 @@ using xid_atom = caf::atom_constant<caf::atom("xid")>;
 using nic_atom = caf::atom_constant<caf::atom("nic")>;
 /// (failreset_atom, node, gpu): that GPU's next reset Job fails (exit 2).
 using failreset_atom = caf::atom_constant<caf::atom("failreset")>;
+/// (failvalid_atom, node): the node's next validation Job fails.
+using failvalid_atom = caf::atom_constant<caf::atom("failvalid")>;
 /// (simtick_atom): the simulated controllers' periodic pass.
 using simtick_atom = caf::atom_constant<caf::atom("simtick")>;
 
@@ -49,6 +51,8 @@ struct simulator_settings {
   std::uint64_t seed = 1;
   std::chrono::seconds tick{5};                       ///< how often the controllers look
   std::chrono::seconds reset_min{60}, reset_max{300}; ///< a GPU reset Job runs 1–5 min
+  /// A validation Job (`dcgmi diag -r 2` and its scheduling) runs 2–3 min.
+  std::chrono::seconds validation_min{120}, validation_max{180};
   std::chrono::seconds reboot_min{600}, reboot_max{1800}; ///< a reboot takes 10–30 min
 };
 
@@ -71,7 +75,8 @@ struct simulated_job {
   std::string name;
   int node = 0;
   bool reboot = false;
-  std::string gpu_uuid; ///< reset Jobs
+  bool validation = false; ///< a validation Job of the control plane (seed 003)
+  std::string gpu_uuid;    ///< reset Jobs
   steady_time due{};
   bool fails = false;
   bool finished = false; ///< ended; kept until the janitor deletes the Job
@@ -97,6 +102,7 @@ struct cluster_simulator_state {
   std::map<int, node_agent> agents;
   std::map<std::string, simulated_job> jobs; ///< by Job name
   std::set<std::pair<int, std::string>> failing_resets;
+  std::set<int> failing_validations; ///< nodes whose next validation Job fails
   std::mt19937_64 dice;
   static inline const char* name = "cluster_simulator";
 };

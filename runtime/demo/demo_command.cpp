@@ -183,6 +183,9 @@ timed_actions(const scenario_step& step) {
         case scenario_action::kind::fail_reset:
           timed.emplace_back(a.at, caf::make_message(failreset_atom::value, node, a.gpu));
           break;
+        case scenario_action::kind::fail_validation:
+          timed.emplace_back(a.at, caf::make_message(failvalid_atom::value, node));
+          break;
         case scenario_action::kind::nic_down:
         case scenario_action::kind::nic_up:
           timed.emplace_back(a.at,

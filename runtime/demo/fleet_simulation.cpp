@@ -520,6 +520,18 @@ public:
     push({now() + took, 0, event_kind::action_done, node, static_cast<int>(kind), gpu});
   }
 
+  /// The validation Job's verdict: an unfixed fault on the GPU (on any GPU
+  /// when `gpu` is -1) is found with model().validation_detects.
+  bool validation_passes(int node, int gpu) {
+    for (int id : slots_[node].faults) {
+      const auto& f = trace_.faults[id];
+      if (f.signal == signal_kind::xid && (gpu < 0 || f.gpu == gpu)
+          && durations_.chance(model().validation_detects))
+        return false;
+    }
+    return true;
+  }
+
   /// The reset Job's line (seed 000 §1.2): the agent's healthy event.
   void emit_reset_occurred(int node, int gpu) {
     emit_line(node, "GPU reset occurred: " + slots_[node].uuids[gpu]);
@@ -936,7 +948,9 @@ public:
     if (t.index == poll_timer)
       return on_machine_timer(t.node, control::remediation_timer::poll);
     if (t.index == verify_timer)
-      on_machine_timer(t.node, control::remediation_timer::verify);
+      return on_machine_timer(t.node, control::remediation_timer::verify);
+    if (t.index == validation_timer && !st->validation) // the Job finishes
+      st->validation = world_.validation_passes(t.node, st->validation_gpu);
   }
 
   void on_action_done(int node, action_kind kind, int gpu) override {
@@ -971,6 +985,7 @@ private:
     start_timer,
     poll_timer,
     verify_timer,
+    validation_timer,
     drop_check_timer,
     breaker_reset_timer
   };
@@ -1000,7 +1015,9 @@ private:
     control::drain_history history = control::drain_history::none;
     std::uint64_t drain_token = 0;
     bool cr_done = false; ///< the CR in flight has succeeded (its action is done)
-    bool support = false; ///< a person was asked
+    std::optional<bool> validation; ///< the validation Job's verdict, once done
+    int validation_gpu = -1;        ///< the GPU it checks; -1: all
+    bool support = false;           ///< a person was asked
     bool drop_check_armed = false;
   };
 
@@ -1081,7 +1098,7 @@ private:
   void reconcile(int node) {
     auto& st = state(node);
     if (st.active.empty()) {
-      if (st.cordoned)
+      if (st.cordoned && !st.machine.holds_quarantine())
         release(node);
       return;
     }
@@ -1212,6 +1229,21 @@ private:
                          : c->timer == control::remediation_timer::poll ? poll_timer
                                                                         : verify_timer;
         world_.timer(c->at, node, code, epoch);
+      } else if (auto* c = std::get_if<cmd::run_validation>(&command)) {
+        st->validation.reset();
+        st->validation_gpu =
+          c->gpus.empty() ? -1 : world_.gpu_index(node, c->gpus.front());
+        world_.timer(now + world_.model().validation, node, validation_timer, epoch);
+      } else if (auto* c = std::get_if<cmd::read_validation>(&command)) {
+        control::validation_progress progress;
+        progress.done = st->validation.has_value();
+        progress.passed = st->validation.value_or(false);
+        carry_out(node, epoch,
+                  m.on_validation_progress(c->generation, progress, view_of(node), now));
+      } else if (auto* c = std::get_if<cmd::report_fault>(&command)) {
+        observe(node, c->event);
+      } else if (std::holds_alternative<cmd::hold_ended>(command)) {
+        reconcile(node);
       } else if (std::holds_alternative<cmd::request_replacement>(command)) {
         world_.start_action(node, action_kind::replace, -1);
       } else if (std::holds_alternative<cmd::hand_to_operator>(command)) {
@@ -1412,7 +1444,8 @@ status validate(const fleet_options& o, const agent::xid_catalog& catalog) {
     {"sram_uncontained_fraction", m.sram_uncontained_fraction},
     {"network_switch_fraction", m.network_switch_fraction},
     {"cable_flapping_fraction", m.cable_flapping_fraction},
-    {"other_host_silent_fraction", m.other_host_silent_fraction}};
+    {"other_host_silent_fraction", m.other_host_silent_fraction},
+    {"validation_detects", m.validation_detects}};
   for (const auto& [field, value] : fractions)
     if (!(value >= 0 && value <= 1))
       return failure{std::string("model.") + field, "must be between 0 and 1"};
@@ -1432,6 +1465,7 @@ status validate(const fleet_options& o, const agent::xid_catalog& catalog) {
     {"drain_whole_node", m.drain_whole_node},
     {"replace", m.replace},
     {"support_turnaround", m.support_turnaround},
+    {"validation", m.validation},
     {"recurrence_min", m.recurrence_min},
     {"found_otherwise_after", m.found_otherwise_after},
     {"switch_repair_mean", m.switch_repair_mean},
@@ -1527,7 +1561,8 @@ expected<fleet_model> read_fleet_model(const std::string& yaml_text, fleet_model
     {"sram_uncontained_fraction", &m.sram_uncontained_fraction},
     {"network_switch_fraction", &m.network_switch_fraction},
     {"cable_flapping_fraction", &m.cable_flapping_fraction},
-    {"other_host_silent_fraction", &m.other_host_silent_fraction}};
+    {"other_host_silent_fraction", &m.other_host_silent_fraction},
+    {"validation_detects", &m.validation_detects}};
   const std::map<std::string, int*> integers = {
     {"nodes_per_leaf", &m.nodes_per_leaf},
     {"baseline_max_reboots", &m.baseline_max_reboots}};
@@ -1540,6 +1575,7 @@ expected<fleet_model> read_fleet_model(const std::string& yaml_text, fleet_model
     {"reboot_max", &m.reboot_max},
     {"replace", &m.replace},
     {"support_turnaround", &m.support_turnaround},
+    {"validation", &m.validation},
     {"recurrence_min", &m.recurrence_min},
     {"recurrence_mean_extra", &m.recurrence_mean_extra},
     {"found_otherwise_after", &m.found_otherwise_after},

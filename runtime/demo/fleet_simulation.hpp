@@ -188,6 +188,9 @@ struct fleet_model {
   double network_switch_fraction = 0.5;    ///< leaf switch, the rest a cable
   double cable_flapping_fraction = 0.5;    ///< flapping, the rest DOWN for good
   double other_host_silent_fraction = 0.3; ///< no XID: vigil's agents see nothing
+  /// Share of unfixed GPU faults the validation finds (a level-2 DCGM
+  /// diagnostic catches most, not all, of what a workload would hit).
+  double validation_detects = 0.9;
   /// The NIC agent's degradation check also reports every link_downed
   /// increase (fatal, REPLACE_VM, never cleared until a reboot). Default off:
   /// the model follows seed 002 §6, where flaps are port-state events.
@@ -200,8 +203,11 @@ struct fleet_model {
   std::chrono::seconds reset_max{300};
   std::chrono::seconds reboot_min{600}; ///< RebootNode until Ready, seed 001
   std::chrono::seconds reboot_max{1800};
-  std::chrono::seconds replace{4 * 3600};               ///< until a new node joins
-  std::chrono::seconds support_turnaround{8 * 3600};    ///< a person repairs
+  std::chrono::seconds replace{4 * 3600};            ///< until a new node joins
+  std::chrono::seconds support_turnaround{8 * 3600}; ///< a person repairs
+  /// The validation Job after a reset or reboot (seed 003): scheduling plus
+  /// `dcgmi diag -r 2`, a few minutes.
+  std::chrono::seconds validation{300};
   std::chrono::seconds recurrence_min{300};             ///< unfixed fault shows again
   std::chrono::seconds recurrence_mean_extra{1500};     ///< plus exponential, this mean
   std::chrono::seconds found_otherwise_after{6 * 3600}; ///< people notice a fault

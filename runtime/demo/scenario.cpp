@@ -106,9 +106,10 @@ expected<std::vector<int>> number_list(const reader& r, long long low, long long
 }
 
 expected<scenario_action> parse_action(const reader& r, const scenario& s) {
-  static const std::initializer_list<const char*> kinds = {"xid", "nic_down", "nic_up",
-                                                           "nic_flap", "fail_reset"};
-  if (auto st = r.only({"at", "xid", "nic_down", "nic_up", "nic_flap", "fail_reset"});
+  static const std::initializer_list<const char*> kinds = {
+    "xid", "nic_down", "nic_up", "nic_flap", "fail_reset", "fail_validation"};
+  if (auto st = r.only(
+        {"at", "xid", "nic_down", "nic_up", "nic_flap", "fail_reset", "fail_validation"});
       !st)
     return st.error();
   scenario_action a;
@@ -124,7 +125,8 @@ expected<scenario_action> parse_action(const reader& r, const scenario& s) {
       chosen = k;
     }
   if (chosen == nullptr)
-    return r.fail("names no action (xid, nic_down, nic_up, nic_flap, fail_reset)");
+    return r.fail(
+      "names no action (xid, nic_down, nic_up, nic_flap, fail_reset, fail_validation)");
   const reader body = r.at(chosen);
   const std::string what = chosen;
   if (what == "xid") {
@@ -134,6 +136,10 @@ expected<scenario_action> parse_action(const reader& r, const scenario& s) {
   } else if (what == "fail_reset") {
     a.what = scenario_action::kind::fail_reset;
     if (auto st = body.only({"node", "gpu"}); !st)
+      return st.error();
+  } else if (what == "fail_validation") {
+    a.what = scenario_action::kind::fail_validation;
+    if (auto st = body.only({"node"}); !st)
       return st.error();
   } else {
     a.what = what == "nic_down" ? scenario_action::kind::nic_down

@@ -17,7 +17,7 @@ namespace vigil::demo {
 
 /// One thing that happens to the cluster, `at` after its step starts.
 struct scenario_action {
-  enum class kind { xid, nic_down, nic_up, nic_flap, fail_reset };
+  enum class kind { xid, nic_down, nic_up, nic_flap, fail_reset, fail_validation };
   kind what = kind::xid;
   std::chrono::seconds at{0};
   std::vector<int> nodes;         ///< 1-based node numbers

@@ -238,6 +238,32 @@ std::optional<api_status> check_identity(const resource_type& type, const object
   return std::nullopt;
 }
 
+// The server refuses new finalizers on an object being deleted
+// (ValidateObjectMetaUpdate): they could hold its deletion for ever. Removing
+// finalizers, and keeping them, stays allowed.
+std::optional<api_status> check_no_new_finalizers(const resource_type& type,
+                                                  const object_key& key,
+                                                  const json& existing,
+                                                  const json& updated) {
+  if (!being_deleted(existing))
+    return std::nullopt;
+  const auto before = finalizers_of(existing);
+  std::set<std::string> added; // sorted, as the server lists them
+  for (const auto& finalizer : finalizers_of(updated))
+    if (finalizer.is_string()
+        && std::find(before.begin(), before.end(), finalizer) == before.end())
+      added.insert(finalizer.get<std::string>());
+  if (added.empty())
+    return std::nullopt;
+  std::string listed;
+  for (const auto& finalizer : added)
+    listed += (listed.empty() ? "\"" : ", \"") + finalizer + "\"";
+  return invalid(type, key.name, "metadata.finalizers", "Forbidden",
+                 "no new finalizers can be added if the object is being deleted, found "
+                 "new finalizers []string{"
+                   + listed + "}");
+}
+
 // Status a type's create leaves: custom resources with a status subresource
 // start without one; pods start Pending and namespaces Active.
 void prepare_status(const resource_type& type, bool builtin, json& object) {
@@ -548,9 +574,11 @@ store_result object_store::update_object(const resource_type& type, const object
     return failure(*problem);
   if (auto problem = check_identity(type, key, *existing, incoming, require_version))
     return failure(*problem);
-  return write_update(
-    type, key,
-    merged_for_update(type, *existing, std::move(incoming), status_subresource));
+  auto updated =
+    merged_for_update(type, *existing, std::move(incoming), status_subresource);
+  if (auto problem = check_no_new_finalizers(type, key, *existing, updated))
+    return failure(*problem);
+  return write_update(type, key, std::move(updated));
 }
 
 store_result object_store::write_update(const resource_type& type, const object_key& key,
@@ -558,9 +586,11 @@ store_result object_store::write_update(const resource_type& type, const object_
   const json& existing = objects_.at(key);
   if (updated == existing)
     return success(present(type, existing));
-  // The last finalizer of an object being deleted is gone: the object goes.
+  // The last finalizer of an object being deleted is gone: the object goes,
+  // unless it is a pod still in its grace period, which its kubelet ends
+  // (the server's ShouldDeleteDuringUpdate: no finalizers, grace 0).
   if (being_deleted(updated) && finalizers_of(updated).empty()
-      && key.plural_group != pods_resource)
+      && meta_integer(updated, "deletionGracePeriodSeconds", 0) == 0)
     return success(present(type, delete_for_good(key, propagation_policy::background)));
   json stored = commit(key, std::move(updated), "MODIFIED");
   after_write(key);

@@ -148,9 +148,13 @@ public:
                      bool status_subresource);
   /// DELETE: pods with a grace period > 0 get metadata.deletionTimestamp and
   /// deletionGracePeriodSeconds and stay until finish_pod_deletion (the
-  /// kubelet's part); other objects go at once. Dependents (ownerReferences
-  /// by uid) are deleted (background/foreground) or orphaned. Returns the
-  /// object as the real server does (for pods in grace: the updated pod).
+  /// kubelet's part); other objects go at once. An object with finalizers
+  /// gets deletionTimestamp (grace 0) and stays until an update empties
+  /// metadata.finalizers; while it is being deleted, an update that adds a
+  /// finalizer is refused (422 Forbidden), as the real server refuses it.
+  /// Dependents (ownerReferences by uid) are deleted (background/foreground)
+  /// or orphaned. Returns the object as the real server does (for pods in
+  /// grace: the updated pod).
   store_result remove(const resource_type& type, const std::string& ns,
                       const std::string& name, const delete_options& options);
   /// POST pods/<name>/eviction: 429 TooManyRequests with a DisruptionBudget
@@ -160,7 +164,9 @@ public:
   store_result evict(const std::string& ns, const std::string& pod_name,
                      const json& eviction);
 
-  /// The kubelet's part of graceful deletion: removes the pod for good.
+  /// The kubelet's part of graceful deletion: removes the pod for good, or,
+  /// while it has finalizers, ends its grace period (the pod goes when an
+  /// update removes the last one). False when there was nothing to do.
   bool finish_pod_deletion(const std::string& ns, const std::string& name);
   /// Pods in their grace period, as (namespace, name).
   std::vector<std::pair<std::string, std::string>> terminating_pods() const;

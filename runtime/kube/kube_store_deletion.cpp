@@ -187,6 +187,12 @@ store_result object_store::delete_pod(const resource_type& type, const object_ke
                                       propagation_policy policy) {
   const json& pod = objects_.at(key);
   const auto grace = pod_grace_seconds(pod, options);
+  if (grace == 0 && !finalizers_of(pod).empty()) {
+    // Nothing to wait for but its finalizers' owners.
+    if (being_deleted(pod) && meta_integer(pod, "deletionGracePeriodSeconds", 0) == 0)
+      return success(present(type, pod));
+    return mark_for_deletion(type, key, 0);
+  }
   if (grace == 0)
     return success(present(type, delete_for_good(key, policy)));
   if (!being_deleted(pod) || grace < meta_integer(pod, "deletionGracePeriodSeconds", 0))
@@ -439,6 +445,13 @@ bool object_store::finish_pod_deletion(const std::string& ns, const std::string&
   const json* pod = find(key);
   if (pod == nullptr || !being_deleted(*pod))
     return false;
+  if (!finalizers_of(*pod).empty()) {
+    // The kubelet's final delete (grace 0): the pod stays for its finalizers.
+    if (meta_integer(*pod, "deletionGracePeriodSeconds", 0) == 0)
+      return false;
+    mark_for_deletion(*type_of(pods_resource), key, 0);
+    return true;
+  }
   delete_for_good(key, propagation_policy::background);
   return true;
 }

@@ -73,9 +73,13 @@ api_status bad_request(std::string message) {
 api_status invalid(const resource_type& type, const std::string& name,
                    const std::string& field, const std::string& what,
                    const std::string& detail) {
-  const std::string cause_reason =
-    what == "Required value" ? "FieldValueRequired" : "FieldValueInvalid";
+  const std::string cause_reason = what == "Required value" ? "FieldValueRequired"
+                                   : what == "Forbidden"    ? "FieldValueForbidden"
+                                                            : "FieldValueInvalid";
   const std::string message = what + ": " + detail;
+  // The server names the kind qualified by its group: `Job.batch "x" is invalid`.
+  const std::string qualified_kind =
+    type.group.empty() ? type.kind : type.kind + "." + type.group;
   json details = {
     {"name", name},
     {"kind", type.kind},
@@ -84,7 +88,7 @@ api_status invalid(const resource_type& type, const std::string& name,
   if (!type.group.empty())
     details["group"] = type.group;
   return {422, "Invalid",
-          type.kind + " \"" + name + "\" is invalid: " + field + ": " + message,
+          qualified_kind + " \"" + name + "\" is invalid: " + field + ": " + message,
           std::move(details)};
 }
 

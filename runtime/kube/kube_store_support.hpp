@@ -26,7 +26,9 @@ api_status conflict(const object_key& key, const std::string& why);
 /// The `why` of a stale resourceVersion.
 extern const char* const object_modified;
 api_status bad_request(std::string message);
-/// 422 Invalid: `Pod "x" is invalid: <field>: <what>: <detail>` with one cause.
+/// 422 Invalid: `Pod "x" is invalid: <field>: <what>: <detail>` with one cause
+/// (`Job.batch "x"` for a kind with a group; `what` "Required value",
+/// "Forbidden" or "Invalid value").
 api_status invalid(const resource_type& type, const std::string& name,
                    const std::string& field, const std::string& what,
                    const std::string& detail);

@@ -4,6 +4,8 @@
 // waits on the process's log lines (blocking reads, no sleeps); ctest's timeout is the
 // only deadline.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <curl/curl.h>
@@ -111,8 +114,10 @@ protected:
             {"rebootnodes", "RebootNode"},
             {"terminatenodes", "TerminateNode"}})
         store.register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
-      store.create(*store.find_type("", "v1", "namespaces"), "",
-                   {{"metadata", {{"name", "vigil-system"}}}});
+      for (const char* ns : {"vigil-system", "gpu-operator"})
+        if (!store.get(*store.find_type("", "v1", "namespaces"), "", ns).ok())
+          store.create(*store.find_type("", "v1", "namespaces"), "",
+                       {{"metadata", {{"name", ns}}}});
       const auto* nodes = store.find_type("", "v1", "nodes");
       const auto* pods = store.find_type("", "v1", "pods");
       for (int i = 1; i <= 4; ++i)
@@ -131,18 +136,87 @@ protected:
       << "users: [{name: u, user: {token: api-token}}]\n"
       << "contexts: [{name: c, context: {cluster: t, "
          "user: u}}]\ncurrent-context: c\n";
+  }
+
+  void TearDown() override {
+    if (cluster_hand_.joinable()) {
+      stop_hand_ = true;
+      cluster_hand_.join();
+    }
+  }
+
+  void write_config() {
     std::ofstream(dir_ + "/vigil.yaml")
       << "log: {format: json, level: info}\n"
       << "journal: {url: \"" << journal_url_ << "\"}\n"
       << "control:\n  listen: 127.0.0.1:0\n  token_file: " << dir_ << "/token\n"
       << "  kubeconfig: " << dir_ << "/kubeconfig\n"
       << "drain: {poll_seconds: 1}\n"
-      << "remediation: {poll_seconds: 1}\n"
+      << "remediation: {poll_seconds: 1, enabled: " << (remediate_ ? "true" : "false")
+      << "}\n"
       << "janitor: {poll_seconds: 1}\n";
+  }
+
+  // The kubelet, the GPU operator and the validation Jobs' controller,
+  // played in the background as a cluster would: an operand pod runs on node-1 exactly
+  // while its deploy label is not "false"; a validation Job passes.
+  void play_the_cluster() {
+    cluster_hand_ = std::thread([this] {
+      while (!stop_hand_) {
+        api_->with_store([](kube::object_store& store) {
+          const auto* pods = store.find_type("", "v1", "pods");
+          const auto* jobs = store.find_type("batch", "v1", "jobs");
+          // The kubelet: evicted pods go at the end of their grace period.
+          for (const auto& [ns, name] : store.terminating_pods())
+            store.finish_pod_deletion(ns, name);
+          auto node = store.get(*store.find_type("", "v1", "nodes"), "", "node-1");
+          json labels = node.ok()
+                          ? (*node.value)["metadata"].value("labels", json::object())
+                          : json::object();
+          for (std::size_t i = 0; i < janitor::operand_apps.size(); ++i) {
+            const std::string app{janitor::operand_apps[i]};
+            const std::string label{janitor::operand_deploy_labels[i]};
+            const bool deployed = labels.value(label, "true") != "false";
+            const bool running = store.get(*pods, "gpu-operator", app).ok();
+            if (deployed && !running) {
+              store.create(
+                *pods, "gpu-operator",
+                {{"metadata",
+                  {{"name", app},
+                   {"labels", {{"app", app}}},
+                   {"ownerReferences",
+                    {{{"apiVersion", "apps/v1"},
+                      {"kind", "DaemonSet"},
+                      {"name", app}}}}}},
+                 {"spec", {{"nodeName", "node-1"}, {"containers", {{{"name", app}}}}}},
+                 {"status", {{"phase", "Running"}}}});
+            } else if (!deployed && running) {
+              store.remove(*pods, "gpu-operator", app, {});
+              store.finish_pod_deletion("gpu-operator", app);
+            }
+          }
+          auto listed = store.list(*jobs, "vigil-system", {});
+          if (listed.ok())
+            for (const auto& job : (*listed.value)["items"])
+              if (job["metadata"]
+                    .value("labels", json::object())
+                    .contains("vigil.dev/validation")
+                  && !job.value("status", json::object()).contains("conditions"))
+                store.patch(
+                  *jobs, "vigil-system", job["metadata"]["name"].get<std::string>(),
+                  json{{"status",
+                        {{"succeeded", 1},
+                         {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}}}},
+                  kube::patch_type::merge, true);
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds{50});
+      }
+    });
   }
 
   // Starts `vigil control` and returns its ingest port.
   int start(std::unique_ptr<child_process>& control) {
+    write_config();
     control = std::make_unique<child_process>(std::vector<std::string>{
       VIGIL_BINARY, "control", "--config", dir_ + "/vigil.yaml"});
     auto line = control->wait_for("listening on 127.0.0.1:");
@@ -240,9 +314,13 @@ protected:
   std::unique_ptr<kube::kube_test_server> api_;
   std::string dir_;
   std::string journal_url_;
+  bool remediate_ = true;
+  std::thread cluster_hand_;
+  std::atomic<bool> stop_hand_{false};
 };
 
 TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
+  remediate_ = false; // quarantine, drain and recovery only: no CR holds the node
   std::unique_ptr<child_process> control;
   int port = start(control);
   ASSERT_GT(port, 0);
@@ -339,6 +417,7 @@ TEST_F(control_integration, gpu_reset_and_reboot_fallback_end_to_end) {
     store.create(*store.find_type("", "v1", "pods"), "default", gpu_pod("train-0", gpu0));
     store.create(*store.find_type("", "v1", "pods"), "default", gpu_pod("train-1", gpu1));
   });
+  play_the_cluster();
   std::unique_ptr<child_process> control;
   int port = start(control);
   ASSERT_GT(port, 0);

@@ -1,9 +1,12 @@
 // The stable output contract of `vigil nic scan`: one HealthEvent JSON per
 // line on stdout for one poll cycle, problems on stderr, exit 1 on a startup
-// failure that names the file.
+// failure that names the file; and `vigil agent`'s startup decisions, checked
+// before any actor starts (a hung nvidia-smi, its flags).
+#include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "actors/agent/topology/gpu_metadata.hpp"
 #include "runtime/cli.hpp"
@@ -166,6 +169,101 @@ TEST_F(nic_scan_command, the_agent_checks_the_nic_monitors_startup) {
              "(unclosed"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--nic-exclusion-regex"), std::string::npos) << r.err;
+}
+
+// `vigil agent` up to the point where it would start its actors: a startup
+// failure returns before any of them exists, so each case ends in one
+// (a flag the NIC monitor refuses, a bad --log-source) to show how far it got.
+class agent_startup : public nic_scan_command {
+protected:
+  // A fake nvidia-smi that hangs, as one does on a wedged driver.
+  std::string hung_nvidia_smi() {
+    sysfs_.write("bin/nvidia-smi", "#!/bin/sh\nexec sleep 10\n");
+    const auto path = sysfs_.path("bin/nvidia-smi");
+    ::chmod(path.c_str(), 0755);
+    return path;
+  }
+
+  cli_result agent(std::vector<std::string> extra) {
+    std::vector<std::string> args{"agent",
+                                  "--node-name",
+                                  "gpu-node-1",
+                                  "--control-url",
+                                  "http://127.0.0.1:9",
+                                  "--state-dir",
+                                  sysfs_.path("meta"),
+                                  "--log-source",
+                                  "syslog",
+                                  "--log-path",
+                                  sysfs_.path("meta/syslog"),
+                                  "--sysfs-root",
+                                  sysfs_.root(),
+                                  "--boot-id-path",
+                                  sysfs_.path("meta/boot_id")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  }
+};
+
+// nvidia-smi is killed at --nvidia-smi-timeout; with no earlier
+// gpu_metadata.json the NIC monitor cannot start, and the message says both.
+TEST_F(agent_startup, a_hung_nvidia_smi_without_earlier_metadata_stops_startup) {
+  const auto absent = sysfs_.path("meta/absent.json");
+  const auto started = std::chrono::steady_clock::now();
+  auto r = agent({"--nvidia-smi", hung_nvidia_smi(), "--nvidia-smi-timeout", "200ms",
+                  "--metadata", absent});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{5});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("nvidia-smi topo -m: timed out after 200ms; killed"),
+            std::string::npos)
+    << r.err;
+  EXPECT_NE(r.err.find("no earlier " + absent + " to fall back on"), std::string::npos)
+    << r.err;
+  EXPECT_NE(r.err.find("NIC monitor"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::ifstream(absent).good());
+}
+
+// With an earlier file the agent goes on with it: here it reaches the NIC
+// monitor's own checks of that file (this one has no nic_topology).
+TEST_F(agent_startup, a_hung_nvidia_smi_falls_back_to_the_earlier_metadata) {
+  agent::gpu_metadata metadata;
+  metadata.node_name = "gpu-node-1";
+  metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", ""}};
+  sysfs_.write("meta/earlier.json", agent::encode_gpu_metadata(metadata));
+  const auto earlier = sysfs_.path("meta/earlier.json");
+  auto r = agent({"--nvidia-smi", hung_nvidia_smi(), "--nvidia-smi-timeout", "200ms",
+                  "--metadata", earlier});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("timed out after 200ms; killed); using the earlier " + earlier),
+            std::string::npos)
+    << r.err;
+  EXPECT_NE(r.err.find("nic_topology"), std::string::npos) << r.err;
+}
+
+// Without the NIC monitor nothing needs the file: the XID monitor goes on
+// without it (here up to the --log-source it cannot use).
+TEST_F(agent_startup, without_the_nic_monitor_the_xid_monitor_starts_without_metadata) {
+  auto r = agent({"--nvidia-smi", hung_nvidia_smi(), "--nvidia-smi-timeout", "200ms",
+                  "--metadata", sysfs_.path("meta/absent.json"), "--no-nic",
+                  "--log-source", "carrier-pigeon"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("the XID monitor starts without GPU metadata"), std::string::npos)
+    << r.err;
+  EXPECT_NE(r.err.find("--log-source"), std::string::npos) << r.err;
+}
+
+TEST_F(agent_startup, bad_timeouts_intervals_and_ports_name_their_flag) {
+  const auto metadata = sysfs_.path("meta/gpu_metadata.json");
+  for (const auto& [flag, value] :
+       {std::pair<std::string, std::string>{"--nvidia-smi-timeout", "0"},
+        {"--nvidia-smi-timeout", "soon"},
+        {"--heartbeat-interval", "-1s"},
+        {"--metrics-port", "70000"},
+        {"--metrics-port", "http"}}) {
+    auto r = agent({"--no-collect", "--metadata", metadata, flag, value});
+    EXPECT_EQ(r.code, 1) << flag << " " << value;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+  }
 }
 
 } // namespace

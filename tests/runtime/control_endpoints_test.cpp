@@ -55,35 +55,6 @@ TEST(render_metrics, garbage_from_an_actor_reads_as_zero) {
   EXPECT_NE(text.find("vigil_journal_available 0"), std::string::npos) << text;
 }
 
-TEST(render_janitor_metrics, seed_001_families_with_reasons_and_a_histogram) {
-  janitor_metrics m;
-  ++m.gpu_reset.requests;
-  ++m.gpu_reset.requests;
-  ++m.gpu_reset.succeeded;
-  ++m.gpu_reset.failed;
-  m.gpu_reset.count_failure("timeout");
-  m.gpu_reset.count_failure("something new");
-  m.gpu_reset.observe_duration(45);
-  m.gpu_reset.observe_duration(4000);
-  m.gpu_reset.active = 1;
-  auto text = render_janitor_metrics(m);
-  for (const char* expected :
-       {"gpu_reset_requests_total 2",
-        "gpu_reset_requests_completed_total{status=\"succeeded\"} 1",
-        "gpu_reset_requests_completed_total{status=\"failed\"} 1",
-        "gpu_reset_active_requests 1",
-        "gpu_reset_failure_reasons_total{reason=\"timeout\"} 1",
-        "gpu_reset_failure_reasons_total{reason=\"other\"} 1",
-        "gpu_reset_duration_seconds_bucket{le=\"30\"} 0",
-        "gpu_reset_duration_seconds_bucket{le=\"60\"} 1",
-        "gpu_reset_duration_seconds_bucket{le=\"3600\"} 1",
-        "gpu_reset_duration_seconds_bucket{le=\"+Inf\"} 2",
-        "gpu_reset_duration_seconds_sum 4045.000", "gpu_reset_duration_seconds_count 2",
-        "# TYPE gpu_reset_duration_seconds histogram", "reboot_node_requests_total 0",
-        "reboot_node_failure_reasons_total{reason=\"node_not_found\"} 0"})
-    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
-}
-
 TEST(render_gateway_metrics, reports_the_api_servers_requests_and_watches) {
   kube_gateway_stats g;
   g.requests = 12;

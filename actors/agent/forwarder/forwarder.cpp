@@ -41,6 +41,8 @@ void pump(forwarder_actor* self) {
   self->request(st.poster, caf::infinite, post_atom::value, std::move(batch->body))
     .then(
       [=](agent::post_result& result) {
+        if (result.outcome == agent::post_outcome::accepted)
+          self->state.last_accepted = self->state.wall->wall_now();
         log_report(self->state.logic->complete(result, self->clock().now()));
         pump(self);
       },
@@ -50,6 +52,52 @@ void pump(forwarder_actor* self) {
         log_report(self->state.logic->complete(failed, self->clock().now()));
         pump(self);
       });
+}
+
+void heartbeat_done(forwarder_actor* self, const agent::post_result& result) {
+  auto& hb = *self->state.heartbeat;
+  const auto news = hb.complete(result, self->state.wall->wall_now());
+  auto log = component_logger("forwarder");
+  auto why = result.detail;
+  if (result.http_status != 0)
+    why = "HTTP " + std::to_string(result.http_status) + (why.empty() ? "" : ": " + why);
+  if (news == agent::heartbeat_news::failing)
+    log->warn("heartbeat not accepted ({}); still trying every {} ms", why,
+              hb.interval().count());
+  else if (news == agent::heartbeat_news::recovered)
+    log->info("heartbeat accepted again");
+  else if (result.outcome != agent::post_outcome::accepted)
+    log->debug("heartbeat not accepted ({}), {} in a row", why,
+               hb.consecutive_failures());
+}
+
+// One heartbeat, unless the previous one is still out. A failure is only
+// logged and counted: the next heartbeat is the retry.
+void beat(forwarder_actor* self) {
+  auto& st = self->state;
+  auto body = st.heartbeat->start(st.wall->wall_now());
+  if (!body)
+    return;
+  self->request(st.poster, caf::infinite, heartbeat_atom::value, std::move(*body))
+    .then([=](agent::post_result& result) { heartbeat_done(self, result); },
+          [=](caf::error& err) {
+            agent::post_result failed;
+            failed.detail = self->system().render(err);
+            heartbeat_done(self, failed);
+          });
+}
+
+agent::forwarder_figures figures_of(const forwarder_state& st) {
+  agent::forwarder_figures f;
+  f.events = st.logic->stats();
+  f.spooled = st.spool->stats().appended;
+  f.spool_depth = st.spool->size();
+  f.spool_bytes = st.spool->live_bytes();
+  f.memory_depth = st.logic->queued_in_memory();
+  f.spooling = st.logic->spool_mode();
+  f.last_accepted = st.last_accepted;
+  f.heartbeats = st.heartbeat->stats();
+  return f;
 }
 
 } // namespace
@@ -63,12 +111,18 @@ forwarder_state::~forwarder_state() {
 }
 
 caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spool> spool,
-                        agent::forwarder_options options, caf::actor poster) {
+                        agent::forwarder_options options,
+                        agent::heartbeat_options heartbeat, caf::actor poster,
+                        std::shared_ptr<const clock> wall) {
   auto& st = self->state;
   st.spool = std::move(spool);
   st.logic = std::make_unique<agent::forwarder_logic>(options, *st.spool, nullptr);
+  st.heartbeat = std::make_unique<agent::heartbeat_sender>(std::move(heartbeat));
   st.poster = std::move(poster);
+  st.wall = std::move(wall);
   self->send(self, wake_atom::value, std::uint64_t{0}); // a leftover spool drains first
+  if (st.heartbeat->enabled())
+    self->send(self, heartbeat_atom::value); // the control plane hears of us at once
   return {
     [=](forward_atom, health_event& event) -> caf::result<bool> {
       auto result = self->state.logic->submit(std::move(event), self->clock().now());
@@ -87,6 +141,11 @@ caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spoo
       if (generation == 0 || generation == self->state.wake_generation)
         pump(self);
     },
+    [=](heartbeat_atom) {
+      beat(self);
+      self->delayed_send(self, self->state.heartbeat->interval(), heartbeat_atom::value);
+    },
+    [=](figures_atom) { return figures_of(self->state); },
   };
 }
 
@@ -94,6 +153,7 @@ caf::behavior event_poster(caf::event_based_actor*,
                            std::shared_ptr<agent::http_event_poster> poster) {
   return {
     [=](post_atom, const std::string& body) { return poster->post(body); },
+    [=](heartbeat_atom, const std::string& json) { return poster->post_heartbeat(json); },
   };
 }
 

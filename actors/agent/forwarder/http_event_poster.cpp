@@ -37,10 +37,10 @@ std::string trim(const std::string& text) {
   return text.substr(first, text.find_last_not_of(blanks) - first + 1);
 }
 
-std::string events_url(std::string base) {
+std::string endpoint_url(std::string base, const std::string& path) {
   while (!base.empty() && base.back() == '/')
     base.pop_back();
-  return base + "/v1/events";
+  return base + path;
 }
 
 // A curl_slist that frees itself.
@@ -132,6 +132,15 @@ expected<std::string> http_event_poster::current_token() {
 }
 
 post_result http_event_poster::post(const std::string& ndjson) {
+  return send("/v1/events", "application/x-ndjson", ndjson);
+}
+
+post_result http_event_poster::post_heartbeat(const std::string& json) {
+  return send("/v1/heartbeat", "application/json", json);
+}
+
+post_result http_event_poster::send(const std::string& path, const char* content_type,
+                                    const std::string& payload) {
   post_result result;
   auto* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) {
@@ -139,7 +148,7 @@ post_result http_event_poster::post(const std::string& ndjson) {
     return result;
   }
   header_list headers;
-  headers.add("Content-Type: application/x-ndjson");
+  headers.add(std::string("Content-Type: ") + content_type);
   headers.add("Expect:"); // no 100-continue round trip before large bodies
   if (!options_.token_file.empty()) {
     auto token = current_token();
@@ -149,15 +158,15 @@ post_result http_event_poster::post(const std::string& ndjson) {
     }
     headers.add("Authorization: Bearer " + *token);
   }
-  const std::string url = events_url(options_.url);
+  const std::string url = endpoint_url(options_.url, path);
   std::string body;
   char error_buffer[CURL_ERROR_SIZE] = {};
   curl_easy_reset(curl);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_POST, 1L);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, ndjson.data());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload.data());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
-                   static_cast<curl_off_t>(ndjson.size()));
+                   static_cast<curl_off_t>(payload.size()));
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(curl, CURLOPT_USERAGENT, options_.user_agent.c_str());
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,

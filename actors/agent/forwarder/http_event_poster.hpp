@@ -1,5 +1,6 @@
 // Sends one batch of HealthEvents to the control plane: a blocking libcurl POST
-// of NDJSON to <url>/v1/events, for the forwarder's detached I/O actor.
+// of NDJSON to <url>/v1/events (and the agent's heartbeat to <url>/v1/heartbeat),
+// for the forwarder's detached I/O actor.
 #pragma once
 
 #include <chrono>
@@ -46,7 +47,7 @@ post_outcome classify_http_status(long status);
 
 struct http_poster_options {
   /// The control plane's base URL, e.g. "https://vigil-control.vigil:8443";
-  /// "/v1/events" is appended.
+  /// "/v1/events" (or "/v1/heartbeat") is appended.
   std::string url;
   /// File holding the bearer token (a projected service-account token); read
   /// again whenever its inode, size or mtime changes. Empty: no Authorization.
@@ -70,10 +71,17 @@ public:
   /// reply. An unreadable token file is retryable (it may be rotating).
   post_result post(const std::string& ndjson);
 
+  /// POSTs one heartbeat (application/json, the same bearer token) to
+  /// <url>/v1/heartbeat; any 2xx is `accepted`.
+  post_result post_heartbeat(const std::string& json);
+
   /// Reads the token file if it changed since the last read.
   expected<std::string> current_token();
 
 private:
+  post_result send(const std::string& path, const char* content_type,
+                   const std::string& payload);
+
   http_poster_options options_;
   void* curl_ = nullptr; ///< CURL*; kept out of this header
   std::string token_;

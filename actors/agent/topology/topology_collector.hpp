@@ -3,6 +3,7 @@
 // writes gpu_metadata.json for the XID and NIC monitors (seed 002 §12.2).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -15,8 +16,21 @@ namespace vigil::agent {
 /// run or exits non-zero. Tests pass a fake.
 using command_runner = std::function<expected<std::string>(const std::string& command)>;
 
-/// The real runner (popen). Blocking: call it at startup, not from an actor.
-expected<std::string> run_command(const std::string& command);
+/// How long one nvidia-smi call may take by default: a wedged driver can hang
+/// it for good, and the monitors must not wait on it forever.
+inline constexpr std::chrono::milliseconds default_command_timeout{30'000};
+
+/// The real runner: `command` through /bin/sh in a process group of its own,
+/// stdout captured, stdin and stderr on /dev/null. When it has not finished
+/// within `timeout`, the whole group is killed (SIGKILL, so a child that
+/// ignores signals or holds stdout open goes too) and the failure names the
+/// command and says it timed out. Blocking: call it at startup, not from an
+/// actor.
+expected<std::string> run_command(const std::string& command,
+                                  std::chrono::milliseconds timeout);
+
+/// run_command with `timeout`, as a command_runner.
+command_runner timed_command_runner(std::chrono::milliseconds timeout);
 
 struct topology_sources {
   std::string nvidia_smi = "nvidia-smi"; ///< the binary (a path, or found on PATH)

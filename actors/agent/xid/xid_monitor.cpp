@@ -9,6 +9,7 @@ namespace vigil {
 namespace {
 
 void forward(xid_monitor_actor* self, health_event event) {
+  ++self->state.figures.events;
   self->send(self->state.forwarder, forward_atom::value, std::move(event));
 }
 
@@ -18,7 +19,7 @@ void poll_once(xid_monitor_actor* self, const clock& wall) {
   st.parts.source->poll(lines, st.config.max_lines_per_poll);
   const auto now = wall.wall_now();
   for (const auto& line : lines) {
-    ++st.lines;
+    ++st.figures.lines;
     auto parsed = st.parser.parse(line.text);
     if (!parsed.is_nvidia())
       continue;
@@ -40,6 +41,8 @@ void poll_once(xid_monitor_actor* self, const clock& wall) {
   if (!lines.empty())
     if (auto saved = st.parts.positions->save(st.parts.source->position()); !saved)
       component_logger("xid_monitor")->error("{}", saved.error().to_string());
+  ++st.figures.polls;
+  st.figures.last_poll = now;
 }
 
 } // namespace
@@ -88,6 +91,11 @@ caf::behavior xid_monitor(xid_monitor_actor* self, xid_monitor_config config,
       self->delayed_send(self, self->state.config.poll_interval, poll_atom::value);
     },
     [=](bool) {},
+    [=](figures_atom) {
+      auto figures = self->state.figures;
+      figures.malformed = self->state.malformed.total();
+      return figures;
+    },
   };
 }
 

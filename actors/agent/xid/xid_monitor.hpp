@@ -9,6 +9,7 @@
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/agent/agent_figures.hpp"
 #include "actors/agent/logsource/kernel_log_source.hpp"
 #include "actors/agent/logsource/log_position_store.hpp"
 #include "actors/agent/xid/burst_grouper.hpp"
@@ -43,12 +44,13 @@ struct xid_monitor_state {
   agent::malformed_lines malformed;
   std::vector<agent::closed_burst> closed;
   caf::actor forwarder;
-  std::uint64_t lines = 0;
+  agent::monitor_figures figures; ///< polls, lines, events (malformed: `malformed`)
   static inline const char* name = "xid_monitor";
 };
 
 using xid_monitor_actor = caf::stateful_actor<xid_monitor_state>;
 
+/// Answers (figures_atom) with agent::monitor_figures.
 caf::behavior xid_monitor(xid_monitor_actor* self, xid_monitor_config config,
                           std::shared_ptr<xid_monitor_parts> parts, caf::actor forwarder,
                           std::shared_ptr<const clock> wall);

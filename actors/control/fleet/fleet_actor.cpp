@@ -91,10 +91,13 @@ void observe(fleet_actor* self, const json& object) {
   auto name = name_of(object);
   if (name.empty())
     return;
-  if (is_gpu_node(object, st.settings->gpu_nodes))
+  if (is_gpu_node(object, st.settings->gpu_nodes)) {
     st.gpu_nodes.insert(name);
-  else
+    st.liveness.watch(name, st.time->wall_now()); // GPU nodes run the agent
+  } else {
     st.gpu_nodes.erase(name);
+    st.liveness.forget(name);
+  }
   self->send(node_for(self, name), observe_atom::value, object.dump());
 }
 
@@ -219,9 +222,12 @@ void mark_if_fabric(fleet_actor* self, health_event& event) {
 
 void deliver(fleet_actor* self, health_event event, std::int64_t seq);
 
+void agent_heard(fleet_actor* self, const std::string& node);
+
 void route(fleet_actor* self, health_event event, std::int64_t seq) {
   auto& st = self->state;
   ++st.stats.routed;
+  agent_heard(self, event.node_name); // an event is proof of life too
   const bool link_down = control::reports_link_down(event);
   if (link_down && control::is_nic_port_down(event))
     if (auto incident = st.fabric.on_port_down(event.node_name, st.time->wall_now()))
@@ -458,6 +464,38 @@ namespace {
 // Leadership changes (issue #7 item 7): the new leader rebuilds everything from
 // the journal (what the old leader did is there); a replica that stops
 // leading stops its node actors (and their drains) and its Node watch.
+// The agent spoke: a node flagged silent is told it reports again.
+void agent_heard(fleet_actor* self, const std::string& node) {
+  auto& st = self->state;
+  if (st.liveness.heard(node, st.time->wall_now()))
+    self->send(node_for(self, node), agent_quiet_atom::value, false, std::int64_t{0});
+}
+
+void arm_liveness(fleet_actor* self) {
+  auto& st = self->state;
+  const auto window = st.liveness.window();
+  if (st.liveness_armed || window.count() == 0 || st.standby)
+    return;
+  st.liveness_armed = true;
+  self->delayed_send(self, std::min<caf::timespan>(window, std::chrono::seconds{60}),
+                     liveness_atom::value);
+}
+
+// Agents silent for the window: their nodes say so (a condition and an Event).
+void check_liveness(fleet_actor* self) {
+  auto& st = self->state;
+  st.liveness_armed = false;
+  if (st.standby)
+    return;
+  for (const auto& [node, since] : st.liveness.newly_silent(st.time->wall_now())) {
+    logger()->warn("node {}: no heartbeat or event from its agent since {}", node,
+                   format_rfc3339(since));
+    self->send(node_for(self, node), agent_quiet_atom::value, true,
+               static_cast<std::int64_t>(since.time_since_epoch().count()));
+  }
+  arm_liveness(self);
+}
+
 void lead(fleet_actor* self, bool leading) {
   auto& st = self->state;
   if (leading != st.standby)
@@ -470,6 +508,9 @@ void lead(fleet_actor* self, bool leading) {
     rebuild_fleet(self, 0, std::make_shared<rebuild_batch>());
     if (st.watch_nodes)
       start_watch(self);
+    // Silence counts from now: a new leader has heard nobody yet.
+    st.liveness = control::agent_liveness(st.settings->agent_silence);
+    arm_liveness(self);
     return;
   }
   // Forget them at once: their down messages then find no name (no restart),
@@ -503,6 +544,7 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
   st.journal = std::move(journal);
   st.breaker = std::move(breaker);
   st.time = std::move(time);
+  st.liveness = control::agent_liveness(st.settings->agent_silence);
   st.listed = !watch_nodes;
   self->set_down_handler([=](const caf::down_msg& msg) {
     auto& st = self->state;
@@ -544,6 +586,11 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     // Only what is due goes: a timer left from before a leadership change
     // or an earlier hold releases nothing early.
     [=](fhold_atom, const std::string& node) { release_held(self, node); },
+    [=](agent_heard_atom, const std::string& node) {
+      if (!self->state.standby)
+        agent_heard(self, node);
+    },
+    [=](liveness_atom) { check_liveness(self); },
     [=](const kube_watch_event& event) {
       if (!self->state.standby) // a late line of a watch given up on
         on_watch_event(self, event);

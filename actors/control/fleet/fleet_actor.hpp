@@ -16,6 +16,7 @@
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/control/fleet/agent_liveness.hpp"
 #include "actors/control/node/node_actor.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
 #include "messages/control_messages.hpp"
@@ -61,6 +62,9 @@ struct fleet_state {
   /// Link-down reports on hold (correlation.fabric_hold), and the events of
   /// their nodes waiting behind them.
   control::fabric_hold on_hold;
+  /// Whose agent stopped reporting (node_settings::agent_silence).
+  control::agent_liveness liveness{std::chrono::seconds{0}};
+  bool liveness_armed = false;
   fleet_stats stats;
   static inline const char* name = "fleet";
 };

@@ -233,8 +233,10 @@ void reconcile(node_actor* self) {
   }
   if (!st.node)
     return fetch_node(self);
-  auto decision = control::decide_quarantine(st.node->observation, st.active,
-                                             st.settings->quarantine, true);
+  const bool holds = st.remediation->holds_quarantine();
+  auto decision =
+    control::decide_quarantine(st.node->observation, st.active, st.settings->quarantine,
+                               true, holds, st.agent_silent_since);
   if (decision.no_change(st.node->observation))
     return consider_drain(self);
   st.busy = true;
@@ -246,8 +248,9 @@ void reconcile(node_actor* self) {
         auto& st = self->state;
         if (refusal.empty())
           return apply_decision(self, decision);
-        auto held = control::decide_quarantine(st.node->observation, st.active,
-                                               st.settings->quarantine, false);
+        auto held = control::decide_quarantine(
+          st.node->observation, st.active, st.settings->quarantine, false,
+          st.remediation->holds_quarantine(), st.agent_silent_since);
         if (held.no_change(st.node->observation))
           return finish(self);
         logger()->warn("node {}: new quarantine refused by the breaker ({})",
@@ -715,6 +718,22 @@ caf::behavior node(node_actor* self, std::string name,
     },
     [=](reconcile_atom) {
       self->state.retry_armed = false;
+      reconcile(self);
+    },
+    [=](agent_quiet_atom, bool silent, std::int64_t since_ns) {
+      auto& st = self->state;
+      if (silent == st.agent_silent_since.has_value())
+        return;
+      if (silent)
+        st.agent_silent_since = wall_time{std::chrono::nanoseconds{since_ns}};
+      else
+        st.agent_silent_since.reset();
+      if (!st.settings->dry_run)
+        post_node_event(self, silent ? "AgentSilent" : "AgentReporting",
+                        silent ? "vigil's agent on this node stopped reporting; "
+                                 "its faults go unseen (no remediation follows)"
+                               : "vigil's agent on this node reports again",
+                        silent);
       reconcile(self);
     },
     [=](summary_atom) {

@@ -23,6 +23,7 @@
 #include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
 #include "actors/control/remediation/remediation_machine.hpp"
+#include "actors/control/remediation/validation_job.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
 #include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/label_selector.hpp"
@@ -56,6 +57,8 @@ struct control_counters {
   std::atomic<std::uint64_t> remediations_skipped{0};   ///< same group or covered
   std::atomic<std::uint64_t> remediations_manual{0};    ///< left to an operator
   std::atomic<std::uint64_t> escalations{0};            ///< moved up the ladder
+  std::atomic<std::uint64_t> validations_passed{0};     ///< fixes proven by their Job
+  std::atomic<std::uint64_t> validations_failed{0};     ///< fixes their Job disproved
   /// The deepest node-actor mailbox seen when an event arrived, since the last
   /// scrape of /metrics (the fleet's summary takes and resets it).
   std::atomic<std::uint64_t> node_mailbox_high{0};
@@ -74,6 +77,9 @@ struct remediation_settings {
   /// The breaker's pool label (breaker.pool_label): a node's pool for the
   /// per-pool budget of concurrent remediations (issue #7 item 4).
   std::string pool_label = "topology.kubernetes.io/rack";
+  /// Proof of recovery before the node returns (remediation.validation.*).
+  control::validation_policy validation;
+  control::validation_job_options validation_jobs;
 };
 
 /// What every node actor reads from configuration; shared and immutable
@@ -92,6 +98,10 @@ struct node_settings {
   std::shared_ptr<const drain_settings> drain = std::make_shared<drain_settings>();
   std::shared_ptr<control_counters> counters = std::make_shared<control_counters>();
   control::correlation_config correlation; ///< issue #7 item 6 thresholds
+  /// control.agent_silence_seconds: a GPU node whose agent sent no heartbeat
+  /// or event for this long gets the VigilAgentReporting=False condition and
+  /// an Event (never a remediation). 0 (this default): not watched.
+  std::chrono::seconds agent_silence{0};
   remediation_settings remediation;
 };
 
@@ -152,6 +162,8 @@ struct node_state {
   /// seed 000 §3.1: what this quarantine already drained; reset on release.
   control::drain_history drain_history = control::drain_history::none;
   std::string drained_key; ///< key of the last drain that completed
+  /// Since when the node's agent has been silent; unset while it reports.
+  std::optional<wall_time> agent_silent_since;
   /// The node's remediations (seed 000 §4); set when the actor starts.
   std::optional<control::remediation_machine> remediation;
   node_stats stats;

@@ -19,12 +19,8 @@ namespace cmd = control::remediation_command;
 using control::remediation_request;
 using nlohmann::json;
 
-/// Node labels that tell the reset planner what the node's GPUs are (seed 001
-/// "Scope of Support"). The product label is GPU feature discovery's; the
-/// other two are set by whoever provisions such nodes.
-constexpr const char* product_label = "nvidia.com/gpu.product";
-constexpr const char* nvswitch_label = "vigil.dev/nvswitch-fabric";
-constexpr const char* vgpu_guest_label = "vigil.dev/mig-vgpu-guest";
+/// GPU feature discovery's count of the node's GPUs.
+constexpr const char* gpu_count_label = "nvidia.com/gpu.count";
 /// REPLACE_VM handed to the provider: the time it was asked for.
 constexpr const char* replace_requested_annotation = "vigil.dev/replace-requested";
 
@@ -39,18 +35,23 @@ bool dry_run(const node_settings& s) {
 }
 
 control::node_gpu_facts facts_of(const node_state& st) {
-  control::node_gpu_facts facts;
+  return st.node ? control::gpu_facts_from_labels(st.node->observation.labels)
+                 : control::node_gpu_facts{};
+}
+
+// GPU feature discovery's count of the node's GPUs.
+std::optional<int> gpu_count_of(const node_state& st) {
   if (!st.node)
-    return facts;
+    return std::nullopt;
   const auto& labels = st.node->observation.labels;
-  auto label = [&](const char* key) {
-    auto it = labels.find(key);
-    return it == labels.end() ? std::string{} : it->second;
-  };
-  facts.product_name = label(product_label);
-  facts.nvswitch_fabric = label(nvswitch_label) == "true";
-  facts.mig_vgpu_guest = label(vgpu_guest_label) == "true";
-  return facts;
+  auto it = labels.find(gpu_count_label);
+  if (it == labels.end())
+    return std::nullopt;
+  try {
+    return std::stoi(it->second);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 // The journal row of one remediation step. The key makes a step repeated on
@@ -274,6 +275,70 @@ void clear_records(node_actor* self, const cmd::clear_records& c) {
   }
 }
 
+// The validation Job, POSTed once per ask (its name is fixed, so 409 is the
+// same Job); a failure is logged, and the machine's next read finds it
+// missing and asks again.
+void run_validation(node_actor* self, const cmd::run_validation& c) {
+  auto& st = self->state;
+  const auto& options = st.settings->remediation.validation_jobs;
+  auto job = control::build_validation_job(c, st.node_name, options,
+                                           st.settings->remediation.validation.timeout);
+  auto request = kube::make_request(
+    "POST", kube::resource_path({"batch", "v1", "jobs", true}, options.job_namespace, ""),
+    job.dump());
+  self->request(st.gateway, caf::infinite, std::move(request))
+    .then([=](const kube::kube_result& result) {
+      if (!result.ok() && !result.error().conflict())
+        logger()->warn("node {}: validation Job {} not created: {}",
+                       self->state.node_name, c.job, result.error().to_string());
+    });
+}
+
+void read_validation(node_actor* self, const cmd::read_validation& c) {
+  using machine = control::remediation_machine;
+  const auto& ns = self->state.settings->remediation.validation_jobs.job_namespace;
+  self
+    ->request(self->state.gateway, caf::infinite,
+              kube::make_request(
+                "GET", kube::resource_path({"batch", "v1", "jobs", true}, ns, c.job), ""))
+    .then([=](const kube::kube_result& result) {
+      if (!result.ok() && result.error().not_found())
+        return feed(self, [&](machine& m, const auto& view, wall_time now) {
+          return m.on_validation_missing(c.generation, view, now);
+        });
+      control::validation_progress progress; // unreadable: still running
+      if (result.ok()) {
+        auto read = control::read_validation_job(
+          json::parse(result.response().body, nullptr, false));
+        if (read)
+          progress = *read;
+        else
+          logger()->warn("node {}: unreadable {}: {}", self->state.node_name, c.job,
+                         read.error().to_string());
+      }
+      feed(self, [&](machine& m, const auto& view, wall_time now) {
+        return m.on_validation_progress(c.generation, progress, view, now);
+      });
+    });
+}
+
+// Journaled first like any agent's event, then applied through the node's
+// own route: the fault keeps the node quarantined and climbs the ladder.
+void report_fault(node_actor* self, const health_event& fault) {
+  auto& st = self->state;
+  self
+    ->request(st.journal, caf::infinite, append_atom::value,
+              event_row(fault, st.time->wall_now()))
+    .then(
+      [=](const append_outcome&) {
+        self->send(self, route_atom::value, fault, std::int64_t{0});
+      },
+      [=](const caf::error& err) {
+        logger()->error("node {}: fault {} not journaled ({}): {}", self->state.node_name,
+                        fault.id, caf::to_string(err), fault.message);
+      });
+}
+
 void count(node_state& st, control::remediation_metric metric) {
   auto& counters = *st.settings->counters;
   switch (metric) {
@@ -292,6 +357,10 @@ void count(node_state& st, control::remediation_metric metric) {
     case control::remediation_metric::skipped: ++counters.remediations_skipped; break;
     case control::remediation_metric::manual: ++counters.remediations_manual; break;
     case control::remediation_metric::escalated: ++counters.escalations; break;
+    case control::remediation_metric::validated: ++counters.validations_passed; break;
+    case control::remediation_metric::validation_failed:
+      ++counters.validations_failed;
+      break;
   }
 }
 
@@ -338,6 +407,11 @@ void carry_out(node_actor* self, control::remediation_commands commands) {
         [&](const cmd::clear_records& c) { clear_records(self, c); },
         // The node actor's drain convergence reads needs_full_drain().
         [&](const cmd::drain_fully&) { self->send(self, reconcile_atom::value); },
+        [&](const cmd::run_validation& c) { run_validation(self, c); },
+        [&](const cmd::read_validation& c) { read_validation(self, c); },
+        [&](const cmd::report_fault& c) { report_fault(self, c.event); },
+        // The quarantine is decided again without the machine's hold.
+        [&](const cmd::hold_ended&) { self->send(self, reconcile_atom::value); },
         [&](const cmd::count& c) { count(st, c.metric); },
         [&](const cmd::log& c) {
           if (c.warning)
@@ -362,6 +436,7 @@ control::remediation_config config_of(const node_settings& settings) {
   config.cr_timeout = r.cr_timeout;
   config.retry = std::chrono::duration_cast<std::chrono::seconds>(settings.retry_max);
   config.dry_run = dry_run(settings);
+  config.validation = r.validation;
   return config;
 }
 
@@ -372,6 +447,7 @@ control::remediation_view view_of(const node_state& st) {
   view.drained = st.drain_history;
   view.drained_key = st.drained_key;
   view.facts = facts_of(st);
+  view.gpu_count = gpu_count_of(st);
   if (st.node) {
     const auto& observed = st.node->observation;
     view.quarantined = observed.unschedulable || dry_run(*st.settings);

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "actors/janitor/gpu_reset_plan.hpp"
+
 namespace vigil::control {
 
 namespace cmd = remediation_command;
@@ -17,6 +19,7 @@ std::string_view to_string(remediation_step step) {
     case remediation_step::asking_breaker: return "asking_breaker";
     case remediation_step::creating: return "creating";
     case remediation_step::following: return "following";
+    case remediation_step::validating: return "validating";
   }
   return "idle";
 }
@@ -34,6 +37,10 @@ std::optional<drain_request> drain_wanted(const std::vector<active_record>& reco
   full.action = recommended_action::restart_bm;
   full.gpu_uuids.clear();
   return full;
+}
+
+std::string validation_job_name(std::string_view cr) {
+  return janitor::job_name_for("vigil-validate-", cr);
 }
 
 escalation_policy node_escalation_policy(escalation_policy policy,
@@ -80,7 +87,13 @@ bool remediation_machine::ready(const remediation_view& view) const {
 remediation_commands remediation_machine::consider(const remediation_view& view,
                                                    wall_time now) {
   context c{&view, now, {}};
+  if (!fault_pending_.empty())
+    for (const auto& record : view.records)
+      if (record.event_id == fault_pending_)
+        fault_pending_.clear();
   if (view.records.empty()) {
+    if (holds_quarantine()) // released once the CR or its validation is over
+      return std::move(c.out);
     if (!queue_.idle() || !handled_.empty() || !annotation_.groups.empty())
       release(c);
     return std::move(c.out);
@@ -237,6 +250,7 @@ void remediation_machine::create(context& c) {
     return next(c, request.plan.group);
   }
   step_ = remediation_step::creating;
+  gpus_before_ = c.node().gpu_count;
   c.out.push_back(cmd::create_cr{request, std::move(cr), generation_});
 }
 
@@ -411,6 +425,12 @@ void remediation_machine::finished(context& c, const cr_progress& progress) {
         c.out.push_back(cmd::clear_records{cr, std::move(predating)});
     }
     arm_verify(c);
+    const bool validated = request.plan.kind == remediation_kind::gpu_reset
+                             ? config_.validation.after_reset
+                             : request.plan.kind == remediation_kind::reboot_node
+                                 && config_.validation.after_reboot;
+    if (validated)
+      return validate(c);
     return next(c, request.plan.group);
   }
   c.out.push_back(cmd::count{remediation_metric::failed});
@@ -424,10 +444,116 @@ void remediation_machine::finished(context& c, const cr_progress& progress) {
   escalate(c, request, decision);
 }
 
+// seed 003 "validate before return": a reset or reboot can "succeed" while
+// CUDA, DCGM or NCCL still fail. The node stays quarantined until a Job on it
+// proves the GPUs work and that none went missing.
+void remediation_machine::validate(context& c) {
+  const auto& request = *queue_.in_flight();
+  step_ = remediation_step::validating;
+  validation_job_ = validation_job_name(cr_name_);
+  validation_deadline_ = c.now + config_.validation.timeout;
+  c.out.push_back(cmd::journal_step{
+    "validating", request, {{"job", validation_job_}, {"cr", cr_name_}}});
+  std::vector<std::string> gpus;
+  if (!request.plan.gpu_uuid.empty())
+    gpus.push_back(request.plan.gpu_uuid);
+  c.out.push_back(cmd::run_validation{request, validation_job_, std::move(gpus),
+                                      gpus_before_, generation_});
+  arm(c, remediation_timer::poll, c.now + config_.poll);
+}
+
+remediation_commands
+remediation_machine::on_validation_progress(std::uint64_t generation,
+                                            const validation_progress& progress,
+                                            const remediation_view& view, wall_time now) {
+  context c{&view, now, {}};
+  if (generation != generation_ || step_ != remediation_step::validating)
+    return std::move(c.out);
+  if (!progress.done) {
+    if (now >= validation_deadline_)
+      validation_failed(c, "not passed within remediation.validation.timeout_seconds");
+    else
+      arm(c, remediation_timer::poll, now + config_.poll);
+    return std::move(c.out);
+  }
+  if (!progress.passed) {
+    validation_failed(c, progress.message.empty() ? "the validation Job failed"
+                                                  : progress.message);
+    return std::move(c.out);
+  }
+  const auto request = *queue_.in_flight();
+  c.out.push_back(cmd::journal_step{"validated", request, {{"job", validation_job_}}});
+  c.out.push_back(cmd::count{remediation_metric::validated});
+  post_event(c, "RemediationValidated",
+             std::string{to_string(request.plan.kind)} + " " + cr_name_ + " validated by "
+               + validation_job_,
+             false);
+  next(c, request.plan.group);
+  return std::move(c.out);
+}
+
+remediation_commands
+remediation_machine::on_validation_missing(std::uint64_t generation,
+                                           const remediation_view& view, wall_time now) {
+  context c{&view, now, {}};
+  if (generation != generation_ || step_ != remediation_step::validating)
+    return std::move(c.out);
+  if (now >= validation_deadline_)
+    validation_failed(c, "the validation Job " + validation_job_ + " does not exist");
+  else // its creation failed or it was deleted: ask again (the name is fixed)
+    validate_again(c);
+  return std::move(c.out);
+}
+
+void remediation_machine::validate_again(context& c) {
+  const auto& request = *queue_.in_flight();
+  std::vector<std::string> gpus;
+  if (!request.plan.gpu_uuid.empty())
+    gpus.push_back(request.plan.gpu_uuid);
+  c.out.push_back(cmd::run_validation{request, validation_job_, std::move(gpus),
+                                      gpus_before_, generation_});
+  arm(c, remediation_timer::poll, c.now + config_.poll);
+}
+
+// A failed validation is a fault vigil found itself: it climbs the ladder as
+// a failed attempt does, through a HealthEvent of its own that keeps the node
+// quarantined (its agent's healthy event may already have cleared the rest).
+void remediation_machine::validation_failed(context& c, const std::string& why) {
+  const auto request = *queue_.in_flight();
+  c.out.push_back(cmd::journal_step{
+    "validation_failed", request, {{"job", validation_job_}, {"why", why}}});
+  c.out.push_back(cmd::count{remediation_metric::validation_failed});
+  const auto kind = std::string{to_string(request.plan.kind)};
+  c.out.push_back(cmd::log{kind + " " + cr_name_ + " not validated: " + why, true});
+  post_event(c, "RemediationValidationFailed", kind + " " + cr_name_ + ": " + why, true);
+  auto decision = escalation_.attempt_failed(request.plan.action, request.plan.gpu_uuid,
+                                             "validation failed: " + why, c.now);
+  journal_escalation(c, request, decision.records);
+  health_event fault;
+  fault.id = validation_job_ + "/failed";
+  fault.agent = "vigil-validation";
+  fault.component_class = "GPU";
+  fault.check_name = "RemediationValidation";
+  fault.is_fatal = true;
+  fault.is_healthy = false;
+  fault.action = decision.action;
+  fault.node_name = node_;
+  fault.generated = c.now;
+  fault.message = kind + " " + cr_name_ + " succeeded but its validation failed: " + why;
+  if (!request.plan.gpu_uuid.empty())
+    fault.entities = {{"GPU_UUID", request.plan.gpu_uuid}};
+  fault_pending_ = fault.id;
+  next(c, request.plan.group);
+  c.out.push_back(cmd::report_fault{std::move(fault)});
+}
+
 // The request in flight is over: the next waiting one starts.
 void remediation_machine::next(context& c, const std::string& group) {
+  const bool held = holds_quarantine();
   cr_name_.clear();
   step_ = remediation_step::idle;
+  if (held && !holds_quarantine())
+    c.out.push_back(cmd::hold_ended{});
   leave_pool(c);
   if (queue_.finish(group)) {
     step_ = remediation_step::ready;
@@ -456,7 +582,12 @@ void remediation_machine::journal_escalation(
     if (r.event == escalation_event::admitted
         || r.event == escalation_event::attempt_recorded)
       continue;
-    if (r.event == escalation_event::escalated) {
+    // Every climb counts: a cap reached, a failed or unverified attempt.
+    const bool climbs = r.event == escalation_event::escalated
+                        || ((r.event == escalation_event::attempt_failed
+                             || r.event == escalation_event::verification_timed_out)
+                            && r.to != r.from);
+    if (climbs) {
       c.out.push_back(cmd::count{remediation_metric::escalated});
       c.out.push_back(cmd::log{std::string{vigil::to_string(r.from)} + " escalated to "
                                  + std::string{vigil::to_string(r.to)} + ": " + r.reason,
@@ -522,6 +653,8 @@ remediation_commands remediation_machine::on_timer(remediation_timer timer,
       if (step_ == remediation_step::following)
         c.out.push_back(
           cmd::read_cr{queue_.in_flight()->plan.kind, cr_name_, generation_});
+      else if (step_ == remediation_step::validating)
+        c.out.push_back(cmd::read_validation{validation_job_, generation_});
       break;
     case remediation_timer::verify:
       verify_armed_ = false;

@@ -36,6 +36,18 @@ struct remediation_view {
   std::string drained_key; ///< drain_key of the last drain that completed
   node_gpu_facts facts;
   std::string pool; ///< the breaker's pool of the node
+  /// GPUs the node has (GPU feature discovery's nvidia.com/gpu.count, else
+  /// its nvidia.com/gpu capacity); unset when unknown.
+  std::optional<int> gpu_count;
+};
+
+/// Proof of recovery before return (seed 003 "validation"): after a
+/// successful reset or reboot, a validation Job on the node must pass before
+/// the node is released; its failure is a fault that climbs the ladder.
+struct validation_policy {
+  bool after_reset = true;
+  bool after_reboot = true;
+  std::chrono::seconds timeout{1800}; ///< not passed by then: failed
 };
 
 /// Config `remediation.*` as the machine needs it.
@@ -48,6 +60,7 @@ struct remediation_config {
   /// Plan and journal, create nothing (global, remediation or drain dry run:
   /// pods a dry-run drain left running must not lose their GPU).
   bool dry_run = false;
+  validation_policy validation;
 };
 
 /// The machine's timers; the caller delivers each back through on_timer().
@@ -58,7 +71,23 @@ enum class remediation_timer {
 };
 
 /// Counters for /metrics and the simulation's figures.
-enum class remediation_metric { started, succeeded, failed, skipped, manual, escalated };
+enum class remediation_metric {
+  started,
+  succeeded,
+  failed,
+  skipped,
+  manual,
+  escalated,
+  validated,
+  validation_failed,
+};
+
+/// A validation Job as last read.
+struct validation_progress {
+  bool done = false;   ///< the Job finished
+  bool passed = false; ///< and succeeded
+  std::string message; ///< why it failed, for the journal
+};
 
 namespace remediation_command {
 
@@ -155,6 +184,33 @@ struct drain_fully {
   remediation_request request;
 };
 
+/// Run the validation Job `job` on the node (idempotent: a Job of that name
+/// that exists already is the one). Nothing answers; read_validation follows.
+struct run_validation {
+  remediation_request request;
+  std::string job;
+  std::vector<std::string> gpus;    ///< the GPUs to check; empty: every GPU
+  std::optional<int> expected_gpus; ///< the node's GPU count before the fix
+  std::uint64_t generation = 0;
+};
+
+/// Read the validation Job. Answer: on_validation_progress, or
+/// on_validation_missing (404).
+struct read_validation {
+  std::string job;
+  std::uint64_t generation = 0;
+};
+
+/// A fault vigil itself found (a validation that failed): journal it as a
+/// HealthEvent, then apply it like an agent's.
+struct report_fault {
+  health_event event;
+};
+
+/// The machine no longer holds the node's quarantine (a CR or a validation
+/// is over): the caller re-evaluates the quarantine.
+struct hold_ended {};
+
 struct count {
   remediation_metric metric = remediation_metric::started;
 };
@@ -174,8 +230,9 @@ using remediation_commands = std::vector<std::variant<
   remediation_command::wake, remediation_command::post_event,
   remediation_command::write_annotation, remediation_command::request_replacement,
   remediation_command::hand_to_operator, remediation_command::clear_records,
-  remediation_command::drain_fully, remediation_command::count,
-  remediation_command::log>>;
+  remediation_command::drain_fully, remediation_command::run_validation,
+  remediation_command::read_validation, remediation_command::report_fault,
+  remediation_command::hold_ended, remediation_command::count, remediation_command::log>>;
 
 /// Where the request in flight stands.
 enum class remediation_step {
@@ -187,6 +244,7 @@ enum class remediation_step {
   asking_breaker, ///< waiting for a remediation slot
   creating,       ///< "created" journaled and the CR asked for
   following,      ///< the CR exists; polled until it is done
+  validating,     ///< the CR succeeded; the validation Job must pass
 };
 
 std::string_view to_string(remediation_step step);
@@ -234,6 +292,12 @@ public:
   remediation_commands on_cr_missing(std::uint64_t generation,
                                      const remediation_view& view, wall_time now);
   remediation_commands on_cr_unreadable(std::uint64_t generation, wall_time now);
+  remediation_commands on_validation_progress(std::uint64_t generation,
+                                              const validation_progress& progress,
+                                              const remediation_view& view,
+                                              wall_time now);
+  remediation_commands on_validation_missing(std::uint64_t generation,
+                                             const remediation_view& view, wall_time now);
 
   /// Replaying the journal after a restart: an attempt made at `at` counts
   /// towards its cap and gap.
@@ -243,7 +307,15 @@ public:
   /// The drain the node needs now (see drain_wanted()).
   bool needs_full_drain() const { return step_ == remediation_step::draining_fully; }
   /// A CR is being carried out.
-  bool acting() const { return step_ == remediation_step::following; }
+  bool acting() const {
+    return step_ == remediation_step::following || step_ == remediation_step::validating;
+  }
+  /// The node stays quarantined, records or not: a CR is being created or
+  /// carried out, or its result validated (seed 001 step 5: the node returns
+  /// only once the operands are back; seed 003: and once the fix is proven).
+  bool holds_quarantine() const {
+    return step_ == remediation_step::creating || acting() || !fault_pending_.empty();
+  }
   remediation_step step() const { return step_; }
   const remediation_queue& queue() const { return queue_; }
   const std::string& cr_name() const { return cr_name_; }
@@ -263,6 +335,9 @@ private:
   void hand_to_provider(context& c, const remediation_request& request);
   void created(context& c, const std::string& cr, bool fresh);
   void finished(context& c, const cr_progress& progress);
+  void validate(context& c);
+  void validate_again(context& c);
+  void validation_failed(context& c, const std::string& why);
   void next(context& c, const std::string& group);
   void escalate(context& c, const remediation_request& failed,
                 const escalation_decision& decision);
@@ -289,7 +364,13 @@ private:
   std::string cr_name_;     ///< the CR of the request in flight
   wall_time cr_created_{};  ///< when this machine saw it exist
   wall_time cr_deadline_{}; ///< when it counts as failed
-  bool admitted_ = false;   ///< the breaker counts this node's remediation
+  std::string validation_job_;
+  wall_time validation_deadline_{};
+  std::optional<int> gpus_before_; ///< the node's GPU count when the CR was asked for
+  /// A fault reported by report_fault that the node has not applied yet: the
+  /// quarantine holds until it has (no uncordon between the two).
+  std::string fault_pending_;
+  bool admitted_ = false; ///< the breaker counts this node's remediation
   bool start_armed_ = false;
   bool poll_armed_ = false;
   bool verify_armed_ = false;
@@ -300,6 +381,9 @@ private:
   /// succeed (the Job logs the line, then the janitor restores the labels).
   std::set<std::string> healthy_early_;
 };
+
+/// "vigil-validate-<cr>", shortened with a hash to 63 characters.
+std::string validation_job_name(std::string_view cr);
 
 /// The escalation policy the node runs: `remediation.escalation` with the
 /// repeated-remediation limit of the correlation rules.

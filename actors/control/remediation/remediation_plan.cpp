@@ -2,6 +2,8 @@
 
 #include <array>
 #include <cctype>
+#include <exception>
+#include <string>
 #include <utility>
 
 namespace vigil::control {
@@ -170,12 +172,44 @@ gpu_architecture architecture_of(std::string_view product_name) {
   return best != nullptr ? best->arch : gpu_architecture::unknown;
 }
 
+node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& labels) {
+  auto label = [&](const char* key) {
+    auto it = labels.find(key);
+    return it == labels.end() ? std::string{} : it->second;
+  };
+  node_gpu_facts facts;
+  facts.product_name = label("nvidia.com/gpu.product");
+  const auto strategy = label("nvidia.com/mig.strategy");
+  const auto mig_config = label("nvidia.com/mig.config");
+  facts.mig_enabled = strategy == "single" || strategy == "mixed"
+                      || (!mig_config.empty() && mig_config != "all-disabled");
+  facts.vgpu_guest = label("nvidia.com/vgpu.present") == "true";
+  int count = 0;
+  try {
+    count = std::stoi(label("nvidia.com/gpu.count"));
+  } catch (const std::exception&) {
+    count = 0; // absent or not a number: not an 8-GPU board as far as we know
+  }
+  facts.nvswitch_fabric = architecture_of(facts.product_name) == gpu_architecture::ampere
+                          && facts.product_name.find("SXM") != std::string::npos
+                          && count >= 8;
+  if (auto v = label("vigil.dev/nvswitch-fabric"); v == "true" || v == "false")
+    facts.nvswitch_fabric = v == "true";
+  if (auto v = label("vigil.dev/mig-vgpu-guest"); v == "true" || v == "false")
+    facts.mig_vgpu_guest = v == "true";
+  return facts;
+}
+
 reset_support check_reset_support(const node_gpu_facts& facts, std::string_view gpu_uuid,
                                   bool allow_unknown_model) {
   if (facts.topology != nullptr && !uuid_in_topology(*facts.topology, gpu_uuid))
     return {false, "GPU " + std::string{gpu_uuid} + " is not in the node's topology"};
   if (facts.mig_vgpu_guest)
     return {false, "MIG-backed vGPU guest"};
+  if (facts.vgpu_guest)
+    return {false, "vGPU guest: the physical GPU belongs to the host"};
+  if (facts.mig_enabled)
+    return {false, "MIG enabled: its GPU instances would have to go first"};
   auto arch = architecture_of(facts.product_name);
   auto model = facts.product_name.empty() ? std::string{"(unknown)"} : facts.product_name;
   if (arch == gpu_architecture::unknown && !allow_unknown_model)

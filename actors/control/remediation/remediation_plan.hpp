@@ -2,6 +2,7 @@
 // the custom resource kind, and the reboot fallback where a GPU cannot be reset.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,7 +68,18 @@ struct node_gpu_facts {
   bool mig_vgpu_guest = false;  ///< the node is a vGPU guest with MIG-backed vGPUs
   /// The node's gpu_metadata.json when known: a UUID it does not list is not reset.
   const agent::gpu_metadata* topology = nullptr;
+  bool vgpu_guest = false;  ///< a vGPU guest: the physical GPU is the host's
+  bool mig_enabled = false; ///< MIG instances carve the GPUs
 };
+
+/// What the Node's labels tell about its GPUs (seed 001 "Scope of Support"),
+/// from facts a cluster with the GPU operator has: GPU feature discovery's
+/// nvidia.com/gpu.product and nvidia.com/gpu.count, nvidia.com/vgpu.present,
+/// the MIG manager's nvidia.com/mig.strategy and nvidia.com/mig.config; an
+/// 8-GPU Ampere SXM board is taken as NVSwitch-based (HGX A100). The explicit
+/// vigil.dev/nvswitch-fabric and vigil.dev/mig-vgpu-guest labels ("true" or
+/// "false") override what is inferred.
+node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& labels);
 
 /// Whether nvidia-smi can reset one GPU of this node on its own; `reason` says
 /// why not. seed 001 "Scope of Support".

@@ -27,8 +27,10 @@ std::optional<std::string> circuit_breaker::over_limit(std::size_t count,
   if (config_.max_cordoned_nodes && count > *config_.max_cordoned_nodes)
     return std::to_string(count) + " nodes cordoned within the window, limit "
            + std::to_string(*config_.max_cordoned_nodes);
-  // count / gpu_nodes > P %, kept exact in integers-as-doubles.
-  if (gpu_nodes > 0
+  // count / gpu_nodes > P %, kept exact in integers-as-doubles. The first
+  // cordon of a window never trips it: one faulty node is always quarantined,
+  // however small the cluster (1 of 8 nodes is 12.5 %).
+  if (gpu_nodes > 0 && count > 1
       && static_cast<double>(count) * 100.0
            > config_.max_cordoned_percent * static_cast<double>(gpu_nodes))
     return std::to_string(count) + " of " + std::to_string(gpu_nodes)

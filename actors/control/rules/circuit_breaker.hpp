@@ -17,7 +17,8 @@ namespace vigil::control {
 
 struct breaker_config {
   /// Trip when a cordon would make more than this percentage of the GPU nodes
-  /// newly cordoned within `window`. Default 50 %.
+  /// newly cordoned within `window` (never on a window's first cordon).
+  /// Default here 50 %; config/vigil.yaml's, for production, 10 %.
   double max_cordoned_percent = 50.0;
   /// Trip when a cordon would make more than this many nodes newly cordoned
   /// within `window`. Default: unlimited.

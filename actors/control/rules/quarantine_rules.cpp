@@ -269,12 +269,16 @@ bool quarantine_decision::no_change(const node_observation& observed) const {
 quarantine_decision decide_quarantine(const node_observation& observed,
                                       const active_events& active,
                                       const quarantine_policy& policy,
-                                      bool new_quarantine_allowed) {
+                                      bool new_quarantine_allowed, bool remediation_holds,
+                                      std::optional<wall_time> agent_silent_since) {
   quarantine_decision d;
   const auto records = active.records();
   bool want_cordon = false;
   auto want_taints = desired_taints(records, policy, want_cordon);
-  d.quarantined = !records.empty();
+  // Held: keeps the cordon vigil has, never makes a new one.
+  const bool held = remediation_holds && observed.cordon_owned && observed.unschedulable;
+  want_cordon = want_cordon || held;
+  d.quarantined = !records.empty() || held;
   auto label = observed.labels.find(policy.opt_out_label);
   d.opted_out = label != observed.labels.end() && label->second == "true";
   if (d.opted_out) {
@@ -283,7 +287,15 @@ quarantine_decision decide_quarantine(const node_observation& observed,
   }
   plan_cordon(observed, want_cordon, new_quarantine_allowed, d);
   plan_taints(observed, want_taints, new_quarantine_allowed, d);
-  for (const auto& [type, c] : desired_conditions(observed, records, policy)) {
+  auto conditions = desired_conditions(observed, records, policy);
+  if (agent_silent_since)
+    conditions[agent_condition_type] =
+      node_condition{agent_condition_type, false, "AgentSilent",
+                     "no heartbeat or event from vigil's agent since "
+                       + format_rfc3339(*agent_silent_since)};
+  else if (auto c = conditions.find(agent_condition_type); c != conditions.end())
+    c->second = node_condition{agent_condition_type, true, "AgentReporting", ""};
+  for (const auto& [type, c] : conditions) {
     auto i = observed.conditions.find(type);
     if (i == observed.conditions.end() || !(i->second == c))
       d.set_conditions.push_back(c);

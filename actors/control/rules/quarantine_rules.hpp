@@ -195,10 +195,20 @@ struct quarantine_decision {
 /// annotation for `active`, diffed against `observed`. `new_quarantine_allowed`
 /// is false while the circuit breaker refuses new cordons; releasing is always
 /// allowed. vigil never removes a cordon or taint it does not own.
+/// `remediation_holds`: a maintenance CR or its validation is not over (seed
+/// 001 step 5, seed 003): vigil's cordon stays, whatever the records say.
+/// `agent_silent_since`: the node's agent has not reported since then: the
+/// agent condition says so (and says it reports again once it does); no
+/// cordon, no taint: a silent agent is not a broken GPU.
 quarantine_decision decide_quarantine(const node_observation& observed,
                                       const active_events& active,
                                       const quarantine_policy& policy,
-                                      bool new_quarantine_allowed = true);
+                                      bool new_quarantine_allowed = true,
+                                      bool remediation_holds = false,
+                                      std::optional<wall_time> agent_silent_since = {});
+
+/// The node condition about vigil's own agent on the node.
+inline constexpr const char* agent_condition_type = "VigilAgentReporting";
 
 /// The quarantine annotation: a JSON array of the active records (agent,
 /// componentClass, checkName, entityType, entityValue, errorCodes,

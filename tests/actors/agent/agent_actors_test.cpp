@@ -1,10 +1,15 @@
 // The agent's actors under CAF's test coordinator: the forwarder spools while
-// the control plane refuses and drains in order when it is back, and the
-// nic_monitor turns a port going down in a fake sysfs into a fatal event on
-// its polling interval.
+// the control plane refuses and drains in order when it is back, and sends its
+// heartbeat on its interval whatever the events do (a failed one is counted,
+// never spooled); the nic_monitor turns a port going down in a fake sysfs into
+// a fatal event on its polling interval; /healthz and /metrics speak for the
+// components that answer and name those that do not.
 #define CAF_SUITE agent
 #include <caf/test/dsl.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include "actors/agent/agent_endpoints.hpp"
 #include "actors/agent/forwarder/forwarder.hpp"
 #include "actors/agent/nic/nic_monitor.hpp"
 #include "runtime/actor_clock.hpp"
@@ -20,6 +25,8 @@ namespace {
 struct fake_poster_state {
   std::vector<std::string> bodies;
   agent::post_outcome answer = agent::post_outcome::accepted;
+  std::vector<std::string> heartbeats;
+  long heartbeat_status = 200; ///< 404 until the control plane has the route
   static inline const char* name = "fake_poster";
 };
 
@@ -36,7 +43,50 @@ behavior fake_poster(stateful_actor<fake_poster_state>* self,
       r.http_status = r.outcome == agent::post_outcome::accepted ? 200 : 503;
       return r;
     },
+    [=](heartbeat_atom, const std::string& json) {
+      self->state.heartbeats.push_back(json);
+      agent::post_result r;
+      r.http_status = self->state.heartbeat_status;
+      r.outcome = agent::classify_http_status(r.http_status);
+      return r;
+    },
   };
+}
+
+// A monitor that answers (figures_atom) with fixed figures, or never.
+struct fake_monitor_state {
+  agent::monitor_figures figures;
+  bool answers = true;
+  std::vector<response_promise> ignored; ///< kept, never delivered
+  static inline const char* name = "fake_monitor";
+};
+
+behavior fake_monitor(stateful_actor<fake_monitor_state>* self, std::uint64_t polls) {
+  self->state.figures.polls = polls;
+  self->state.figures.last_poll = from_unix(1700000000, 500'000'000);
+  return {
+    [=](figures_atom) -> result<agent::monitor_figures> {
+      if (self->state.answers)
+        return self->state.figures;
+      self->state.ignored.push_back(self->make_response_promise());
+      return self->state.ignored.back();
+    },
+  };
+}
+
+// What the HTTP handler answered; `status` is 0 until it has.
+struct captured_response {
+  int status = 0;
+  std::string body;
+};
+
+agent::heartbeat_options heartbeats_every(std::chrono::milliseconds interval) {
+  agent::heartbeat_options o;
+  o.interval = interval;
+  o.node_name = "node-1";
+  o.agent_version = "9.9.9";
+  o.boot_id = "boot-1";
+  return o;
 }
 
 health_event event(const std::string& id, bool fatal) {
@@ -66,12 +116,45 @@ struct fixture : test_coordinator_fixture<> {
     o.jitter = 0;
     return o;
   }();
-  actor fwd = sys.spawn(forwarder, spool, options, poster);
+  std::shared_ptr<caf_clock> wall =
+    std::make_shared<caf_clock>(sys.clock(), from_unix(1700000000, 0));
+  actor fwd = sys.spawn(forwarder, spool, options,
+                        heartbeats_every(std::chrono::milliseconds{0}), poster, wall);
 
   fixture() { sched.run(); }
 
+  // The base destructor runs until no timer is left: a retry armed against a
+  // control plane that keeps refusing would never let it return.
+  ~fixture() {
+    anon_send_exit(fwd, exit_reason::kill);
+    sched.run();
+  }
+
   fake_poster_state& control_plane() {
     return deref<stateful_actor<fake_poster_state>>(poster).state;
+  }
+
+  agent::forwarder_figures figures_of(const actor& forwarder_actor) {
+    agent::forwarder_figures out;
+    self->send(forwarder_actor, figures_atom::value);
+    sched.run();
+    self->receive([&](const agent::forwarder_figures& f) { out = f; },
+                  after(std::chrono::seconds{1}) >> [] { CAF_FAIL("no figures"); });
+    return out;
+  }
+
+  // GET `path` through the agent's HTTP handler; the caller runs the actors.
+  std::shared_ptr<captured_response> get(const actor& endpoints,
+                                         const std::string& path) {
+    auto captured = std::make_shared<captured_response>();
+    http::request req;
+    req.method = "GET";
+    req.path = req.target = path;
+    make_agent_handler(endpoints)(req, [captured](http::response r) {
+      captured->status = r.status;
+      captured->body = r.body;
+    });
+    return captured;
   }
   std::string all_bodies() {
     std::string out;
@@ -141,6 +224,155 @@ CAF_TEST(nic_monitor_reports_a_port_going_down_on_its_interval) {
   CAF_CHECK(control_plane().bodies[1].find("\"isFatal\":true") != std::string::npos);
   CAF_CHECK(control_plane().bodies[1].find("REPLACE_VM") != std::string::npos);
   anon_send_exit(monitor, exit_reason::user_shutdown);
+  sched.run();
+}
+
+CAF_TEST(forwarder_heartbeats_at_start_and_every_interval_without_events) {
+  auto beating = sys.spawn(forwarder, spool, options,
+                           heartbeats_every(std::chrono::seconds{60}), poster, wall);
+  sched.run();
+  CAF_REQUIRE_EQUAL(control_plane().heartbeats.size(), 1u); // at start
+  auto j = nlohmann::json::parse(control_plane().heartbeats[0]);
+  CAF_CHECK_EQUAL(j.at("nodeName").get<std::string>(), "node-1");
+  CAF_CHECK_EQUAL(j.at("agentVersion").get<std::string>(), "9.9.9");
+  CAF_CHECK_EQUAL(j.at("bootId").get<std::string>(), "boot-1");
+  CAF_CHECK_EQUAL(j.at("sentAt").get<std::string>(), "2023-11-14T22:13:20Z");
+  CAF_CHECK_EQUAL(j.at("intervalSeconds").dump(), "60");
+  advance_time(std::chrono::seconds{59});
+  sched.run();
+  CAF_CHECK_EQUAL(control_plane().heartbeats.size(), 1u);
+  advance_time(std::chrono::seconds{1});
+  sched.run();
+  CAF_REQUIRE_EQUAL(control_plane().heartbeats.size(), 2u);
+  auto second = nlohmann::json::parse(control_plane().heartbeats[1]);
+  CAF_CHECK_EQUAL(second.at("sentAt").get<std::string>(), "2023-11-14T22:14:20Z");
+  CAF_CHECK(control_plane().bodies.empty()); // no events, no batches
+  auto f = figures_of(beating);
+  CAF_CHECK_EQUAL(f.heartbeats.accepted, 2u);
+  CAF_CHECK_EQUAL(f.heartbeats.failed, 0u);
+  CAF_CHECK(f.heartbeats.last_accepted == from_unix(1700000060, 0));
+  anon_send_exit(beating, exit_reason::kill);
+  sched.run();
+}
+
+CAF_TEST(a_failed_heartbeat_is_counted_never_spooled_nor_retried_early) {
+  control_plane().heartbeat_status = 503;
+  auto beating = sys.spawn(forwarder, spool, options,
+                           heartbeats_every(std::chrono::seconds{60}), poster, wall);
+  sched.run();
+  CAF_REQUIRE_EQUAL(control_plane().heartbeats.size(), 1u);
+  advance_time(std::chrono::seconds{30}); // no backoff retry: the next is the retry
+  sched.run();
+  CAF_CHECK_EQUAL(control_plane().heartbeats.size(), 1u);
+  CAF_CHECK_EQUAL(spool->size(), 0u);
+  auto f = figures_of(beating);
+  CAF_CHECK_EQUAL(f.heartbeats.failed, 1u);
+  CAF_CHECK(!f.heartbeats.last_accepted);
+  CAF_CHECK(!f.spooling); // events are not held back by a failed heartbeat
+  self->send(beating, forward_atom::value, event("e1", true));
+  sched.run();
+  CAF_CHECK_EQUAL(control_plane().bodies.size(), 1u);
+
+  control_plane().heartbeat_status = 204;
+  advance_time(std::chrono::seconds{30});
+  sched.run();
+  CAF_CHECK_EQUAL(control_plane().heartbeats.size(), 2u);
+  f = figures_of(beating);
+  CAF_CHECK_EQUAL(f.heartbeats.failed, 1u);
+  CAF_CHECK_EQUAL(f.heartbeats.accepted, 1u);
+  CAF_CHECK_EQUAL(spool->size(), 0u);
+  anon_send_exit(beating, exit_reason::kill);
+  sched.run();
+}
+
+CAF_TEST(forwarder_figures_count_sent_spooled_and_the_last_success) {
+  self->send(fwd, forward_atom::value, event("e1", true));
+  sched.run();
+  advance_time(std::chrono::seconds{5});
+  control_plane().answer = agent::post_outcome::retryable;
+  self->send(fwd, forward_atom::value, event("e2", true));
+  sched.run();
+  auto f = figures_of(fwd);
+  CAF_CHECK_EQUAL(f.events.submitted, 2u);
+  CAF_CHECK_EQUAL(f.events.events_accepted, 1u);
+  CAF_CHECK_EQUAL(f.events.failures, 1u);
+  CAF_CHECK_EQUAL(f.spooled, 1u);
+  CAF_CHECK_EQUAL(f.spool_depth, 1u);
+  CAF_CHECK(f.spooling);
+  CAF_CHECK(f.last_accepted == from_unix(1700000000, 0));
+}
+
+CAF_TEST(healthz_is_200_while_every_component_answers) {
+  auto xid = sys.spawn(fake_monitor, std::uint64_t{7});
+  auto nic = sys.spawn(fake_monitor, std::uint64_t{3});
+  auto endpoints = sys.spawn(agent_endpoints, agent_components{fwd, xid, nic},
+                             caf::timespan{std::chrono::seconds{2}});
+  sched.run();
+  auto health = get(endpoints, "/healthz");
+  sched.run();
+  CAF_CHECK_EQUAL(health->status, 200);
+  CAF_CHECK_EQUAL(health->body, "ok: forwarder, xid_monitor, nic_monitor\n");
+
+  auto metrics = get(endpoints, "/metrics");
+  sched.run();
+  CAF_REQUIRE_EQUAL(metrics->status, 200);
+  for (const auto* line :
+       {"vigil_agent_component_up{component=\"forwarder\"} 1\n",
+        "vigil_agent_component_up{component=\"nic_monitor\"} 1\n",
+        "vigil_agent_polls_total{monitor=\"xid_monitor\"} 7\n",
+        "vigil_agent_polls_total{monitor=\"nic_monitor\"} 3\n",
+        "vigil_agent_last_poll_timestamp_seconds{monitor=\"nic_monitor\"} "
+        "1700000000.5\n",
+        "vigil_agent_events_sent_total 0\n", "vigil_agent_spool_depth 0\n",
+        "vigil_agent_heartbeats_total{outcome=\"failed\"} 0\n",
+        "vigil_agent_last_send_success_timestamp_seconds 0.0\n"})
+    if (metrics->body.find(line) == std::string::npos)
+      CAF_CHECK_FAILED("missing " << line << " in\n" << metrics->body);
+
+  auto other = get(endpoints, "/nope");
+  CAF_CHECK_EQUAL(other->status, 404);
+  for (const auto& a : {xid, nic, endpoints})
+    anon_send_exit(a, exit_reason::kill);
+  sched.run();
+}
+
+// A wedged monitor (a hung read) answers nothing: /healthz says which after
+// the ask timeout, and /metrics still serves what the others report.
+CAF_TEST(healthz_is_503_naming_a_component_that_does_not_answer) {
+  auto xid = sys.spawn(fake_monitor, std::uint64_t{7});
+  auto nic = sys.spawn(fake_monitor, std::uint64_t{3});
+  deref<stateful_actor<fake_monitor_state>>(nic).state.answers = false;
+  auto endpoints = sys.spawn(agent_endpoints, agent_components{fwd, xid, nic},
+                             caf::timespan{std::chrono::seconds{2}});
+  sched.run();
+  auto health = get(endpoints, "/healthz");
+  sched.run();
+  CAF_CHECK_EQUAL(health->status, 0); // still waiting for the NIC monitor
+  advance_time(std::chrono::seconds{2});
+  sched.run();
+  CAF_CHECK_EQUAL(health->status, 503);
+  CAF_CHECK_EQUAL(health->body,
+                  "not running: nic_monitor (did not answer within 2000 ms)\n");
+
+  auto metrics = get(endpoints, "/metrics");
+  sched.run();
+  advance_time(std::chrono::seconds{2});
+  sched.run();
+  CAF_CHECK_EQUAL(metrics->status, 200);
+  CAF_CHECK(metrics->body.find("vigil_agent_component_up{component=\"nic_monitor\"} 0\n")
+            != std::string::npos);
+  CAF_CHECK(metrics->body.find("vigil_agent_polls_total{monitor=\"xid_monitor\"} 7\n")
+            != std::string::npos);
+  CAF_CHECK(metrics->body.find("{monitor=\"nic_monitor\"}") == std::string::npos);
+
+  anon_send_exit(nic, exit_reason::kill); // a monitor that died
+  sched.run();
+  health = get(endpoints, "/healthz");
+  sched.run();
+  CAF_CHECK_EQUAL(health->status, 503);
+  CAF_CHECK_EQUAL(health->body, "not running: nic_monitor (stopped)\n");
+  for (const auto& a : {xid, endpoints})
+    anon_send_exit(a, exit_reason::kill);
   sched.run();
 }
 

@@ -11,6 +11,7 @@
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/leader/leader_actor.hpp"
+#include "actors/control/remediation/remediation_machine.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/janitor/janitor_actor.hpp"
@@ -339,6 +340,9 @@ struct fixture : test_coordinator_fixture<> {
     settings->quarantine = policy();
     // Remediation has tests of its own; elsewhere the node stops at the drain.
     settings->remediation.enabled = false;
+    // So has the validation after a fix; the other remediation tests end at the CR.
+    settings->remediation.validation.after_reset = false;
+    settings->remediation.validation.after_reboot = false;
     for (auto [plural, kind] :
          {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
           {"rebootnodes", "RebootNode"},
@@ -1368,6 +1372,116 @@ CAF_TEST(a_reset_not_verified_in_time_escalates_to_a_reboot) {
   CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
 }
 
+// seed 001 step 5: the node returns only once the CR is done (the janitor
+// restored the operand labels), even when the GPU's healthy event came first.
+CAF_TEST(the_node_stays_cordoned_until_its_reset_cr_is_done) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  post({xid("node-1", "GPU-a", true)}); // the Job's "GPU reset occurred" line
+  CAF_CHECK(cordoned("node-1"));
+  cr_phase("gpuresets", crs("gpuresets")[0]["metadata"]["name"].get<std::string>(),
+           "Succeeded");
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(!cordoned("node-1"));
+}
+
+// seed 003, proof of recovery before return: a Job on the node must pass.
+CAF_TEST(a_reset_is_validated_before_the_node_returns) {
+  settings->remediation.enabled = true;
+  settings->remediation.validation.after_reset = true;
+  jobs_only = true;
+  janitor_namespace();
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  const auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Succeeded");
+  post({xid("node-1", "GPU-a", true)});
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(cordoned("node-1"));
+  const auto job_name = control::validation_job_name(reset);
+  auto job =
+    store->get(*store->find_type("batch", "v1", "jobs"), "vigil-system", job_name);
+  CAF_REQUIRE(job.ok());
+  const auto& spec = (*job.value)["spec"]["template"]["spec"];
+  CAF_CHECK_EQUAL(spec["nodeName"], "node-1");
+  CAF_CHECK_EQUAL((*job.value)["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+                  "vigil");
+  CAF_CHECK_EQUAL(spec["containers"][0]["env"][0]["value"], "GPU-a");
+  advance(std::chrono::seconds{60});
+  CAF_CHECK(cordoned("node-1")); // still running
+  job_status(job_name, {{"succeeded", 1}});
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(!cordoned("node-1"));
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "validated reset-GPU-a")
+            != phases.end());
+  CAF_CHECK_EQUAL(settings->counters->validations_passed.load(), 1u);
+}
+
+// A reset that "succeeded" while the GPU still fails: the failed validation
+// is a fault, and the reboot it climbs to comes after a full drain.
+CAF_TEST(a_failed_validation_climbs_the_ladder) {
+  settings->remediation.enabled = true;
+  settings->remediation.validation.after_reset = true;
+  jobs_only = true;
+  janitor_namespace();
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  const auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Succeeded");
+  post({xid("node-1", "GPU-a", true)});
+  advance(std::chrono::seconds{10});
+  job_status(control::validation_job_name(reset),
+             {{"failed", 1},
+              {"conditions",
+               {{{"type", "Failed"},
+                 {"status", "True"},
+                 {"reason", "BackoffLimitExceeded"},
+                 {"message", "Job has reached the specified backoff limit"}}}}});
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 1u);
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "validation_failed reset-GPU-a")
+            != phases.end());
+  CAF_CHECK_EQUAL(settings->counters->validations_failed.load(), 1u);
+  const auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["uncordons"].get<int>(), 0); // never returned in between
+  const auto check = summary["active"][0]["check"].get<std::string>();
+  CAF_CHECK_EQUAL(check, "RemediationValidation");
+}
+
+// A GPU node whose agent went quiet: a condition and an Event, never a
+// cordon; a heartbeat (or an event) sets it right again.
+CAF_TEST(a_silent_agent_is_noticed_and_its_return_too) {
+  settings->agent_silence = std::chrono::seconds{300};
+  jobs_only = true;
+  start();
+  auto agent_condition = [&](const std::string& name) -> std::string {
+    auto n = node(name);
+    for (const auto& c :
+         n.value("status", json::object()).value("conditions", json::array()))
+      if (c.value("type", "") == control::agent_condition_type)
+        return c.value("status", "");
+    return "";
+  };
+  advance(std::chrono::seconds{200});
+  self->send(fleet, agent_heard_atom::value, std::string{"node-1"});
+  advance(std::chrono::seconds{160}); // 360 s: node-1 heard at 200 s
+  CAF_CHECK_EQUAL(agent_condition("node-1"), "");
+  CAF_CHECK_EQUAL(agent_condition("node-2"), "False");
+  CAF_CHECK(!cordoned("node-2"));
+  CAF_CHECK_EQUAL(events_posted("AgentSilent", "node-2"), 1u);
+  advance(std::chrono::seconds{600});
+  CAF_CHECK_EQUAL(events_posted("AgentSilent", "node-2"), 1u); // once
+  self->send(fleet, agent_heard_atom::value, std::string{"node-2"});
+  run();
+  CAF_CHECK_EQUAL(agent_condition("node-2"), "True");
+  CAF_CHECK_EQUAL(events_posted("AgentReporting", "node-2"), 1u);
+}
+
 CAF_TEST(attempt_caps_survive_a_restart) {
   settings->remediation.enabled = true;
   settings->remediation.escalation.max_resets_per_gpu = 1;
@@ -1595,14 +1709,37 @@ CAF_TEST(the_janitor_resets_a_gpu_and_restores_only_its_own_labels) {
   job_status(job_name, {{"succeeded", 1},
                         {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}});
   advance(js.poll);
-  advance(js.poll);
-  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
   labels = node("node-1")["metadata"]["labels"];
   CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm", ""), "true");
   CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.device-plugin", ""), "true");
   CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm-exporter", ""), "pinned");
-  CAF_CHECK_EQUAL(metrics->gpu_reset.requests.load(), 1u);
-  CAF_CHECK_EQUAL(metrics->gpu_reset.succeeded.load(), 1u);
+  // seed 001 step 5: not done before the operands run again.
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Restoring");
+  // The GPU operator redeploys what the labels ask for (not the exporter:
+  // its label is someone else's now); one by one.
+  add_pod("gpu-operator", pod_object("dcgm-abc", "node-1", {}, {{"app", "nvidia-dcgm"}}));
+  add_pod("gpu-operator", pod_object("device-plugin-abc", "node-1", {},
+                                     {{"app", "nvidia-device-plugin-daemonset"}}));
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Restoring");
+  add_pod("gpu-operator",
+          pod_object("gfd-abc", "node-1", {}, {{"app", "gpu-feature-discovery"}}));
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
+  CAF_CHECK(!crs("gpuresets")[0]["metadata"].contains("finalizers")
+            || crs("gpuresets")[0]["metadata"]["finalizers"].empty());
+  // seed 001 "Metrics", with its labels and status values.
+  auto text = render_janitor_metrics(*metrics);
+  const std::string gpu =
+    "node=\"node-1\",gpu_type=\"NVIDIA-H100-80GB-HBM3\",gpu_id=\"GPU-a\"";
+  CAF_CHECK(text.find("gpu_reset_requests_total{" + gpu + "} 1\n") != std::string::npos);
+  CAF_CHECK(
+    text.find("gpu_reset_requests_completed_total{" + gpu + ",status=\"success\"} 1\n")
+    != std::string::npos);
+  CAF_CHECK(text.find("gpu_reset_duration_seconds_count{node=\"node-1\",gpu_type="
+                      "\"NVIDIA-H100-80GB-HBM3\",status=\"success\"} 1\n")
+            != std::string::npos);
   anon_send_exit(janitor, exit_reason::user_shutdown);
   run();
 }
@@ -1630,7 +1767,14 @@ CAF_TEST(the_janitor_restores_labels_after_a_failed_reset) {
   auto labels = node("node-2")["metadata"]["labels"];
   for (auto label : janitor::operand_deploy_labels)
     CAF_CHECK(!labels.contains(std::string{label})); // absent before, absent again
-  CAF_CHECK_EQUAL(metrics->gpu_reset.failed.load(), 1u);
+  auto text = render_janitor_metrics(*metrics);
+  CAF_CHECK(
+    text.find("gpu_reset_requests_completed_total{node=\"node-2\",gpu_type="
+              "\"NVIDIA-H100-80GB-HBM3\",gpu_id=\"GPU-b\",status=\"failure\"} 1\n")
+    != std::string::npos);
+  CAF_CHECK(text.find("gpu_reset_failure_reasons_total{node=\"node-2\",gpu_type="
+                      "\"NVIDIA-H100-80GB-HBM3\",reason=\"job_failed\"} 1\n")
+            != std::string::npos);
   anon_send_exit(janitor, exit_reason::user_shutdown);
   run();
 }
@@ -1669,8 +1813,109 @@ CAF_TEST(the_janitor_calls_a_reboot_done_when_the_boot_id_changed_and_the_node_i
   advance(js.poll);
   CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
   CAF_CHECK_EQUAL(status().value("bootIdAfter", std::string{}), "boot-2");
-  CAF_CHECK_EQUAL(js.metrics->reboot.succeeded.load(), 1u);
+  CAF_CHECK(render_janitor_metrics(*js.metrics)
+              .find("reboot_node_requests_completed_total{node=\"node-3\",status="
+                    "\"success\"} 1\n")
+            != std::string::npos);
   anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+// The API server with one status write of a GPUReset lost on the way (the
+// client's timeout): every other request goes through to `gateway`.
+struct lossy_gateway_state {
+  std::string lose; ///< the path of the status write to lose, once
+  bool lost = false;
+  static inline const char* name = "lossy_gateway";
+};
+
+behavior lossy_gateway(stateful_actor<lossy_gateway_state>* self, actor gateway,
+                       std::string lose) {
+  self->state.lose = std::move(lose);
+  return {
+    [=](kube::kube_request& request) -> result<kube::kube_result> {
+      auto& st = self->state;
+      if (!st.lost && request.verb == "PATCH" && request.path == st.lose) {
+        st.lost = true;
+        kube::kube_error timeout;
+        timeout.reason = "Transport";
+        timeout.message = "timed out";
+        return kube::kube_result{timeout};
+      }
+      auto rp = self->make_response_promise();
+      self->request(gateway, infinite, std::move(request))
+        .then([rp](kube::kube_result& r) mutable { rp.deliver(std::move(r)); });
+      return rp;
+    },
+  };
+}
+
+// issue #20 item 6: deleting a GPUReset mid-reset brings the operands back;
+// the janitor's finalizer holds the CR until the labels are restored.
+CAF_TEST(a_gpureset_deleted_mid_reset_gets_its_labels_restored_before_it_goes) {
+  jobs_only = true;
+  janitor_settings js;
+  auto n = node("node-1");
+  for (auto label : janitor::operand_deploy_labels)
+    n["metadata"]["labels"][std::string{label}] = "true";
+  CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
+  add_pod("gpu-operator", pod_object("dcgm-xyz", "node-1", {}, {{"app", "nvidia-dcgm"}}));
+  add_gpu_reset("reset-4", "node-1", "GPU-a");
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  auto cr = crs("gpuresets")[0];
+  CAF_CHECK_EQUAL(cr["metadata"]["finalizers"],
+                  json::array({"vigil.dev/restore-operand-labels"}));
+  CAF_CHECK_EQUAL(cr["status"].value("phase", std::string{}), "TearingDown");
+  CAF_CHECK_EQUAL(cr["status"]["savedLabels"].value("nvidia.com/gpu.deploy.dcgm", ""),
+                  "true");
+  CAF_CHECK_EQUAL(
+    node("node-1")["metadata"]["labels"].value("nvidia.com/gpu.deploy.dcgm", ""),
+    "false");
+  // Someone deletes the CR: the API server only marks it.
+  const auto* resets = store->find_type("vigil.dev", "v1alpha1", "gpuresets");
+  CAF_REQUIRE(store->remove(*resets, "", "reset-4", {}).ok());
+  CAF_CHECK(crs("gpuresets")[0]["metadata"].contains("deletionTimestamp"));
+  advance(js.poll);
+  CAF_CHECK(crs("gpuresets").empty());
+  auto labels = node("node-1")["metadata"]["labels"];
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK_EQUAL(labels.value(std::string{label}, ""), "true");
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+// issue #20 item 6: a status write that is lost leaves the labels untouched;
+// the saved values are never the "false" vigil writes.
+CAF_TEST(a_lost_status_write_never_loses_the_labels_to_restore) {
+  jobs_only = true;
+  janitor_settings js;
+  auto n = node("node-1");
+  for (auto label : janitor::operand_deploy_labels)
+    n["metadata"]["labels"][std::string{label}] = "true";
+  CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
+  add_gpu_reset("reset-5", "node-1", "GPU-a");
+  // The first status write of the GPUReset is lost.
+  auto lossy =
+    sys.spawn(lossy_gateway, gateway,
+              std::string{"/apis/vigil.dev/v1alpha1/gpuresets/reset-5/status"});
+  auto janitor = sys.spawn(janitor_controllers, js, lossy, time);
+  run();
+  CAF_REQUIRE(deref<stateful_actor<lossy_gateway_state>>(lossy).state.lost);
+  auto labels = node("node-1")["metadata"]["labels"];
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK_EQUAL(labels.value(std::string{label}, ""), "true"); // untouched
+  CAF_CHECK(!crs("gpuresets")[0].contains("status")
+            || crs("gpuresets")[0]["status"].value("phase", "") == "");
+  advance(js.poll);
+  auto status = crs("gpuresets")[0]["status"];
+  CAF_CHECK_EQUAL(status.value("phase", std::string{}), "TearingDown");
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK_EQUAL(status["savedLabels"].value(std::string{label}, ""), "true");
+  labels = node("node-1")["metadata"]["labels"];
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.device-plugin", ""), "false");
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  anon_send_exit(lossy, exit_reason::user_shutdown);
   run();
 }
 

@@ -16,16 +16,28 @@ const std::string dcgm = "nvidia.com/gpu.deploy.dcgm";
 const std::string exporter = "nvidia.com/gpu.deploy.dcgm-exporter";
 const std::string gfd = "nvidia.com/gpu.deploy.gpu-feature-discovery";
 
+// A GPUReset the janitor has put its finalizer on (as it does first).
 gpu_reset_request request() {
-  return {"reset-node1-abc", "uid-1",
-          "node1",           "GPU-455d8f70-2051-db6c-0430-ffc457bff834",
-          "XID 79",          "event-7"};
+  gpu_reset_request r{"reset-node1-abc", "uid-1",
+                      "node1",           "GPU-455d8f70-2051-db6c-0430-ffc457bff834",
+                      "XID 79",          "event-7"};
+  r.has_finalizer = true;
+  return r;
+}
+
+gpu_reset_request deleted() {
+  auto r = request();
+  r.deletion_requested = true;
+  return r;
 }
 
 // The GPU operator's usual labels: three "true", gfd absent.
 std::map<std::string, std::string> operator_labels() {
-  return {
-    {dp, "true"}, {dcgm, "true"}, {exporter, "true"}, {"kubernetes.io/os", "linux"}};
+  return {{dp, "true"},
+          {dcgm, "true"},
+          {exporter, "true"},
+          {"kubernetes.io/os", "linux"},
+          {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}};
 }
 
 std::map<std::string, std::string> torn_down() {
@@ -43,30 +55,82 @@ reset_observation observe(wall_time now, std::map<std::string, std::string> labe
   return o;
 }
 
-// Drives a reset to its Job: teardown done, Job created.
-gpu_reset_status with_job_created() {
-  auto s1 = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels()));
-  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(t0 + 2s, torn_down(), 0));
-  EXPECT_TRUE(s2.create_job.has_value());
-  return s2.status;
+// The GPU operator has redeployed every operand whose label is "true".
+reset_observation redeployed(wall_time now, std::map<std::string, std::string> labels,
+                             std::optional<job_observation> job = std::nullopt) {
+  auto o = observe(now, labels, 0, std::move(job));
+  for (const auto& [key, value] : labels)
+    if (value == "true" && key.rfind("nvidia.com/gpu.deploy.", 0) == 0)
+      o.running_operands.insert(key);
+  return o;
 }
 
-TEST(gpu_reset_plan, teardown_sets_every_operand_label_to_false_and_remembers) {
-  auto step = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels(), 4));
+// Drives a reset to its Job: old labels recorded, teardown done, Job created.
+gpu_reset_status with_job_created() {
+  auto s1 = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels()));
+  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(t0, operator_labels()));
+  EXPECT_EQ(s2.label_patch.size(), 4u);
+  auto s3 = reconcile_gpu_reset(request(), s2.status, observe(t0 + 2s, torn_down(), 0));
+  EXPECT_TRUE(s3.create_job.has_value());
+  return s3.status;
+}
+
+job_observation job_done(bool succeeded) {
+  job_observation job;
+  job.succeeded = succeeded;
+  job.failed = !succeeded;
+  return job;
+}
+
+// issue #20 item 6: the old values are on the CR, and its finalizer, before
+// any label is touched; a lost write of that step therefore loses nothing.
+TEST(gpu_reset_plan, the_old_labels_are_recorded_before_any_changes) {
+  auto fresh = request();
+  fresh.has_finalizer = false;
+  auto step = reconcile_gpu_reset(fresh, {}, observe(t0, operator_labels(), 4));
   EXPECT_EQ(step.status.phase, reset_phase::tearing_down);
   EXPECT_EQ(step.status.started_at, t0);
-  ASSERT_EQ(step.label_patch.size(), 4u);
-  for (const auto& [key, value] : step.label_patch)
-    EXPECT_EQ(value, std::optional<std::string>{"false"}) << key;
+  EXPECT_TRUE(step.label_patch.empty());
+  EXPECT_TRUE(step.add_finalizer);
+  EXPECT_TRUE(step.status_changed);
+  EXPECT_TRUE(step.again); // the teardown may follow once the server has both
   EXPECT_EQ(step.status.saved_labels.at(dp), "true");
   EXPECT_EQ(step.status.saved_labels.at(gfd), "");
-  EXPECT_FALSE(step.create_job.has_value());
-  EXPECT_EQ(step.requeue_after, 2s);
+  EXPECT_EQ(step.status.gpu_type, "NVIDIA-H100-80GB-HBM3");
+  EXPECT_EQ(status_json(step.status)["gpuType"], "NVIDIA-H100-80GB-HBM3");
+  // The write was lost: the same step again, from the same facts.
+  auto retried = reconcile_gpu_reset(fresh, {}, observe(t0 + 5s, operator_labels(), 4));
+  EXPECT_TRUE(retried.label_patch.empty());
+  EXPECT_EQ(retried.status.saved_labels, step.status.saved_labels);
+  // Recorded, but the finalizer is not on yet: still no label changes.
+  auto unguarded =
+    reconcile_gpu_reset(fresh, step.status, observe(t0, operator_labels()));
+  EXPECT_TRUE(unguarded.label_patch.empty());
+  EXPECT_TRUE(unguarded.add_finalizer);
+}
+
+TEST(gpu_reset_plan, teardown_sets_every_operand_label_to_false_once_recorded) {
+  auto s1 = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels(), 4));
+  EXPECT_FALSE(s1.add_finalizer);
+  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(t0, operator_labels(), 4));
+  ASSERT_EQ(s2.label_patch.size(), 4u);
+  for (const auto& [key, value] : s2.label_patch)
+    EXPECT_EQ(value, std::optional<std::string>{"false"}) << key;
+  EXPECT_FALSE(s2.create_job.has_value());
+  EXPECT_FALSE(s2.again);
+  EXPECT_EQ(s2.requeue_after, 2s);
+  // A CR from before the record step (saved labels missing): recorded first.
+  gpu_reset_status legacy = s1.status;
+  legacy.saved_labels.erase(gfd);
+  auto s3 = reconcile_gpu_reset(request(), legacy, observe(t0, operator_labels()));
+  EXPECT_TRUE(s3.label_patch.empty());
+  EXPECT_EQ(s3.status.saved_labels.at(gfd), "");
 }
 
 TEST(gpu_reset_plan, waits_for_operand_pods_then_creates_one_job) {
   auto s1 = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels(), 4));
-  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(t0 + 2s, torn_down(), 2));
+  auto s1b = reconcile_gpu_reset(request(), s1.status, observe(t0, operator_labels(), 4));
+  auto s2 = reconcile_gpu_reset(request(), s1b.status, observe(t0 + 2s, torn_down(), 2));
   EXPECT_TRUE(s2.label_patch.empty());
   EXPECT_FALSE(s2.create_job.has_value());
   EXPECT_EQ(s2.requeue_after, 5s);
@@ -87,37 +151,98 @@ TEST(gpu_reset_plan, waits_for_operand_pods_then_creates_one_job) {
   EXPECT_FALSE(s5.create_job.has_value());
 }
 
-TEST(gpu_reset_plan, success_restores_labels_then_finishes) {
+TEST(gpu_reset_plan, success_restores_labels_waits_for_the_operands_then_finishes) {
   auto status = with_job_created();
-  job_observation done;
-  done.succeeded = true;
+  auto done = job_done(true);
+  done.finished_at = t0 + 55s;
   auto s1 =
     reconcile_gpu_reset(request(), status, observe(t0 + 60s, torn_down(), 0, done));
   EXPECT_EQ(s1.status.phase, reset_phase::restoring);
+  EXPECT_EQ(s1.status.job_completed_at, t0 + 55s);
   EXPECT_EQ(s1.label_patch.at(dp), std::optional<std::string>{"true"});
   EXPECT_EQ(s1.label_patch.at(gfd), std::nullopt); // was absent: removed
   EXPECT_FALSE(s1.finished);
+  EXPECT_FALSE(s1.remove_finalizer);
   auto restored = operator_labels();
+  // seed 001 step 5: the labels are back, the operands not yet.
   auto s2 =
     reconcile_gpu_reset(request(), s1.status, observe(t0 + 62s, restored, 0, done));
   EXPECT_TRUE(s2.label_patch.empty());
-  EXPECT_TRUE(s2.finished);
-  EXPECT_EQ(s2.status.phase, reset_phase::succeeded);
-  EXPECT_EQ(s2.status.completed_at, t0 + 62s);
-  auto st = status_json(s2.status);
+  EXPECT_FALSE(s2.finished);
+  EXPECT_EQ(s2.status.phase, reset_phase::restoring);
+  EXPECT_EQ(s2.requeue_after, 5s);
+  EXPECT_TRUE(s2.status_changed); // LabelsRestored, from when the wait counts
+  // Two of the three are back: still waiting.
+  auto partly = observe(t0 + 67s, restored, 0, done);
+  partly.running_operands = {dp, dcgm};
+  auto s3 = reconcile_gpu_reset(request(), s2.status, partly);
+  EXPECT_FALSE(s3.finished);
+  auto s4 =
+    reconcile_gpu_reset(request(), s3.status, redeployed(t0 + 72s, restored, done));
+  EXPECT_TRUE(s4.finished);
+  EXPECT_TRUE(s4.remove_finalizer);
+  EXPECT_EQ(s4.status.phase, reset_phase::succeeded);
+  EXPECT_EQ(s4.status.completed_at, t0 + 72s);
+  EXPECT_EQ(reset_duration_seconds(t0 - 10s, s4.status), 65.0); // creation → Job done
+  auto st = status_json(s4.status);
   EXPECT_EQ(st["phase"], "Succeeded");
   EXPECT_FALSE(st.contains("failureReason"));
   EXPECT_EQ(st["startedAt"], format_rfc3339(t0));
+  EXPECT_EQ(st["jobCompletedAt"], format_rfc3339(t0 + 55s));
   EXPECT_EQ(st["savedLabels"][dp], "true");
-  bool complete = false;
+  std::map<std::string, std::string> conditions;
   for (const auto& c : st["conditions"])
-    if (c["type"] == "Complete")
-      complete = c["status"] == "True";
-  EXPECT_TRUE(complete);
-  // Done is done.
-  auto s3 = reconcile_gpu_reset(request(), s2.status, observe(t0 + 99s, restored));
-  EXPECT_FALSE(s3.status_changed);
-  EXPECT_FALSE(s3.finished);
+    conditions[c["type"]] = c["status"];
+  EXPECT_EQ(conditions["Complete"], "True");
+  EXPECT_EQ(conditions["LabelsRestored"], "True");
+  EXPECT_EQ(conditions["OperandsRedeployed"], "True");
+  // Done is done; the finalizer comes off even when its removal was lost.
+  auto s5 = reconcile_gpu_reset(request(), s4.status, observe(t0 + 99s, restored));
+  EXPECT_FALSE(s5.status_changed);
+  EXPECT_FALSE(s5.finished);
+  EXPECT_TRUE(s5.remove_finalizer);
+  auto without = request();
+  without.has_finalizer = false;
+  EXPECT_FALSE(reconcile_gpu_reset(without, s4.status, observe(t0 + 99s, restored))
+                 .remove_finalizer);
+}
+
+TEST(gpu_reset_plan, operands_that_do_not_come_back_fail_the_reset) {
+  auto status = with_job_created();
+  auto done = job_done(true);
+  auto s1 =
+    reconcile_gpu_reset(request(), status, observe(t0 + 60s, torn_down(), 0, done));
+  auto restored = operator_labels();
+  auto s2 =
+    reconcile_gpu_reset(request(), s1.status, observe(t0 + 62s, restored, 0, done));
+  auto late = observe(t0 + 62s + 299s, restored, 0, done);
+  late.running_operands = {dp, exporter};
+  EXPECT_FALSE(reconcile_gpu_reset(request(), s2.status, late).finished);
+  late.now = t0 + 62s + 300s;
+  auto s3 = reconcile_gpu_reset(request(), s2.status, late);
+  EXPECT_TRUE(s3.finished);
+  EXPECT_EQ(s3.status.phase, reset_phase::failed);
+  EXPECT_EQ(s3.status.failure_reason, failure_reason::redeploy_failed);
+  bool named = false;
+  for (const auto& c : s3.status.conditions)
+    named = named
+            || (c.type == "OperandsRedeployed" && !c.status
+                && c.message.find("nvidia-dcgm") != std::string::npos);
+  EXPECT_TRUE(named);
+  // A reset that had failed already keeps its own reason.
+  auto failed = job_create_failed(status, "forbidden", t0 + 3s);
+  auto f1 = reconcile_gpu_reset(request(), failed, observe(t0 + 4s, restored));
+  auto f2 = reconcile_gpu_reset(request(), f1.status, observe(t0 + 400s, restored));
+  EXPECT_EQ(f2.status.failure_reason, failure_reason::job_create_failed);
+  // Labels "false" before the reset were never redeployed: nothing to wait for.
+  auto off = request();
+  auto o1 = reconcile_gpu_reset(off, {}, observe(t0, torn_down()));
+  auto o2 = reconcile_gpu_reset(off, o1.status, observe(t0, torn_down()));
+  EXPECT_TRUE(o2.label_patch.empty());
+  EXPECT_EQ(o2.status.phase, reset_phase::resetting);
+  auto o3 = reconcile_gpu_reset(off, o2.status, observe(t0 + 60s, torn_down(), 0, done));
+  EXPECT_TRUE(o3.finished);
+  EXPECT_EQ(o3.status.phase, reset_phase::succeeded);
 }
 
 TEST(gpu_reset_plan, restore_leaves_labels_someone_else_changed) {
@@ -132,6 +257,15 @@ TEST(gpu_reset_plan, restore_leaves_labels_someone_else_changed) {
   EXPECT_EQ(s1.label_patch.count(exporter), 0u);
   EXPECT_EQ(s1.label_patch.count(dp), 1u);
   EXPECT_EQ(s1.notes.size(), 1u); // exporter; dcgm already holds its saved value
+  labels[dp] = "true";
+  labels.erase(gfd);
+  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(t0 + 62s, labels, 0, done));
+  EXPECT_TRUE(s2.label_patch.empty());
+  EXPECT_EQ(s2.notes.size(), 1u);
+  // Restored once: while the operands come back, the labels are not read again.
+  auto s3 = reconcile_gpu_reset(request(), s2.status, observe(t0 + 67s, labels, 0, done));
+  EXPECT_TRUE(s3.notes.empty());
+  EXPECT_TRUE(s3.label_patch.empty());
 }
 
 TEST(gpu_reset_plan, job_failures_map_to_reasons_and_still_restore) {
@@ -142,6 +276,7 @@ TEST(gpu_reset_plan, job_failures_map_to_reasons_and_still_restore) {
   };
   for (const auto& r : {row{2, false, failure_reason::reset_command_failed},
                         row{3, false, failure_reason::health_check_failed},
+                        row{5, false, failure_reason::gpu_in_use},
                         row{1, false, failure_reason::job_failed},
                         row{std::nullopt, true, failure_reason::timeout}}) {
     job_observation job;
@@ -154,7 +289,7 @@ TEST(gpu_reset_plan, job_failures_map_to_reasons_and_still_restore) {
     EXPECT_EQ(s1.status.phase, reset_phase::restoring);
     EXPECT_EQ(s1.label_patch.size(), 4u);
     auto s2 = reconcile_gpu_reset(request(), s1.status,
-                                  observe(t0 + 62s, operator_labels(), 0, job));
+                                  redeployed(t0 + 62s, operator_labels(), job));
     EXPECT_EQ(s2.status.phase, reset_phase::failed);
     EXPECT_TRUE(s2.finished);
     EXPECT_EQ(status_json(s2.status)["failureReason"], r.reason);
@@ -177,7 +312,10 @@ TEST(gpu_reset_plan, a_job_running_past_its_deadline_is_deleted) {
 
 TEST(gpu_reset_plan, teardown_timeout_fails_and_restores) {
   auto s1 = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels(), 4));
-  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(t0 + 300s, torn_down(), 1));
+  auto s1b = reconcile_gpu_reset(request(), s1.status, observe(t0, operator_labels(), 4));
+  EXPECT_EQ(s1b.label_patch.size(), 4u);
+  auto s2 =
+    reconcile_gpu_reset(request(), s1b.status, observe(t0 + 300s, torn_down(), 1));
   EXPECT_EQ(s2.status.failure_reason, failure_reason::teardown_failed);
   EXPECT_FALSE(s2.create_job.has_value());
   EXPECT_EQ(s2.label_patch.size(), 4u);
@@ -188,10 +326,95 @@ TEST(gpu_reset_plan, missing_node_and_job_create_failure) {
   o.node_exists = false;
   auto s = reconcile_gpu_reset(request(), {}, o);
   EXPECT_EQ(s.status.phase, reset_phase::failed);
+  EXPECT_EQ(s.status.failure_reason, failure_reason::teardown_failed);
   EXPECT_TRUE(s.label_patch.empty());
+  EXPECT_TRUE(s.finished);
+  EXPECT_TRUE(s.remove_finalizer);
   auto failed = job_create_failed(with_job_created(), "forbidden", t0 + 3s);
   EXPECT_EQ(failed.failure_reason, failure_reason::job_create_failed);
   EXPECT_EQ(failed.phase, reset_phase::restoring);
+}
+
+// issue #20 item 6: a GPUReset deleted mid-way puts the labels back before
+// its finalizer lets it go, whatever its phase; it writes no status any more.
+TEST(gpu_reset_plan, a_deleted_reset_restores_the_labels_then_lets_go) {
+  auto s1 = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels(), 4));
+  auto tearing =
+    reconcile_gpu_reset(request(), s1.status, observe(t0, operator_labels()));
+  auto d1 =
+    reconcile_gpu_reset(deleted(), tearing.status, observe(t0 + 3s, torn_down(), 4));
+  EXPECT_EQ(d1.label_patch.size(), 4u);
+  EXPECT_EQ(d1.label_patch.at(dp), std::optional<std::string>{"true"});
+  EXPECT_EQ(d1.label_patch.at(gfd), std::nullopt);
+  EXPECT_TRUE(d1.remove_finalizer); // after the labels, in the same step
+  EXPECT_FALSE(d1.status_changed);
+  EXPECT_FALSE(d1.add_finalizer);
+  EXPECT_FALSE(d1.create_job.has_value());
+  // Labels someone else changed meanwhile stay as they are.
+  auto changed = torn_down();
+  changed[dcgm] = "pinned";
+  auto d2 = reconcile_gpu_reset(deleted(), tearing.status, observe(t0 + 3s, changed));
+  EXPECT_EQ(d2.label_patch.count(dcgm), 0u);
+  EXPECT_EQ(d2.notes.size(), 1u);
+  // Deleted before the teardown (recorded, labels untouched) or after the end.
+  auto d3 =
+    reconcile_gpu_reset(deleted(), s1.status, observe(t0 + 3s, operator_labels()));
+  EXPECT_TRUE(d3.label_patch.empty());
+  EXPECT_TRUE(d3.remove_finalizer);
+  gpu_reset_status pending;
+  EXPECT_TRUE(reconcile_gpu_reset(deleted(), pending, observe(t0, {})).remove_finalizer);
+  // Not ours to hold: nothing at all.
+  auto foreign = deleted();
+  foreign.has_finalizer = false;
+  auto d4 = reconcile_gpu_reset(foreign, tearing.status, observe(t0 + 3s, torn_down()));
+  EXPECT_TRUE(d4.label_patch.empty());
+  EXPECT_FALSE(d4.remove_finalizer);
+  // The node is gone: nothing to restore.
+  auto gone = observe(t0 + 3s, {});
+  gone.node_exists = false;
+  auto d5 = reconcile_gpu_reset(deleted(), tearing.status, gone);
+  EXPECT_TRUE(d5.label_patch.empty());
+  EXPECT_TRUE(d5.remove_finalizer);
+}
+
+// Operands redeployed under a running reset would hold the GPU: a deletion
+// waits for the Job (bounded by its deadline, then deletes it).
+TEST(gpu_reset_plan, a_reset_deleted_while_its_job_runs_waits_for_the_job) {
+  auto status = with_job_created();
+  job_observation running;
+  running.active = true;
+  auto d1 =
+    reconcile_gpu_reset(deleted(), status, observe(t0 + 30s, torn_down(), 0, running));
+  EXPECT_TRUE(d1.label_patch.empty());
+  EXPECT_FALSE(d1.remove_finalizer);
+  EXPECT_FALSE(d1.delete_job);
+  EXPECT_EQ(d1.requeue_after, 10s);
+  auto d2 = reconcile_gpu_reset(deleted(), status,
+                                observe(t0 + 60s, torn_down(), 0, job_done(false)));
+  EXPECT_EQ(d2.label_patch.size(), 4u);
+  EXPECT_TRUE(d2.remove_finalizer);
+  EXPECT_FALSE(d2.delete_job);
+  auto d3 = reconcile_gpu_reset(deleted(), status,
+                                observe(t0 + 2s + 1510s, torn_down(), 0, running));
+  EXPECT_TRUE(d3.delete_job);
+  EXPECT_EQ(d3.label_patch.size(), 4u);
+  EXPECT_TRUE(d3.remove_finalizer);
+  // The Job is gone (its deletion, or never seen): restore.
+  auto d4 = reconcile_gpu_reset(deleted(), status, observe(t0 + 60s, torn_down()));
+  EXPECT_EQ(d4.label_patch.size(), 4u);
+  EXPECT_TRUE(d4.remove_finalizer);
+}
+
+TEST(gpu_reset_plan, the_duration_runs_from_creation_to_the_job_completion) {
+  gpu_reset_status s;
+  EXPECT_EQ(reset_duration_seconds(t0, s), std::nullopt); // not ended
+  s.phase = reset_phase::failed;
+  s.started_at = t0 + 1s;
+  s.completed_at = t0 + 40s; // failed before any Job: until the failure
+  EXPECT_EQ(reset_duration_seconds(t0, s), 40.0);
+  s.job_completed_at = t0 + 30s;
+  EXPECT_EQ(reset_duration_seconds(t0, s), 30.0);
+  EXPECT_EQ(reset_duration_seconds(wall_time{}, s), 29.0); // no creationTimestamp
 }
 
 TEST(gpu_reset_plan, the_job_is_pinned_privileged_and_bounded) {
@@ -203,6 +426,9 @@ TEST(gpu_reset_plan, the_job_is_pinned_privileged_and_bounded) {
   EXPECT_EQ(job["metadata"]["ownerReferences"][0]["uid"], "uid-1");
   EXPECT_EQ(job["spec"]["activeDeadlineSeconds"], 1500);
   EXPECT_EQ(job["spec"]["backoffLimit"], 0);
+  // The drain knows the Job's pod as vigil's own by this label (drain_plan).
+  EXPECT_EQ(job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "vigil");
   const auto& pod = job["spec"]["template"]["spec"];
   EXPECT_EQ(pod["nodeName"], "node1");
   EXPECT_EQ(pod["serviceAccountName"], "vigil-gpu-reset");

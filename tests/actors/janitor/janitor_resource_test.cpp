@@ -62,6 +62,46 @@ TEST(janitor_resource, a_bad_gpureset_names_the_field) {
             "metadata.name");
 }
 
+TEST(janitor_resource, the_finalizer_and_a_deletion_are_read_and_patched) {
+  auto cr = reset_cr();
+  cr["metadata"]["resourceVersion"] = "42";
+  cr["metadata"]["finalizers"] = {"someone.else/keep"};
+  auto plain = read_gpu_reset(cr);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_FALSE(plain->request.has_finalizer);
+  EXPECT_FALSE(plain->request.deletion_requested);
+  EXPECT_EQ(plain->resource_version, "42");
+  auto add = json::parse(finalizer_patch_body(*plain, true));
+  EXPECT_EQ(add["metadata"]["finalizers"],
+            json::array({"someone.else/keep", "vigil.dev/restore-operand-labels"}));
+  EXPECT_EQ(add["metadata"]["resourceVersion"], "42"); // a concurrent change: 409
+
+  cr["metadata"]["finalizers"] = {"vigil.dev/restore-operand-labels",
+                                  "someone.else/keep"};
+  cr["metadata"]["deletionTimestamp"] = "2026-11-23T10:05:00Z";
+  auto going = read_gpu_reset(cr);
+  ASSERT_TRUE(going.has_value());
+  EXPECT_TRUE(going->request.has_finalizer);
+  EXPECT_TRUE(going->request.deletion_requested);
+  auto remove = json::parse(finalizer_patch_body(*going, false));
+  EXPECT_EQ(remove["metadata"]["finalizers"], json::array({"someone.else/keep"}));
+  going->finalizers = {"vigil.dev/restore-operand-labels"};
+  EXPECT_EQ(json::parse(finalizer_patch_body(*going, false))["metadata"]["finalizers"],
+            json::array());
+
+  // status.gpuType and jobCompletedAt survive the round trip.
+  gpu_reset_status status;
+  status.phase = reset_phase::restoring;
+  status.started_at = at(10);
+  status.gpu_type = "NVIDIA-H100-80GB-HBM3";
+  status.job_completed_at = at(70);
+  cr["status"] = status_json(status);
+  auto read = read_gpu_reset(cr);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->status.gpu_type, "NVIDIA-H100-80GB-HBM3");
+  EXPECT_EQ(read->status.job_completed_at, at(70));
+}
+
 reboot_object reboot_cr() {
   auto cr = read_reboot_node(json{{"metadata", {{"name", "reboot-1"}, {"uid", "u-2"}}},
                                   {"spec", {{"nodeName", "node-1"}}}});
@@ -85,6 +125,9 @@ TEST(janitor_resource, a_reboot_records_the_boot_id_then_waits_for_a_new_one_rea
   auto job = json::parse(*first.create_job);
   EXPECT_EQ(job["spec"]["template"]["spec"]["nodeName"], "node-1");
   EXPECT_EQ(job["spec"]["template"]["spec"]["hostPID"], true);
+  // The drain knows the Job's pod as vigil's own by this label (drain_plan).
+  EXPECT_EQ(job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "vigil");
   EXPECT_EQ(job["metadata"]["ownerReferences"][0]["uid"], "u-2");
   EXPECT_EQ(job["metadata"]["name"], reboot_job_name("reboot-1"));
   cr.status = first.status;
@@ -153,6 +196,29 @@ TEST(janitor_resource, the_cluster_is_read_as_the_plans_need_it) {
   EXPECT_EQ(count_operand_pods(pods), 1u);
   EXPECT_EQ(count_operand_pods(json("garbage")), 0u);
 
+  // Running again: Running, not going, not reported unready.
+  auto operand = [](const char* app, json status, bool deleting = false) {
+    json pod = {{"metadata", {{"labels", {{"app", app}}}}},
+                {"status", std::move(status)}};
+    if (deleting)
+      pod["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z";
+    return pod;
+  };
+  json again = {{"items",
+                 {operand("nvidia-device-plugin-daemonset",
+                          {{"phase", "Running"},
+                           {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}),
+                  operand("nvidia-dcgm", {{"phase", "Running"}}),
+                  operand("nvidia-dcgm-exporter",
+                          {{"phase", "Running"},
+                           {"conditions", {{{"type", "Ready"}, {"status", "False"}}}}}),
+                  operand("gpu-feature-discovery", {{"phase", "Running"}}, true),
+                  operand("trainer", {{"phase", "Running"}})}}};
+  EXPECT_EQ(running_operands(again),
+            (std::set<std::string>{"nvidia.com/gpu.deploy.device-plugin",
+                                   "nvidia.com/gpu.deploy.dcgm"}));
+  EXPECT_TRUE(running_operands(json("garbage")).empty());
+
   json failed_job = {{"status",
                       {{"failed", 1},
                        {"conditions",
@@ -164,6 +230,15 @@ TEST(janitor_resource, the_cluster_is_read_as_the_plans_need_it) {
   EXPECT_TRUE(job.failed);
   EXPECT_TRUE(job.deadline_exceeded);
   EXPECT_EQ(job.message, "too slow");
+  EXPECT_EQ(job.finished_at, std::nullopt);
+  failed_job["status"]["conditions"][0]["lastTransitionTime"] = "2026-11-23T10:04:00Z";
+  EXPECT_EQ(read_job(failed_job).finished_at,
+            std::optional<wall_time>{*parse_rfc3339("2026-11-23T10:04:00Z")});
+  auto complete = read_job(
+    json{{"status", {{"succeeded", 1}, {"completionTime", "2026-11-23T10:03:00Z"}}}});
+  EXPECT_TRUE(complete.succeeded);
+  EXPECT_EQ(complete.finished_at,
+            std::optional<wall_time>{*parse_rfc3339("2026-11-23T10:03:00Z")});
   EXPECT_TRUE(read_job(json{{"status", {{"succeeded", 1}}}}).succeeded);
   EXPECT_FALSE(read_job(json::object()).failed);
 

@@ -342,7 +342,8 @@ class shipped_scenario : public testing::TestWithParam<std::string> {};
 
 INSTANTIATE_TEST_SUITE_P(safety, shipped_scenario,
                          testing::Values("reboot-after-a-failed-reset",
-                                         "full-drain-during-a-reset"));
+                                         "full-drain-during-a-reset",
+                                         "a-failed-validation"));
 
 TEST_P(shipped_scenario, passes) {
   const auto file = std::string{std::getenv("VIGIL_SOURCE_DIR")}

@@ -835,6 +835,107 @@ TEST_F(kube_store, finalizers_hold_an_object_until_removed) {
   EXPECT_FALSE(exists(resets(), "ops", "r1"));
 }
 
+// As the real API server: a DELETE of an object with finalizers only sets
+// deletionTimestamp (once); the finalizers' owners may still update it and
+// remove theirs, but nobody may add one; the object goes with the last one.
+TEST_F(kube_store, an_object_being_deleted_takes_no_new_finalizers) {
+  create(
+    resets(), "ops",
+    {{"metadata", {{"name", "r1"}, {"finalizers", {"vigil.dev/a", "vigil.dev/b"}}}}});
+  auto deleted = store.remove(resets(), "ops", "r1", {});
+  ASSERT_TRUE(deleted.ok());
+  const auto stamp = (*deleted.value)["metadata"]["deletionTimestamp"];
+  EXPECT_EQ(stamp, "2024-05-01T00:00:00Z");
+  EXPECT_EQ((*deleted.value)["metadata"]["deletionGracePeriodSeconds"], 0);
+  clock += 60;
+  auto again = store.remove(resets(), "ops", "r1", {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again.value)["metadata"]["deletionTimestamp"], stamp);
+
+  auto added = store.patch(
+    resets(), "ops", "r1",
+    {{"metadata", {{"finalizers", {"vigil.dev/a", "vigil.dev/b", "z/new", "y/new"}}}}},
+    patch_type::merge, false);
+  EXPECT_EQ(added.error.code, 422);
+  EXPECT_EQ(added.error.reason, "Invalid");
+  EXPECT_EQ(added.error.message,
+            "GPUReset.vigil.dev \"r1\" is invalid: metadata.finalizers: Forbidden: no "
+            "new finalizers can be added if the object is being deleted, found new "
+            "finalizers []string{\"y/new\", \"z/new\"}");
+  EXPECT_EQ(added.error.details["causes"][0]["reason"], "FieldValueForbidden");
+  EXPECT_EQ(added.error.details["causes"][0]["field"], "metadata.finalizers");
+  EXPECT_EQ(added.error.details["group"], "vigil.dev");
+  // A PUT is held to the same rule.
+  auto current = get(resets(), "ops", "r1");
+  current["metadata"]["finalizers"].push_back("x/new");
+  EXPECT_EQ(store.update(resets(), "ops", "r1", current, false).error.code, 422);
+
+  // Other updates go through, deletionTimestamp untouched; the status too.
+  auto labelled =
+    patch(resets(), "ops", "r1", {{"metadata", {{"labels", {{"restored", "yes"}}}}}},
+          patch_type::merge);
+  EXPECT_EQ(labelled["metadata"]["deletionTimestamp"], stamp);
+  patch(resets(), "ops", "r1", {{"status", {{"phase", "Restoring"}}}}, patch_type::merge,
+        true);
+  patch(resets(), "ops", "r1", {{"metadata", {{"finalizers", {"vigil.dev/b"}}}}},
+        patch_type::merge);
+  EXPECT_TRUE(exists(resets(), "ops", "r1"));
+  const auto version = store.current_resource_version();
+  patch(resets(), "ops", "r1", {{"metadata", {{"finalizers", json::array()}}}},
+        patch_type::merge);
+  EXPECT_FALSE(exists(resets(), "ops", "r1"));
+  EXPECT_EQ(types_of(watch(resets(), "ops", version)), strings{"DELETED:r1"});
+}
+
+TEST_F(kube_store, finalizers_are_added_freely_before_a_deletion) {
+  create(resets(), "ops", {{"metadata", {{"name", "r2"}}}});
+  auto added =
+    patch(resets(), "ops", "r2", {{"metadata", {{"finalizers", {"vigil.dev/a"}}}}},
+          patch_type::merge);
+  EXPECT_EQ(added["metadata"]["finalizers"], json::array({"vigil.dev/a"}));
+  // Emptying the list of an object nobody deletes leaves it in place.
+  patch(resets(), "ops", "r2", {{"metadata", {{"finalizers", nullptr}}}},
+        patch_type::merge);
+  EXPECT_TRUE(exists(resets(), "ops", "r2"));
+  EXPECT_TRUE(store.remove(resets(), "ops", "r2", {}).ok());
+  EXPECT_FALSE(exists(resets(), "ops", "r2"));
+}
+
+// A pod with finalizers outlives its kubelet: the grace period ends, the pod
+// stays until its last finalizer goes (and a pod in its grace period whose
+// finalizers go first still waits for its kubelet).
+TEST_F(kube_store, a_pod_with_finalizers_stays_until_they_are_removed) {
+  auto pod = pod_object("tracked", "node-a");
+  pod["metadata"]["finalizers"] = {"batch.kubernetes.io/job-tracking"};
+  create(pods(), "ops", pod);
+  store.remove(pods(), "ops", "tracked", {});
+  EXPECT_EQ(get(pods(), "ops", "tracked")["metadata"]["deletionGracePeriodSeconds"], 30);
+  EXPECT_TRUE(store.finish_pod_deletion("ops", "tracked"));
+  auto waiting = get(pods(), "ops", "tracked");
+  EXPECT_EQ(waiting["metadata"]["deletionGracePeriodSeconds"], 0);
+  EXPECT_FALSE(store.finish_pod_deletion("ops", "tracked"));
+  patch(pods(), "ops", "tracked", {{"metadata", {{"finalizers", nullptr}}}},
+        patch_type::merge);
+  EXPECT_FALSE(exists(pods(), "ops", "tracked"));
+
+  pod["metadata"]["name"] = "in-grace";
+  create(pods(), "ops", pod);
+  store.remove(pods(), "ops", "in-grace", {});
+  patch(pods(), "ops", "in-grace", {{"metadata", {{"finalizers", nullptr}}}},
+        patch_type::merge);
+  EXPECT_TRUE(exists(pods(), "ops", "in-grace"));
+  EXPECT_TRUE(store.finish_pod_deletion("ops", "in-grace"));
+  EXPECT_FALSE(exists(pods(), "ops", "in-grace"));
+
+  // Force deletion (grace 0) of a pod with finalizers: marked, kept.
+  pod["metadata"]["name"] = "forced";
+  create(pods(), "ops", pod);
+  auto forced = store.remove(pods(), "ops", "forced", {std::int64_t{0}, {}, {}, {}});
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ((*forced.value)["metadata"]["deletionGracePeriodSeconds"], 0);
+  EXPECT_TRUE(exists(pods(), "ops", "forced"));
+}
+
 TEST_F(kube_store, background_deletion_removes_dependents) {
   auto owner = create(configmaps(), "gpu", {{"metadata", {{"name", "owner"}}}});
   create(

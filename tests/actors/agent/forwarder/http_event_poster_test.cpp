@@ -153,6 +153,30 @@ TEST(http_event_poster, posts_ndjson_with_the_bearer_token) {
   EXPECT_EQ(request.body, body);
 }
 
+// The heartbeat's wire format: POST <url>/v1/heartbeat, JSON, the events'
+// bearer token; any 2xx is accepted.
+TEST(http_event_poster, posts_the_heartbeat_as_json_with_the_bearer_token) {
+  const auto token_file = test::fresh_directory() + "/token";
+  write_file(token_file, "secret-1\n");
+  loopback_server server(
+    {response(204, "No Content", ""), response(404, "Not Found", "")});
+  auto options = options_for(server.url() + "/");
+  options.token_file = token_file;
+  http_event_poster poster(options);
+  const std::string heartbeat = R"({"nodeName":"gpu-node-1"})";
+  EXPECT_EQ(poster.post_heartbeat(heartbeat).outcome, post_outcome::accepted);
+  auto missing = poster.post_heartbeat(heartbeat); // a control plane without the route
+  server.join();
+  EXPECT_EQ(missing.outcome, post_outcome::rejected);
+  EXPECT_EQ(missing.http_status, 404);
+  ASSERT_EQ(server.requests().size(), 2u);
+  const auto& request = server.requests()[0];
+  EXPECT_EQ(request.head.rfind("POST /v1/heartbeat HTTP/1.1\r\n", 0), 0u) << request.head;
+  EXPECT_NE(request.head.find("Authorization: Bearer secret-1\r\n"), std::string::npos);
+  EXPECT_NE(request.head.find("Content-Type: application/json\r\n"), std::string::npos);
+  EXPECT_EQ(request.body, heartbeat);
+}
+
 TEST(http_event_poster, a_changed_token_file_is_read_again) {
   const auto token_file = test::fresh_directory() + "/token";
   write_file(token_file, "first");

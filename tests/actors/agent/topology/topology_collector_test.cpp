@@ -2,11 +2,14 @@
 // or reads files, and writes gpu_metadata.json that loads back the same.
 #include "actors/agent/topology/topology_collector.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "tests/support/fresh_directory.hpp"
 
@@ -69,6 +72,92 @@ TEST(topology_collector, reads_files_and_names_what_failed) {
   auto missing = collect_gpu_metadata("n", files, never);
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().where, "/nonexistent/topo.txt");
+}
+
+// A fake nvidia-smi: a shell script with `body`, executable, in a fresh directory.
+std::string fake_command(const std::string& body) {
+  const auto path = test::fresh_directory() + "/nvidia-smi";
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+// The pid a fake wrote to `path`; 0 when it never got that far.
+pid_t pid_in(const std::string& path) {
+  std::ifstream in(path);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+// Gone, or a zombie waiting for whoever inherited it: either way not running.
+bool stopped(pid_t pid) {
+  for (int i = 0; i < 200; ++i) { // SIGKILL lands at once; allow a busy machine 2 s
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line))
+      return true;
+    auto state = line.find(") ");
+    if (state != std::string::npos && line[state + 2] == 'Z')
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  return false;
+}
+
+TEST(run_command, returns_stdout_and_names_a_failing_exit) {
+  auto out = run_command("printf 'a\\nb'; echo ignored >&2", std::chrono::seconds{10});
+  ASSERT_TRUE(out.has_value()) << out.error().to_string();
+  EXPECT_EQ(*out, "a\nb");
+  auto failed = run_command("exit 3", std::chrono::seconds{10});
+  ASSERT_FALSE(failed.has_value());
+  EXPECT_EQ(failed.error().to_string(), "exit 3: exited with status 3");
+}
+
+// A hung nvidia-smi (a wedged driver) must not hold the agent's startup: at
+// the timeout the command is killed and the failure says what timed out.
+TEST(run_command, a_command_past_its_timeout_is_killed) {
+  const auto script = fake_command("echo $$ > \"$(dirname \"$0\")/pid\"\nexec sleep 10");
+  const auto pid_file = script.substr(0, script.rfind('/')) + "/pid";
+  const auto started = std::chrono::steady_clock::now();
+  auto out = run_command(script + " topo -m", std::chrono::milliseconds{200});
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error().to_string(), script + " topo -m: timed out after 200ms; killed");
+  EXPECT_LT(took, std::chrono::seconds{5});
+  const pid_t pid = pid_in(pid_file);
+  ASSERT_GT(pid, 0) << "the fake never ran";
+  EXPECT_TRUE(stopped(pid));
+}
+
+// The whole process group goes: a child in the background holding stdout open,
+// and a command that closed stdout but keeps running.
+TEST(run_command, the_timeout_kills_children_and_does_not_wait_for_eof) {
+  const auto script =
+    fake_command("sleep 10 &\necho $! > \"$(dirname \"$0\")/pid\"\nwait");
+  const auto pid_file = script.substr(0, script.rfind('/')) + "/pid";
+  auto out = run_command(script, std::chrono::milliseconds{200});
+  ASSERT_FALSE(out.has_value());
+  EXPECT_NE(out.error().what.find("timed out"), std::string::npos);
+  const pid_t child = pid_in(pid_file);
+  ASSERT_GT(child, 0) << "the fake never ran";
+  EXPECT_TRUE(stopped(child));
+
+  const auto started = std::chrono::steady_clock::now();
+  auto closed = run_command("exec >&-; sleep 10", std::chrono::milliseconds{200});
+  ASSERT_FALSE(closed.has_value());
+  EXPECT_NE(closed.error().what.find("timed out"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{5});
+}
+
+TEST(topology_collector, a_hung_nvidia_smi_fails_the_collection_naming_the_call) {
+  topology_sources sources;
+  sources.nvidia_smi = fake_command("exec sleep 10");
+  auto metadata = collect_gpu_metadata(
+    "n", sources, timed_command_runner(std::chrono::milliseconds{200}));
+  ASSERT_FALSE(metadata.has_value());
+  EXPECT_EQ(metadata.error().to_string(),
+            sources.nvidia_smi + " topo -m: timed out after 200ms; killed");
 }
 
 } // namespace

@@ -36,11 +36,20 @@ active_record reboot_record(const std::string& id) {
   return record(id, recommended_action::restart_bm, gpu_b);
 }
 
+// The machine without the validation step: the cases that end at the CR.
+remediation_config without_validation() {
+  remediation_config config;
+  config.validation.after_reset = false;
+  config.validation.after_reboot = false;
+  return config;
+}
+
 // Drives one machine as the node actor does, answering the obvious: no CR
 // exists from before a restart, the breaker grants a slot, a CR is created.
 // Every command is kept, in order, for the checks.
 struct machine_run {
-  explicit machine_run(remediation_config config = {}) : machine("node-1", config) {
+  explicit machine_run(remediation_config config = without_validation())
+    : machine("node-1", config) {
     view.quarantined = true;
     view.facts.product_name = "NVIDIA H100 80GB HBM3";
     view.pool = "rack-1";
@@ -348,7 +357,7 @@ TEST(remediation_machine, a_reboots_success_clears_only_what_predates_the_boot) 
 }
 
 TEST(remediation_machine, a_climb_deferred_by_a_cooldown_is_counted_once) {
-  remediation_config config;
+  auto config = without_validation();
   config.escalation.max_resets_per_gpu = 1;
   machine_run run(config);
   run.node_has({reboot_record("r1")});
@@ -427,7 +436,7 @@ TEST(remediation_machine, a_cr_created_before_a_restart_is_followed_not_created_
 }
 
 TEST(remediation_machine, a_dry_run_journals_and_creates_nothing) {
-  remediation_config config;
+  auto config = without_validation();
   config.dry_run = true;
   machine_run run(config);
   run.node_has({reset_record("e1", gpu_a)});
@@ -445,7 +454,7 @@ TEST(remediation_machine, contact_support_and_the_ladders_end_go_to_a_person) {
   ASSERT_EQ(run.all<cmd::hand_to_operator>().size(), 1u);
   EXPECT_TRUE(run.created.empty());
 
-  remediation_config config;
+  auto config = without_validation();
   config.options.replace = replace_target::provider_hook;
   machine_run replace(config);
   replace.node_has({record("r", recommended_action::replace_vm)});
@@ -471,6 +480,81 @@ TEST(remediation_machine, a_failing_gpu_climbs_the_whole_ladder) {
                            remediation_kind::gpu_reset, remediation_kind::reboot_node,
                            remediation_kind::terminate_node}));
   EXPECT_EQ(run.all<cmd::hand_to_operator>().size(), 1u);
+}
+
+// seed 003, proof of recovery before return: the node is held until the
+// validation Job passes; it names the reset GPU and the GPU count before.
+TEST(remediation_machine, a_fix_is_validated_before_the_node_is_released) {
+  machine_run run{remediation_config{}};
+  run.view.gpu_count = 8;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  EXPECT_TRUE(run.machine.holds_quarantine()); // the CR runs
+  run.view.records.clear();                    // the Job's "GPU reset occurred": healthy
+  run.consider();
+  EXPECT_TRUE(run.all<cmd::journal_step>().back().phase != "released");
+  run.cr_is("Succeeded");
+  EXPECT_EQ(run.machine.step(), remediation_step::validating);
+  EXPECT_TRUE(run.machine.holds_quarantine());
+  auto runs = run.all<cmd::run_validation>();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].gpus, std::vector<std::string>{gpu_a});
+  EXPECT_EQ(runs[0].expected_gpus, 8);
+  EXPECT_EQ(runs[0].job, validation_job_name(run.machine.cr_name()));
+  run.advance(10s);
+  ASSERT_EQ(run.all<cmd::read_validation>().size(), 1u);
+  run.take(run.machine.on_validation_progress(run.machine.generation(), {true, true, ""},
+                                              run.view, run.now));
+  EXPECT_TRUE(run.saw_phase("validated " + reset_group(gpu_a)));
+  EXPECT_FALSE(run.machine.holds_quarantine());
+  EXPECT_EQ(run.all<cmd::hold_ended>().size(), 1u);
+  run.consider(); // the node actor re-decides: no records, nothing held
+  EXPECT_TRUE(run.saw_phase("released " + reset_group(gpu_a))
+              || run.machine.queue().idle());
+}
+
+TEST(remediation_machine, a_failed_or_late_validation_is_a_fault_on_the_next_rung) {
+  for (bool late : {false, true}) {
+    machine_run run{remediation_config{}};
+    run.node_has({reset_record("e1", gpu_a)});
+    run.consider();
+    run.view.records.clear();
+    run.cr_is("Succeeded");
+    if (late) {
+      run.advance(31min);
+      run.take(run.machine.on_validation_progress(run.machine.generation(), {}, run.view,
+                                                  run.now));
+    } else {
+      run.take(run.machine.on_validation_progress(run.machine.generation(),
+                                                  {true, false, "BackoffLimitExceeded"},
+                                                  run.view, run.now));
+    }
+    EXPECT_TRUE(run.saw_phase("validation_failed " + reset_group(gpu_a))) << late;
+    auto faults = run.all<cmd::report_fault>();
+    ASSERT_EQ(faults.size(), 1u) << late;
+    EXPECT_EQ(faults[0].event.action, recommended_action::restart_bm);
+    EXPECT_TRUE(faults[0].event.is_fatal);
+    EXPECT_EQ(faults[0].event.entities.at(0).value, gpu_a);
+    // Held until the node has applied the fault: never released in between.
+    EXPECT_TRUE(run.machine.holds_quarantine());
+    EXPECT_TRUE(run.all<cmd::hold_ended>().empty());
+    auto fault = record(faults[0].event.id, recommended_action::restart_bm, gpu_a);
+    run.view.records = {fault};
+    run.consider();
+    EXPECT_FALSE(run.machine.holds_quarantine());
+  }
+}
+
+TEST(remediation_machine, a_missing_validation_job_is_asked_for_again) {
+  machine_run run{remediation_config{}};
+  run.node_has({reboot_record("r1")});
+  run.consider();
+  run.cr_is("Succeeded");
+  ASSERT_EQ(run.all<cmd::run_validation>().size(), 1u);
+  EXPECT_TRUE(run.all<cmd::run_validation>()[0].gpus.empty()); // every GPU after a reboot
+  run.take(
+    run.machine.on_validation_missing(run.machine.generation(), run.view, run.now));
+  EXPECT_EQ(run.all<cmd::run_validation>().size(), 2u);
 }
 
 } // namespace

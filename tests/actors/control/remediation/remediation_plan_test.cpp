@@ -1,5 +1,7 @@
 #include "actors/control/remediation/remediation_plan.hpp"
 
+#include <map>
+
 #include <gtest/gtest.h>
 
 namespace vigil::control {
@@ -144,6 +146,39 @@ TEST(remediation_plan, kind_names_round_trip) {
     EXPECT_EQ(parse_remediation_kind(to_string(kind)), kind);
   EXPECT_EQ(to_string(remediation_kind::gpu_reset), "GPUReset");
   EXPECT_FALSE(parse_remediation_kind("gpureset").has_value());
+}
+
+// seed 001 "Scope of Support" from the labels a GPU-operator cluster has.
+TEST(remediation_plan, reset_support_comes_from_the_nodes_labels) {
+  using labels = std::map<std::string, std::string>;
+  auto supported = [](const labels& l) {
+    return check_reset_support(gpu_facts_from_labels(l), uuid, false).supported;
+  };
+  EXPECT_TRUE(supported({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                         {"nvidia.com/gpu.count", "8"}}));
+  // HGX A100: an 8-GPU Ampere SXM board has NVSwitches (Fabric Manager).
+  EXPECT_FALSE(supported({{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"},
+                          {"nvidia.com/gpu.count", "8"}}));
+  EXPECT_TRUE(supported({{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"},
+                         {"nvidia.com/gpu.count", "4"}}));
+  EXPECT_TRUE(supported({{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"},
+                         {"nvidia.com/gpu.count", "8"},
+                         {"vigil.dev/nvswitch-fabric", "false"}}));
+  // MIG and vGPU: a full drain and a reboot instead.
+  EXPECT_FALSE(supported({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                          {"nvidia.com/mig.strategy", "single"}}));
+  EXPECT_FALSE(supported({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                          {"nvidia.com/mig.config", "all-1g.10gb"}}));
+  EXPECT_TRUE(supported({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                         {"nvidia.com/mig.config", "all-disabled"}}));
+  EXPECT_FALSE(supported({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                          {"nvidia.com/vgpu.present", "true"}}));
+  auto plan = plan_remediation(
+    recommended_action::component_reset, uuid,
+    gpu_facts_from_labels({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                           {"nvidia.com/mig.strategy", "mixed"}}));
+  EXPECT_EQ(plan.kind, remediation_kind::reboot_node);
+  EXPECT_TRUE(plan.fell_back);
 }
 
 } // namespace
