@@ -398,6 +398,7 @@ void read_remediation(section_reader s, remediation_section& c) {
   s.read("dry_run", c.dry_run);
   s.read("poll_seconds", c.poll_seconds, 1u, 3600u);
   s.read("cr_timeout_seconds", c.cr_timeout_seconds, 60u, 7u * 86400u);
+  s.read("terminate_timeout_seconds", c.terminate_timeout_seconds, 60u, 30u * 86400u);
   s.read_one_of("replace_with", c.replace_with, {"TerminateNode", "ProviderHook"});
   s.read("allow_unknown_gpu_model", c.allow_unknown_gpu_model);
   s.read("max_resets_per_gpu", c.max_resets_per_gpu, 1u, 100u);

@@ -148,12 +148,13 @@ struct correlation_section {
 
 /// Remediation and its escalation ladder (issue #8 items 2 and 3); seconds.
 struct remediation_section {
-  bool enabled = true;                        ///< false: quarantine and drain only
-  bool dry_run = false;                       ///< plan and journal; create no CR
-  std::uint32_t poll_seconds = 10;            ///< how often the CR in flight is read
-  std::uint32_t cr_timeout_seconds = 7200;    ///< unfinished CR counts as failed
-  std::string replace_with = "TerminateNode"; ///< REPLACE_VM: or "ProviderHook"
-  bool allow_unknown_gpu_model = false;       ///< reset GPUs of no known generation
+  bool enabled = true;                             ///< false: quarantine and drain only
+  bool dry_run = false;                            ///< plan and journal; create no CR
+  std::uint32_t poll_seconds = 10;                 ///< how often the CR in flight is read
+  std::uint32_t cr_timeout_seconds = 7200;         ///< unfinished CR counts as failed
+  std::uint32_t terminate_timeout_seconds = 86400; ///< the same for a TerminateNode
+  std::string replace_with = "TerminateNode";      ///< REPLACE_VM: or "ProviderHook"
+  bool allow_unknown_gpu_model = false;            ///< reset GPUs of no known generation
   std::uint32_t max_resets_per_gpu = 3;
   std::uint32_t reset_window_seconds = 86400;
   std::uint32_t max_reboots_per_node = 3;

@@ -167,6 +167,7 @@ remediation_settings remediation_settings_from(const remediation_section& s) {
   r.dry_run = s.dry_run;
   r.poll = seconds{s.poll_seconds};
   r.cr_timeout = seconds{s.cr_timeout_seconds};
+  r.terminate_timeout = seconds{s.terminate_timeout_seconds};
   r.options.replace = s.replace_with == "ProviderHook"
                         ? control::replace_target::provider_hook
                         : control::replace_target::terminate_node;

@@ -74,6 +74,8 @@ struct remediation_settings {
   /// A CR not finished within this counts as failed and escalates (a
   /// TerminateNode nobody executes, a janitor that is down).
   std::chrono::seconds cr_timeout{2 * 3600};
+  /// The same for a TerminateNode: a replacement takes hours.
+  std::chrono::seconds terminate_timeout{24 * 3600};
   /// The breaker's pool label (breaker.pool_label): a node's pool for the
   /// per-pool budget of concurrent remediations (issue #7 item 4).
   std::string pool_label = "topology.kubernetes.io/rack";

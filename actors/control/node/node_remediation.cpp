@@ -434,6 +434,7 @@ control::remediation_config config_of(const node_settings& settings) {
   config.options = r.options;
   config.poll = std::chrono::duration_cast<std::chrono::seconds>(r.poll);
   config.cr_timeout = r.cr_timeout;
+  config.terminate_timeout = r.terminate_timeout;
   config.retry = std::chrono::duration_cast<std::chrono::seconds>(settings.retry_max);
   config.dry_run = dry_run(settings);
   config.validation = r.validation;

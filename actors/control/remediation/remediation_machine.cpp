@@ -339,7 +339,11 @@ void remediation_machine::created(context& c, const std::string& cr, bool fresh)
   step_ = remediation_step::following;
   cr_name_ = cr;
   cr_created_ = c.now;
-  cr_deadline_ = c.now + config_.cr_timeout;
+  // A replacement takes hours (a new machine joins); a reset or reboot minutes.
+  cr_deadline_ =
+    c.now
+    + (request.plan.kind == remediation_kind::terminate_node ? config_.terminate_timeout
+                                                             : config_.cr_timeout);
   if (fresh) {
     c.out.push_back(cmd::count{remediation_metric::started});
     // Counted now; verified once the CR has succeeded (finished()).

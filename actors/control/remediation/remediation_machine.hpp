@@ -56,6 +56,8 @@ struct remediation_config {
   remediation_options options;
   std::chrono::seconds poll{10};             ///< how often the CR in flight is read
   std::chrono::seconds cr_timeout{2 * 3600}; ///< a CR not done by then has failed
+  /// A TerminateNode not done by then has failed: a new node takes hours.
+  std::chrono::seconds terminate_timeout{24 * 3600};
   std::chrono::seconds retry{60}; ///< before asking again (API, journal, breaker)
   /// Plan and journal, create nothing (global, remediation or drain dry run:
   /// pods a dry-run drain left running must not lose their GPU).

@@ -1638,8 +1638,12 @@ CAF_TEST(a_terminatenode_nobody_finishes_times_out_to_an_operator) {
   e.action = recommended_action::replace_vm;
   post({e});
   CAF_REQUIRE_EQUAL(crs("terminatenodes").size(), 1u);
+  // A replacement takes hours: the reset/reboot timeout does not apply.
   advance(settings->remediation.cr_timeout + std::chrono::seconds{10});
   auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "failed replace") == phases.end());
+  advance(settings->remediation.terminate_timeout - settings->remediation.cr_timeout);
+  phases = remediation_phases();
   CAF_CHECK(std::find(phases.begin(), phases.end(), "failed replace") != phases.end());
   CAF_CHECK(std::find(phases.begin(), phases.end(), "manual ") != phases.end());
   CAF_CHECK(cordoned("node-1"));
