@@ -20,11 +20,7 @@ using ready_atom = caf::atom_constant<caf::atom("ready")>;
 constexpr auto ask_timeout = std::chrono::seconds{5};
 
 http::response text(int status, std::string body) {
-  http::response r;
-  r.status = status;
-  r.content_type = "text/plain; charset=utf-8";
-  r.body = std::move(body);
-  return r;
+  return http::plain_text(status, std::move(body));
 }
 
 http::response to_http(const control::ingest_reply& reply) {

@@ -29,11 +29,7 @@ namespace vigil {
 namespace {
 
 http::response text(int status, std::string body) {
-  http::response r;
-  r.status = status;
-  r.content_type = "text/plain; charset=utf-8";
-  r.body = std::move(body);
-  return r;
+  return http::plain_text(status, std::move(body));
 }
 
 void family(std::string& out, const char* name, const char* type, const char* help) {

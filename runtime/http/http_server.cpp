@@ -92,10 +92,6 @@ struct server_core {
   }
 };
 
-response plain_text(int status, std::string text) {
-  return response{status, "text/plain; charset=utf-8", {}, std::move(text)};
-}
-
 // The state behind one request's responder: the first answer wins, and a
 // responder dropped unanswered answers 500 so the client is not left hanging.
 class reply_ticket {
@@ -471,6 +467,10 @@ expected<asio::ssl::context> make_tls_context(const server_options& o) {
 }
 
 } // namespace
+
+response plain_text(int status, std::string text) {
+  return response{status, "text/plain; charset=utf-8", {}, std::move(text)};
+}
 
 class server::impl {
 public:

@@ -41,6 +41,9 @@ struct response {
   std::string body;
 };
 
+/// A text/plain (UTF-8) response: health checks, errors, short answers.
+response plain_text(int status, std::string text);
+
 /// Sends the response; callable exactly once, from any thread (an actor will
 /// call it later). Calls after the first, after the connection closed or after
 /// the server stopped are harmless no-ops. When the last copy is destroyed

@@ -458,12 +458,7 @@ void remediation_machine::validate(context& c) {
   validation_deadline_ = c.now + config_.validation.timeout;
   c.out.push_back(cmd::journal_step{
     "validating", request, {{"job", validation_job_}, {"cr", cr_name_}}});
-  std::vector<std::string> gpus;
-  if (!request.plan.gpu_uuid.empty())
-    gpus.push_back(request.plan.gpu_uuid);
-  c.out.push_back(cmd::run_validation{request, validation_job_, std::move(gpus),
-                                      gpus_before_, generation_});
-  arm(c, remediation_timer::poll, c.now + config_.poll);
+  run_validation(c);
 }
 
 remediation_commands
@@ -504,12 +499,14 @@ remediation_machine::on_validation_missing(std::uint64_t generation,
     return std::move(c.out);
   if (now >= validation_deadline_)
     validation_failed(c, "the validation Job " + validation_job_ + " does not exist");
-  else // its creation failed or it was deleted: ask again (the name is fixed)
-    validate_again(c);
+  else // its creation failed or it was deleted: ask again
+    run_validation(c);
   return std::move(c.out);
 }
 
-void remediation_machine::validate_again(context& c) {
+// Asks for the validation Job (again, after a missing one: the name is
+// fixed, so a Job that exists is the one) and reads it at the next poll.
+void remediation_machine::run_validation(context& c) {
   const auto& request = *queue_.in_flight();
   std::vector<std::string> gpus;
   if (!request.plan.gpu_uuid.empty())

@@ -338,7 +338,7 @@ private:
   void created(context& c, const std::string& cr, bool fresh);
   void finished(context& c, const cr_progress& progress);
   void validate(context& c);
-  void validate_again(context& c);
+  void run_validation(context& c);
   void validation_failed(context& c, const std::string& why);
   void next(context& c, const std::string& group);
   void escalate(context& c, const remediation_request& failed,
