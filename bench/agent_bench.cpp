@@ -1,6 +1,6 @@
-// The node agent's hot paths: the kernel-log parser on a mixed log (issue #5:
-// target >= 1,000,000 lines/s on one core) and one NIC monitor poll cycle
-// over seed 002 §8.6's 34-device tree (issue #6: target <= 2 ms CPU).
+// The node agent's hot paths: the kernel-log parser on a mixed log (target
+// >= 1,000,000 lines/s on one core) and one NIC monitor poll cycle over
+// seed 002 §8.6's 34-device tree (target <= 2 ms CPU).
 // `bench_agent --agent-rss VIGIL SECONDS`: the memory of a real `vigil agent`
 // (NIC monitor polling that tree every second, XID monitor, forwarder
 // spooling for an unreachable control plane) after SECONDS of running.

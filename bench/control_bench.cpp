@@ -1,4 +1,4 @@
-// bench/control (issue #7): the control plane over a simulated fleet on the
+// bench/control: the control plane over a simulated fleet on the
 // Kubernetes API test server. A benchmark, not a test: it reads the wall
 // clock and prints the figures BENCHMARKS.md records.
 //
@@ -35,11 +35,11 @@
 #include "actors/gateway/kube_gateway.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_actor.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/journal/journal_store.hpp"
 #include "runtime/kube/kube_client.hpp"
-#include "runtime/kube/kube_test_server.hpp"
+#include "runtime/sim/kube/kube_test_server.hpp"
 
 using namespace vigil;
 using bench_clock = std::chrono::steady_clock;
@@ -51,11 +51,6 @@ std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
            bench_clock::now().time_since_epoch())
     .count();
-}
-
-wall_time system_now() {
-  return wall_time{std::chrono::duration_cast<wall_time::duration>(
-    std::chrono::system_clock::now().time_since_epoch())};
 }
 
 double rss_kib() {
@@ -322,7 +317,8 @@ int main(int argc, char** argv) {
                 probes, rate, ms.size(), percentile(ms, 0.5), percentile(ms, 0.99),
                 percentile(ms, 1.0));
   }
-  for (const auto& a : std::vector<caf::actor>{ingest_actor, fleet_actor, breaker_actor,
+  for (const auto& a : std::vector<caf::actor>{ingest_actor, fleet_actor,
+                                               caf::actor_cast<caf::actor>(breaker_actor),
                                                tapped, gateway, journal_actor, writer})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   return 0;

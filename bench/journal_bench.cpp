@@ -1,7 +1,7 @@
-// bench/journal (issue #3): HealthEvents through the journal actor into
-// PostgreSQL versus raw COPY through psql into an identical table, and
-// append→ack latency at a steady rate. A benchmark, not a test: it reads the
-// wall clock and prints figures for BENCHMARKS.md.
+// bench/journal: HealthEvents through the journal actor into PostgreSQL
+// versus raw COPY through psql into an identical table, and append→ack
+// latency at a steady rate. A benchmark, not a test: it reads the wall clock
+// and prints figures for BENCHMARKS.md.
 //
 //   bench_journal URL [EVENTS=1000000] [RATE=10000] [SECONDS=10]
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Requests per second through the gateway against the API test server, rate
-// limiter off (issue #4): a driver actor keeps WINDOW GETs of one node in
-// flight until TOTAL have been answered.
+// limiter off: a driver actor keeps WINDOW GETs of one node in flight until
+// TOTAL have been answered.
 #include <chrono>
 #include <cstdio>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/gateway/kube_gateway.hpp"
-#include "runtime/kube/kube_test_server.hpp"
+#include "runtime/sim/kube/kube_test_server.hpp"
 
 namespace {
 

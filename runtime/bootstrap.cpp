@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <pthread.h>
 #include <thread>
@@ -10,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "actors/supervisor/supervisor.hpp"
+#include "runtime/kube/kube_config.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -91,6 +93,45 @@ int run_process(const vigil_config& config, const component_starter& start) {
     code = 1;
   }
   return code;
+}
+
+expected<api_server> connect_api_server(const std::string& kubeconfig) {
+  auto connection = kube::resolve_connection(kubeconfig, "", [](const std::string& name) {
+    const char* v = std::getenv(name.c_str());
+    return std::string(v != nullptr ? v : "");
+  });
+  if (!connection)
+    return connection.error();
+  block_handled_signals(); // before the client's I/O thread exists
+  auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
+  if (!client)
+    return client.error();
+  return api_server{std::shared_ptr<kube::kube_client>(std::move(*client)),
+                    connection->source};
+}
+
+expected<std::pair<std::string, std::uint16_t>> split_listen(const std::string& listen,
+                                                             const char* key) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos)
+    return failure{key, "'" + listen + "' is not HOST:PORT"};
+  auto host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  auto port = std::strtoul(listen.c_str() + colon + 1, &end, 10);
+  if (end == listen.c_str() + colon + 1 || *end != '\0' || port > 65535)
+    return failure{key, "'" + listen + "' has no valid port"};
+  return std::make_pair(host, static_cast<std::uint16_t>(port));
+}
+
+std::string replica_identity() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0')
+    return pod;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0')
+    return host;
+  return "vigil-control";
 }
 
 } // namespace vigil

@@ -3,12 +3,17 @@
 // for the components to finish, stop everything in order.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include <caf/fwd.hpp>
 
 #include "messages/expected.hpp"
 #include "runtime/config.hpp"
+#include "runtime/kube/kube_client.hpp"
 
 namespace vigil {
 
@@ -32,5 +37,23 @@ void block_handled_signals();
 /// Returns the process exit code: 0 after a clean stop, 1 when a component
 /// failed to start or died.
 int run_process(const vigil_config& config, const component_starter& start);
+
+/// The API server client of `vigil control` and `vigil janitor`, and where its
+/// connection came from (for the startup log line).
+struct api_server {
+  std::shared_ptr<kube::kube_client> client;
+  std::string source;
+};
+
+/// Connects from `kubeconfig` (or the in-cluster ServiceAccount). Blocks the
+/// handled signals first: the client's I/O thread must not receive them.
+expected<api_server> connect_api_server(const std::string& kubeconfig);
+
+/// "HOST:PORT" (IPv6 in brackets) of the config key `key`, or a failure naming it.
+expected<std::pair<std::string, std::uint16_t>> split_listen(const std::string& listen,
+                                                             const char* key);
+
+/// $POD_NAME (the Deployment sets it from the downward API), else the host name.
+std::string replica_identity();
 
 } // namespace vigil

@@ -36,6 +36,13 @@ private:
   wall_time anchor_wall_{};
 };
 
+/// The system clock as wall time: what the processes anchor their clocks on,
+/// and the debugging CLIs' own clock.
+inline wall_time system_now() {
+  return std::chrono::time_point_cast<wall_time::duration>(
+    std::chrono::system_clock::now());
+}
+
 /// A clock the test moves by hand; for pure-logic tests without actors.
 class manual_clock final : public clock {
 public:

@@ -449,6 +449,14 @@ void read_janitor(section_reader s, janitor_section& c) {
   s.read("reboot_image", c.reboot_image);
   s.read("reboot_service_account", c.reboot_service_account);
   s.read("reboot_timeout_seconds", c.reboot_timeout_seconds, 1u, 86400u);
+  auto bug_report = s.section("bug_report");
+  bug_report.read("enabled", c.bug_report.enabled);
+  bug_report.read("directory", c.bug_report.directory);
+  if (c.bug_report.directory.empty() || c.bug_report.directory.front() != '/'
+      || c.bug_report.directory.find('\'') != std::string::npos)
+    bug_report.error("directory", "must be an absolute path without quotes");
+  bug_report.read("timeout_seconds", c.bug_report.timeout_seconds, 30u, 7200u);
+  bug_report.finish();
   s.read("listen", c.listen);
   s.finish();
 }

@@ -85,9 +85,9 @@ struct quarantine_rule_config {
 
 struct quarantine_config {
   std::string opt_out_label = "vigil.dev/quarantine-opt-out";
-  /// The quarantine stage's dry run (issue #7 item 8): decide and journal,
-  /// cordon nothing. The stages after it (drain, remediation) are dry too:
-  /// they never act on a node vigil did not cordon.
+  /// The quarantine stage's dry run: decide and journal, cordon nothing.
+  /// The stages after it (drain, remediation) are dry too: they never act
+  /// on a node vigil did not cordon.
   bool dry_run = false;
   /// Default: one rule, any fatal event cordons and taints vigil.dev/fault.
   std::vector<quarantine_rule_config> rules = {default_rule()};
@@ -108,7 +108,7 @@ struct breaker_settings {
   std::uint32_t max_concurrent_per_pool = 2; ///< 0 = unlimited
 };
 
-/// How a namespace's pods leave a node being drained (issue #7 item 5).
+/// How a namespace's pods leave a node being drained.
 struct drain_namespace_config {
   std::string namespace_pattern;     ///< whole-name regex ("namespace" in YAML)
   std::string mode = "Immediate";    ///< Immediate, AllowCompletion, DeleteAfterTimeout
@@ -126,7 +126,7 @@ struct drain_section {
   std::uint32_t poll_seconds = 5; ///< re-list the node's pods while waiting
 };
 
-/// Thresholds of the correlation rules (issue #7 item 6); times in seconds.
+/// Thresholds of the correlation rules; times in seconds.
 struct correlation_section {
   std::uint32_t dedup_window_seconds = 180;
   std::uint32_t xid_repeat_threshold = 5;      ///< bursts of fatal XIDs on one GPU …
@@ -146,7 +146,7 @@ struct correlation_section {
     30; ///< a link down waits this long for its incident
 };
 
-/// Remediation and its escalation ladder (issue #8 items 2 and 3); seconds.
+/// Remediation and its escalation ladder; seconds.
 struct remediation_section {
   bool enabled = true;                             ///< false: quarantine and drain only
   bool dry_run = false;                            ///< plan and journal; create no CR
@@ -180,7 +180,7 @@ struct remediation_section {
   std::uint32_t validation_timeout_seconds = 1800;
 };
 
-/// The GPUReset and RebootNode controllers (issue #8 item 4); seconds.
+/// The GPUReset and RebootNode controllers (the janitor); seconds.
 struct janitor_section {
   bool in_process = true; ///< `vigil control` runs the controllers too
   std::uint32_t poll_seconds = 5;
@@ -196,6 +196,13 @@ struct janitor_section {
   std::string reboot_image = "busybox:1.36";
   std::string reboot_service_account = "vigil-reboot";
   std::uint32_t reboot_timeout_seconds = 1800;
+  /// nvidia-bug-report.sh on the node before a reboot that follows a failed
+  /// GPU reset, its output kept in `directory` on the node's disk.
+  struct bug_report_section {
+    bool enabled = true;
+    std::string directory = "/var/log/vigil/bug-reports";
+    std::uint32_t timeout_seconds = 600;
+  } bug_report;
 };
 
 struct vigil_config {

@@ -7,6 +7,8 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "runtime/metrics/metrics.hpp"
+
 namespace vigil {
 
 namespace {
@@ -32,28 +34,15 @@ http::response text(int status, std::string body) {
   return http::plain_text(status, std::move(body));
 }
 
-void family(std::string& out, const char* name, const char* type, const char* help) {
-  out +=
-    std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+using prometheus::MetricType;
+
+void counter(metrics::family_list& out, const char* name, const char* help,
+             std::uint64_t value) {
+  out.push_back(metrics::counter(name, help, static_cast<double>(value)));
 }
 
-void sample(std::string& out, const char* name, const std::string& labels,
-            std::uint64_t value) {
-  out += name + labels + " " + std::to_string(value) + "\n";
-}
-
-void sample(std::string& out, const char* name, const std::string& labels, double value) {
-  out += name + labels + " " + nlohmann::json(value).dump() + "\n";
-}
-
-void counter(std::string& out, const char* name, const char* help, std::uint64_t value) {
-  family(out, name, "counter", help);
-  sample(out, name, "", value);
-}
-
-void gauge(std::string& out, const char* name, const char* help, std::uint64_t value) {
-  family(out, name, "gauge", help);
-  sample(out, name, "", value);
+void gauge(metrics::family_list& out, const char* name, const char* help, double value) {
+  out.push_back(metrics::gauge(name, help, value));
 }
 
 // Unix seconds, 0 for "never".
@@ -63,11 +52,7 @@ double unix_time(const std::optional<wall_time>& t) {
   return static_cast<double>(unix_seconds(*t)) + unix_nanos(*t) / 1e9;
 }
 
-std::string label(const char* key, const std::string& value) {
-  return std::string("{") + key + "=\"" + value + "\"}";
-}
-
-void render_forwarder(std::string& out, const agent::forwarder_figures& f) {
+void render_forwarder(metrics::family_list& out, const agent::forwarder_figures& f) {
   const auto& e = f.events;
   counter(out, "vigil_agent_events_submitted_total",
           "HealthEvents the monitors handed to the forwarder", e.submitted);
@@ -87,49 +72,51 @@ void render_forwarder(std::string& out, const agent::forwarder_figures& f) {
   counter(out, "vigil_agent_send_failures_total",
           "batch POSTs that failed and are retried (the events wait in the spool)",
           e.failures);
-  family(out, "vigil_agent_last_send_success_timestamp_seconds", "gauge",
-         "when the control plane last accepted a batch (Unix time; 0: not since the "
-         "agent started)");
-  sample(out, "vigil_agent_last_send_success_timestamp_seconds", "",
-         unix_time(f.last_accepted));
+  gauge(out, "vigil_agent_last_send_success_timestamp_seconds",
+        "when the control plane last accepted a batch (Unix time; 0: not since the "
+        "agent started)",
+        unix_time(f.last_accepted));
   gauge(out, "vigil_agent_spool_depth", "events waiting in the disk spool",
-        f.spool_depth);
+        static_cast<double>(f.spool_depth));
   gauge(out, "vigil_agent_spool_bytes", "bytes of the events in the disk spool",
-        f.spool_bytes);
+        static_cast<double>(f.spool_bytes));
   gauge(out, "vigil_agent_memory_queue_depth", "events queued in memory for a batch",
-        f.memory_depth);
+        static_cast<double>(f.memory_depth));
   gauge(out, "vigil_agent_spooling",
         "1 while new events go to the spool (the control plane was away)",
         f.spooling ? 1 : 0);
   const auto& h = f.heartbeats;
-  family(out, "vigil_agent_heartbeats_total", "counter",
-         "heartbeats to the control plane by outcome (skipped: due while the previous "
-         "one was still out)");
-  sample(out, "vigil_agent_heartbeats_total", label("outcome", "accepted"), h.accepted);
-  sample(out, "vigil_agent_heartbeats_total", label("outcome", "failed"), h.failed);
-  sample(out, "vigil_agent_heartbeats_total", label("outcome", "skipped"), h.skipped);
-  family(out, "vigil_agent_last_heartbeat_success_timestamp_seconds", "gauge",
-         "when the control plane last accepted a heartbeat (Unix time; 0: not since "
-         "the agent started)");
-  sample(out, "vigil_agent_last_heartbeat_success_timestamp_seconds", "",
-         unix_time(h.last_accepted));
+  out.push_back(
+    metrics::family_builder("vigil_agent_heartbeats_total",
+                            "heartbeats to the control plane by outcome (skipped: due "
+                            "while the previous one was still out)",
+                            MetricType::Counter)
+      .sample(static_cast<double>(h.accepted), {{"outcome", "accepted"}})
+      .sample(static_cast<double>(h.failed), {{"outcome", "failed"}})
+      .sample(static_cast<double>(h.skipped), {{"outcome", "skipped"}})
+      .build());
+  gauge(out, "vigil_agent_last_heartbeat_success_timestamp_seconds",
+        "when the control plane last accepted a heartbeat (Unix time; 0: not since "
+        "the agent started)",
+        unix_time(h.last_accepted));
 }
 
-void render_monitors(std::string& out, const agent_snapshot& s) {
+void render_monitors(metrics::family_list& out, const agent_snapshot& s) {
   const std::pair<const char*, const std::optional<agent::monitor_figures>*> monitors[] =
     {{"xid_monitor", &s.xid_monitor}, {"nic_monitor", &s.nic_monitor}};
-  auto each = [&](const char* name, const char* type, const char* help, auto value) {
-    family(out, name, type, help);
+  auto each = [&](const char* name, MetricType type, const char* help, auto value) {
+    metrics::family_builder family(name, help, type);
     for (const auto& [monitor, figures] : monitors)
       if (*figures)
-        sample(out, name, label("monitor", monitor), value(**figures));
+        family.sample(static_cast<double>(value(**figures)), {{"monitor", monitor}});
+    out.push_back(family.build());
   };
-  each("vigil_agent_polls_total", "counter", "poll cycles by monitor",
+  each("vigil_agent_polls_total", MetricType::Counter, "poll cycles by monitor",
        [](const agent::monitor_figures& m) { return m.polls; });
-  each("vigil_agent_last_poll_timestamp_seconds", "gauge",
+  each("vigil_agent_last_poll_timestamp_seconds", MetricType::Gauge,
        "when each monitor last polled (Unix time)",
        [](const agent::monitor_figures& m) { return unix_time(m.last_poll); });
-  each("vigil_agent_monitor_events_total", "counter",
+  each("vigil_agent_monitor_events_total", MetricType::Counter,
        "HealthEvents each monitor handed to the forwarder",
        [](const agent::monitor_figures& m) { return m.events; });
   if (s.xid_monitor) {
@@ -214,23 +201,24 @@ health_verdict judge_agent_health(const agent_snapshot& snapshot) {
 }
 
 std::string render_agent_metrics(const agent_snapshot& snapshot) {
-  std::string out;
-  family(out, "vigil_agent_component_up", "gauge",
-         "1 when the component answered this scrape, 0 when it did not");
+  metrics::family_list out;
+  metrics::family_builder up(
+    "vigil_agent_component_up",
+    "1 when the component answered this scrape, 0 when it did not", MetricType::Gauge);
   for (const auto& [name, present] :
        {std::pair{"forwarder", snapshot.forwarder.has_value()},
         {"xid_monitor", snapshot.xid_monitor.has_value()},
         {"nic_monitor", snapshot.nic_monitor.has_value()}}) {
     const bool silent = snapshot.silent.count(name) > 0;
     if (present || silent)
-      sample(out, "vigil_agent_component_up", label("component", name),
-             std::uint64_t{present ? 1u : 0u});
+      up.sample(present ? 1 : 0, {{"component", name}});
   }
+  out.push_back(up.build());
   if (snapshot.forwarder)
     render_forwarder(out, *snapshot.forwarder);
   if (snapshot.xid_monitor || snapshot.nic_monitor)
     render_monitors(out, snapshot);
-  return out;
+  return metrics::exposition(out);
 }
 
 caf::behavior agent_endpoints(agent_endpoints_actor* self, agent_components components,
@@ -246,7 +234,9 @@ caf::behavior agent_endpoints(agent_endpoints_actor* self, agent_components comp
     },
     [=](metrics_atom, http_reply& reply) {
       gather(self, [send = std::move(reply.send)](agent_snapshot& snapshot) {
-        send(text(200, render_agent_metrics(snapshot)));
+        auto r = text(200, render_agent_metrics(snapshot));
+        r.content_type = metrics::content_type;
+        send(std::move(r));
       });
     },
   };

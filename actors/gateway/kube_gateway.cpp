@@ -117,10 +117,10 @@ void start_stream(kube_gateway_actor* self, std::uint64_t id) {
   sub.stream = self->state.client->watch(
     std::move(request),
     [me, id, generation](std::string_view line) {
-      caf::anon_send(me, wline_atom::value, id, generation, std::string(line));
+      caf::anon_send(me, watch_line_atom::value, id, generation, std::string(line));
     },
     [me, id, generation](std::optional<kube::kube_error> why) {
-      caf::anon_send(me, wend_atom::value, id, generation, std::move(why));
+      caf::anon_send(me, watch_end_atom::value, id, generation, std::move(why));
     });
 }
 
@@ -212,12 +212,13 @@ caf::behavior kube_gateway(kube_gateway_actor* self,
       self->state.client->stop_watch(it->second.stream);
       self->state.watches.erase(it);
     },
-    [=](wline_atom, std::uint64_t id, std::uint64_t generation, const std::string& line) {
+    [=](watch_line_atom, std::uint64_t id, std::uint64_t generation,
+        const std::string& line) {
       auto it = self->state.watches.find(id);
       if (it != self->state.watches.end() && it->second.generation == generation)
         on_watch_line(self, it->second, id, line);
     },
-    [=](wend_atom, std::uint64_t id, std::uint64_t generation,
+    [=](watch_end_atom, std::uint64_t id, std::uint64_t generation,
         std::optional<kube::kube_error>& why) {
       auto it = self->state.watches.find(id);
       if (it == self->state.watches.end() || it->second.generation != generation)

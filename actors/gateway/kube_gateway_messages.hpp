@@ -20,8 +20,8 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;
 /// Internal: the I/O thread reporting back to the gateway.
 using done_atom = caf::atom_constant<caf::atom("done")>;
-using wline_atom = caf::atom_constant<caf::atom("wline")>;
-using wend_atom = caf::atom_constant<caf::atom("wend")>;
+using watch_line_atom = caf::atom_constant<caf::atom("watchline")>;
+using watch_end_atom = caf::atom_constant<caf::atom("watchend")>;
 using rewatch_atom = caf::atom_constant<caf::atom("rewatch")>;
 
 /// What to keep watching: a collection, optionally narrowed.

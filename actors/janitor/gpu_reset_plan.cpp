@@ -86,9 +86,9 @@ bool all_saved(const gpu_reset_status& status) {
   return true;
 }
 
-// seed 001 step 1, first half (issue #20 item 6): what the deploy labels hold
-// now goes into the status before any of them changes, so a lost status
-// write can never make "false" the value to restore.
+// seed 001 step 1, first half: what the deploy labels hold now goes
+// into the status before any of them changes, so a lost status write
+// can never make "false" the value to restore.
 void record(reset_step& step, const reset_observation& observed) {
   auto& status = step.status;
   for (auto label : operand_deploy_labels) {
@@ -271,7 +271,7 @@ void restore(reset_step& step, const reset_observation& observed,
   finish(step, observed.now);
 }
 
-// The CR is being deleted (issue #20 item 6): whatever its phase, the labels
+// The CR is being deleted (seed 001 step 5): whatever its phase, the labels
 // go back before the finalizer lets it go. A reset Job still running within
 // its deadline is waited for: operands redeployed under a reset would hold
 // the GPU. Nothing is written to the status any more.

@@ -47,7 +47,7 @@ inline constexpr std::string_view torn_down_value = "false";
 inline constexpr std::string_view deployed_value = "true";
 
 /// On every GPUReset the janitor works on, before it changes any label: a
-/// deletion then waits until the saved labels are back (issue #20 item 6).
+/// deletion then waits until the saved labels are back (seed 001 step 5).
 /// Removed once the labels are restored (Succeeded, Failed, or deleted).
 inline constexpr std::string_view restore_finalizer = "vigil.dev/restore-operand-labels";
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/gateway/kube_gateway_messages.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "messages/json_path.hpp"
 #include "runtime/logging.hpp"
 
@@ -327,7 +327,30 @@ double reboot_seconds(const janitor::reboot_object& cr, wall_time end) {
   return std::max(0.0, std::chrono::duration<double>(end - start).count());
 }
 
+// One step of a RebootNode, with its bug report Job as read now (nullopt
+// when there is none to read, or it is gone).
+void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
+                    std::optional<janitor::job_observation> bug_report);
+
 void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
+  const auto& b = cr.status.bug_report;
+  if (b.job.empty() || !b.outcome.empty() || !cr.status.job_name.empty())
+    return step_reboot_cr(self, std::move(cr), std::nullopt);
+  const auto& ns = self->state.settings.reboot.job_namespace;
+  send(self, kube::make_request("GET", kube::resource_path(jobs, ns, b.job)),
+       [=](const kube::kube_result& result) {
+         std::optional<janitor::job_observation> job;
+         if (result.ok())
+           job = janitor::read_job(json::parse(result.response().body, nullptr, false));
+         else if (!result.error().not_found())
+           logger()->warn("RebootNode {}: reading its bug report Job failed: {}", cr.name,
+                          result.error().to_string());
+         step_reboot_cr(self, cr, job);
+       });
+}
+
+void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
+                    std::optional<janitor::job_observation> bug_report) {
   send(self, kube::make_request("GET", kube::resource_path(nodes, {}, cr.node_name)),
        [=](const kube::kube_result& result) {
          auto& st = self->state;
@@ -340,7 +363,8 @@ void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
          if (result.ok())
            node = janitor::read_boot(json::parse(result.response().body, nullptr, false));
          auto now = st.time->wall_now();
-         auto step = janitor::reconcile_reboot(cr, node, now, st.settings.reboot);
+         auto step =
+           janitor::reconcile_reboot(cr, node, now, st.settings.reboot, bug_report);
          auto& metrics = *st.settings.metrics;
          if (cr.status.phase == janitor::reboot_phase::pending
              && step.status.phase != janitor::reboot_phase::pending)
@@ -361,14 +385,25 @@ void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
            return write_status(self, reboot_nodes, cr.name,
                                janitor::reboot_status_json(step.status));
          }
-         logger()->info("RebootNode {}: rebooting node {} (boot ID {})", cr.name,
-                        cr.node_name, step.status.boot_id_before);
+         const bool bug_report_job = step.status.job_name.empty();
+         if (!bug_report_job)
+           logger()->info("RebootNode {}: rebooting node {} (boot ID {})", cr.name,
+                          cr.node_name, step.status.boot_id_before);
          send(self,
               kube::make_request(
                 "POST", kube::resource_path(jobs, st.settings.reboot.job_namespace),
                 *step.create_job),
               [=](const kube::kube_result& created) mutable {
-                if (!created.ok() && !created.error().conflict()) {
+                if (bug_report_job && !created.ok() && !created.error().conflict()) {
+                  // Evidence is worth a try, never a reboot withheld.
+                  step.status.bug_report.outcome =
+                    "failed: Job not created: " + created.error().to_string();
+                  step.status.started_at = now;
+                } else if (bug_report_job) {
+                  logger()->info("RebootNode {}: collecting nvidia-bug-report.sh on node "
+                                 "{} into {} before the reboot",
+                                 cr.name, cr.node_name, step.status.bug_report.path);
+                } else if (!created.ok() && !created.error().conflict()) {
                   step.status.phase = janitor::reboot_phase::failed;
                   step.status.failure_reason = "job_create_failed";
                   step.status.message = created.error().to_string();
@@ -407,7 +442,7 @@ void pass_done(janitor_actor* self) {
   st.work.clear();
   st.next = 0;
   ++st.passes;
-  self->delayed_send(self, st.settings.poll, jtick_atom::value);
+  self->delayed_send(self, st.settings.poll, janitor_tick_atom::value);
 }
 
 struct listed_cr {
@@ -495,7 +530,7 @@ void start_pass(janitor_actor* self) {
   if (st.passing)
     return;
   if (st.standby) {
-    self->delayed_send(self, st.settings.poll, jtick_atom::value);
+    self->delayed_send(self, st.settings.poll, janitor_tick_atom::value);
     return;
   }
   st.passing = true;
@@ -533,9 +568,9 @@ caf::behavior janitor_controllers(janitor_actor* self, janitor_settings settings
   st.gateway = std::move(gateway);
   st.time = std::move(time);
   st.standby = st.settings.await_leadership;
-  self->send(self, jtick_atom::value);
+  self->send(self, janitor_tick_atom::value);
   return {
-    [=](jtick_atom) { start_pass(self); },
+    [=](janitor_tick_atom) { start_pass(self); },
     [=](leader_atom, bool leading) { self->state.standby = !leading; },
     [=](summary_atom) {
       const auto& st = self->state;

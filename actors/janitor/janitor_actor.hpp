@@ -1,11 +1,11 @@
-// The janitor (issue #8 item 4): the GPUReset and RebootNode controllers. It
-// lists the CRs every poll interval (level-based: everything it needs is in
-// the CR's status and the cluster) and takes each unfinished one a step
-// further, one at a time, oldest first. A node with a CR past Pending is
-// locked: another CR of that node waits until it ends (seed 000 §4.3, "serial
-// node-level operations in Janitor"). A GPUReset that still holds the
-// janitor's finalizer (being deleted, or finished with the removal lost) is
-// taken up too, whatever its phase.
+// The janitor: the GPUReset and RebootNode controllers. It lists the CRs
+// every poll interval (level-based: everything it needs is in the CR's status
+// and the cluster) and takes each unfinished one a step further, one at a
+// time, oldest first. A node with a CR past Pending is locked: another CR of
+// that node waits until it ends (seed 000 §4.3, "serial node-level operations
+// in Janitor"). A GPUReset that still holds the janitor's finalizer (being
+// deleted, or finished with the removal lost) is taken up too, whatever its
+// phase.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +51,7 @@ struct janitor_state {
 
 using janitor_actor = caf::stateful_actor<janitor_state>;
 
-/// (jtick_atom) its own timer: one pass. (leader_atom, bool): lead or stand
+/// (janitor_tick_atom) its own timer: one pass. (leader_atom, bool): lead or stand
 /// by. (summary_atom) → JSON.
 caf::behavior janitor_controllers(janitor_actor* self, janitor_settings settings,
                                   caf::actor gateway, std::shared_ptr<const clock> time);

@@ -1,8 +1,8 @@
 // The janitor's metrics, declared in one place: seed 001 "Metrics" for the
 // GPUReset controller (gpu_reset_*, with the seed's labels and status values)
 // and their counterparts for the RebootNode controller (reboot_node_*). The
-// janitor actor writes them; /metrics renders them on an HTTP thread, so every
-// member takes the lock. Nothing decides on them.
+// janitor actor writes them into a prometheus-cpp registry; /metrics renders
+// them on an HTTP thread. Nothing decides on them.
 #pragma once
 
 #include <array>
@@ -10,12 +10,18 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include "runtime/http/http_server.hpp"
+#include "runtime/metrics/metrics.hpp"
 
 namespace vigil {
 
@@ -28,6 +34,8 @@ struct gpu_reset_labels {
 
 class janitor_metrics {
 public:
+  janitor_metrics();
+
   /// gpu_reset_duration_seconds and reboot_node_duration_seconds buckets.
   static constexpr std::array<double, 8> duration_buckets{30,  60,   120,  300,
                                                           600, 1200, 1800, 3600};
@@ -56,39 +64,38 @@ public:
   std::int64_t active_resets() const;  ///< all nodes together (the summary)
   std::int64_t active_reboots() const; ///< all nodes together
 
+  /// Both families' series, for a scrape that gathers more than these.
+  metrics::family_list collect() const;
   /// Prometheus text exposition (format 0.0.4) of both families.
   std::string render() const;
 
 private:
-  /// (label name, value) pairs in the seed's order.
-  using label_list = std::vector<std::pair<const char*, std::string>>;
-  struct histogram {
-    std::array<std::uint64_t, duration_buckets.size() + 1> counts{}; ///< +Inf last
-    double sum = 0;
-  };
-  /// One family's series, each keyed by its label text (`node="n",…`).
-  /// `request` labels are those of requests_total and completed_total,
-  /// `group` labels those of failure_reasons_total and duration_seconds.
-  struct family_state {
-    std::map<std::string, std::uint64_t> requests;
-    std::map<std::string, std::uint64_t> completed; ///< with status
-    std::map<std::string, std::uint64_t> failures;  ///< with reason
-    std::map<std::string, histogram> durations;     ///< with status
-    std::map<std::string, std::int64_t> active;
+  /// One controller's families (gpu_reset_* or reboot_node_*) in the
+  /// registry. prometheus-cpp's instruments are thread-safe, so the scrape
+  /// on the HTTP thread reads them while the janitor actor writes; the maps
+  /// of what was seen are the janitor actor's alone.
+  struct family_set {
+    family_set(prometheus::Registry& registry, const std::string& prefix,
+               const std::string& what, const std::string& duration_help);
 
-    void start(const label_list& request, const label_list& group,
+    void start(const prometheus::Labels& request, const prometheus::Labels& group,
                const std::vector<std::string>& reasons);
-    void finish(const label_list& request, const label_list& group, bool succeeded,
-                const std::string& reason, double duration_seconds);
-    void set_active(const std::vector<std::pair<label_list, std::int64_t>>& now_active);
+    void finish(const prometheus::Labels& request, const prometheus::Labels& group,
+                bool succeeded, const std::string& reason, double duration_seconds);
+    void set_active(const std::map<prometheus::Labels, std::int64_t>& now_active);
     std::int64_t active_total() const;
-    void render(std::string& out, const std::string& prefix, const char* what,
-                const char* duration_help) const;
+
+    prometheus::Family<prometheus::Counter>& requests;
+    prometheus::Family<prometheus::Counter>& completed; ///< with status
+    prometheus::Family<prometheus::Gauge>& active;
+    prometheus::Family<prometheus::Counter>& failures;     ///< with reason
+    prometheus::Family<prometheus::Histogram>& durations;  ///< with status
+    std::map<prometheus::Labels, std::int64_t> active_now; ///< every group seen
   };
 
-  mutable std::mutex mutex_;
-  family_state reset_;
-  family_state reboot_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  family_set reset_;
+  family_set reboot_;
 };
 
 /// Prometheus text of both families (gpu_reset_*, reboot_node_*).
@@ -97,7 +104,8 @@ std::string render_janitor_metrics(const janitor_metrics& metrics);
 /// The HTTP face of `vigil janitor` run on its own: GET /metrics (the
 /// janitor's families, then `more_metrics()` when set, e.g. the gateway's),
 /// /healthz and /readyz; 404 elsewhere. Answers on the I/O thread.
-http::handler make_janitor_http_handler(std::shared_ptr<const janitor_metrics> metrics,
-                                        std::function<std::string()> more_metrics = {});
+http::handler
+make_janitor_http_handler(std::shared_ptr<const janitor_metrics> metrics,
+                          std::function<metrics::family_list()> more_metrics = {});
 
 } // namespace vigil

@@ -132,6 +132,9 @@ expected<reboot_object> read_reboot_node(const json& cr) {
   out.uid = text_at(cr, {"metadata", "uid"});
   out.node_name = text_at(cr, {"spec", "nodeName"});
   out.reason = text_at(cr, {"spec", "reason"});
+  if (const json* collect = at(cr, {"spec", "collectBugReport"});
+      collect != nullptr && collect->is_boolean())
+    out.collect_bug_report = collect->get<bool>();
   out.created = time_at(cr, {"metadata", "creationTimestamp"}).value_or(wall_time{});
   auto& s = out.status;
   auto phase = text_at(cr, {"status", "phase"});
@@ -144,6 +147,9 @@ expected<reboot_object> read_reboot_node(const json& cr) {
   s.boot_id_before = text_at(cr, {"status", "bootIdBefore"});
   s.boot_id_after = text_at(cr, {"status", "bootIdAfter"});
   s.failure_reason = text_at(cr, {"status", "failureReason"});
+  s.bug_report.job = text_at(cr, {"status", "bugReport", "job"});
+  s.bug_report.path = text_at(cr, {"status", "bugReport", "path"});
+  s.bug_report.outcome = text_at(cr, {"status", "bugReport", "outcome"});
   if (s.phase != reboot_phase::pending && !s.started_at)
     s.started_at = out.created;
   return out;
@@ -163,6 +169,11 @@ json reboot_status_json(const reboot_status& s) {
     out["startedAt"] = format_rfc3339(*s.started_at);
   if (s.completed_at)
     out["completedAt"] = format_rfc3339(*s.completed_at);
+  if (!s.bug_report.job.empty()) {
+    out["bugReport"] = {{"job", s.bug_report.job}, {"path", s.bug_report.path}};
+    if (!s.bug_report.outcome.empty())
+      out["bugReport"]["outcome"] = s.bug_report.outcome;
+  }
   if (s.phase == reboot_phase::succeeded || s.phase == reboot_phase::failed) {
     bool ok = s.phase == reboot_phase::succeeded;
     out["conditions"] = json::array(
@@ -216,9 +227,97 @@ json build_reboot_job(const reboot_object& cr, const std::string& job_name,
             {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}}}};
 }
 
+std::string bug_report_job_name(std::string_view cr_name) {
+  return job_name_for("vigil-bugreport-", cr_name);
+}
+
+json build_bug_report_job(const reboot_object& cr, const std::string& job_name,
+                          const std::string& file, const reboot_options& options) {
+  json labels = {{"app.kubernetes.io/managed-by", "vigil"},
+                 {"vigil.dev/bug-report", cr.name}};
+  json metadata = {
+    {"name", job_name}, {"namespace", options.job_namespace}, {"labels", labels}};
+  if (!cr.uid.empty())
+    metadata["ownerReferences"] = json::array({{{"apiVersion", "vigil.dev/v1alpha1"},
+                                                {"kind", "RebootNode"},
+                                                {"name", cr.name},
+                                                {"uid", cr.uid},
+                                                {"controller", true},
+                                                {"blockOwnerDeletion", false}}});
+  // The driver's own script, from the host (the image needs only chroot):
+  // it writes <file>.gz; the directory is on the node's disk, which the
+  // reboot keeps.
+  const auto& dir = options.bug_report.host_directory;
+  json container = {
+    {"name", "bug-report"},
+    {"image", options.image},
+    {"command", json::array({"chroot", "/host", "/bin/sh", "-c",
+                             "mkdir -p '" + dir
+                               + "' && nvidia-bug-report.sh "
+                                 "--output-file '"
+                               + dir + "/" + file + "'"})},
+    {"securityContext", {{"privileged", true}}},
+    {"volumeMounts", json::array({{{"name", "host"}, {"mountPath", "/host"}}})}};
+  json pod_spec = {
+    {"nodeName", cr.node_name},
+    {"hostPID", true},
+    {"restartPolicy", "Never"},
+    {"serviceAccountName", options.service_account},
+    {"automountServiceAccountToken", false},
+    {"priorityClassName", "system-node-critical"},
+    {"tolerations", json::array({{{"operator", "Exists"}}})},
+    {"volumes", json::array({{{"name", "host"}, {"hostPath", {{"path", "/"}}}}})},
+    {"containers", json::array({container})}};
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", metadata},
+          {"spec",
+           {{"backoffLimit", 0},
+            {"activeDeadlineSeconds", options.bug_report.timeout.count()},
+            {"ttlSecondsAfterFinished", 24 * 3600},
+            {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}}}};
+}
+
+namespace {
+
+// The bug report before the reboot: started once, then waited for until its
+// Job ends or its time is up. Returns true while the reboot must wait.
+bool bug_report_pending(const reboot_object& cr, wall_time now,
+                        const reboot_options& options,
+                        const std::optional<job_observation>& job, reboot_step& step) {
+  auto& b = step.status.bug_report;
+  if (!cr.collect_bug_report || !options.bug_report.enabled || !b.outcome.empty())
+    return false;
+  if (b.job.empty()) {
+    b.job = bug_report_job_name(cr.name);
+    const auto file = "nvidia-bug-report-" + cr.name + ".log";
+    b.path = cr.node_name + ":" + options.bug_report.host_directory + "/" + file + ".gz";
+    step.create_job = build_bug_report_job(cr, b.job, file, options).dump();
+    step.status_changed = true;
+    return true;
+  }
+  const auto since = step.status.started_at.value_or(now);
+  if (job && job->succeeded)
+    b.outcome = "collected";
+  else if (job && job->failed)
+    b.outcome =
+      "failed: " + (job->message.empty() ? std::string{"the Job failed"} : job->message);
+  else if (now - since >= options.bug_report.timeout)
+    b.outcome = "timed out";
+  else
+    return true;
+  // The reboot's own time starts now.
+  step.status.started_at = now;
+  step.status_changed = true;
+  return true; // the reboot Job follows once this outcome is stored
+}
+
+} // namespace
+
 reboot_step reconcile_reboot(const reboot_object& cr,
                              const std::optional<node_boot_observation>& node,
-                             wall_time now, const reboot_options& options) {
+                             wall_time now, const reboot_options& options,
+                             const std::optional<job_observation>& bug_report) {
   reboot_step step;
   step.status = cr.status;
   auto& s = step.status;
@@ -246,6 +345,8 @@ reboot_step reconcile_reboot(const reboot_object& cr,
     step.status_changed = true;
     return step;
   }
+  if (s.job_name.empty() && bug_report_pending(cr, now, options, bug_report, step))
+    return step;
   if (s.job_name.empty()) {
     s.job_name = reboot_job_name(cr.name);
     step.create_job = build_reboot_job(cr, s.job_name, options).dump();

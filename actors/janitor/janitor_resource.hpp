@@ -1,7 +1,7 @@
-// What the janitor reads from and writes to the API server (issue #8 item 4):
-// GPUReset and RebootNode CRs with their status, the Node's labels and boot
-// ID, the operand pods on a node, the reset Job's state, and the reboot Job.
-// Pure code; the janitor actor sends the requests through the gateway.
+// What the janitor reads from and writes to the API server: GPUReset and
+// RebootNode CRs with their status, the Node's labels and boot ID, the
+// operand pods on a node, the reset Job's state, and the reboot Job. Pure
+// code; the janitor actor sends the requests through the gateway.
 #pragma once
 
 #include <chrono>
@@ -36,15 +36,24 @@ struct gpu_reset_object {
 };
 
 /// Reads a GPUReset; fails naming the field (spec.gpuUUIDs must hold exactly
-/// one UUID, issue #8 item 1).
+/// one UUID, seed 000 §1.1).
 expected<gpu_reset_object> read_gpu_reset(const nlohmann::json& cr);
 
 /// status.phase of a RebootNode.
 enum class reboot_phase { pending, rebooting, succeeded, failed };
 std::string_view to_string(reboot_phase phase);
 
+/// Where the nvidia-bug-report.sh output of a failed reset went (status.bugReport).
+struct bug_report_status {
+  std::string job;     ///< the Job that ran it; "" when none was started
+  std::string path;    ///< "<node>:<file>": on the node's disk, which the reboot keeps
+  std::string outcome; ///< "" while it runs; "collected", or why not
+};
+
 struct reboot_status {
   reboot_phase phase = reboot_phase::pending;
+  /// When the reboot itself was asked for (after any bug report): the reboot
+  /// timeout counts from here.
   std::optional<wall_time> started_at;
   std::optional<wall_time> completed_at;
   std::string job_name;
@@ -52,6 +61,7 @@ struct reboot_status {
   std::string boot_id_after;
   std::string failure_reason; ///< "job_create_failed", "timeout", "node_not_found"
   std::string message;
+  bug_report_status bug_report;
 };
 
 struct reboot_object {
@@ -59,6 +69,9 @@ struct reboot_object {
   std::string uid;
   std::string node_name;
   std::string reason;
+  /// spec.collectBugReport: a GPU reset failed before this reboot; its
+  /// evidence is collected first, before the reboot wipes it.
+  bool collect_bug_report = false;
   reboot_status status;
   wall_time created{};
 };
@@ -68,12 +81,21 @@ expected<reboot_object> read_reboot_node(const nlohmann::json& cr);
 /// The RebootNode's status object, with one condition "Complete" once terminal.
 nlohmann::json reboot_status_json(const reboot_status& status);
 
+/// Config `janitor.bug_report.*`: nvidia-bug-report.sh run on the node before
+/// a reboot that follows a failed reset, its output kept on the node's disk.
+struct bug_report_options {
+  bool enabled = true;
+  std::string host_directory = "/var/log/vigil/bug-reports"; ///< on the node
+  std::chrono::seconds timeout{600}; ///< then the reboot goes on without it
+};
+
 /// Config `janitor.reboot.*`.
 struct reboot_options {
   std::string job_namespace = "vigil-system";
-  std::string image = "busybox:1.36"; ///< needs nsenter
+  std::string image = "busybox:1.36"; ///< needs nsenter (and chroot, for the bug report)
   std::string service_account = "vigil-reboot";
   std::chrono::seconds timeout{1800}; ///< new boot ID and Ready within, 30 min
+  bug_report_options bug_report;
 };
 
 /// "vigil-reboot-<cr>", shortened with a hash suffix to 63 characters.
@@ -84,9 +106,21 @@ std::string reboot_job_name(std::string_view cr_name);
 nlohmann::json build_reboot_job(const reboot_object& cr, const std::string& job_name,
                                 const reboot_options& options);
 
+/// "vigil-bugreport-<cr>", shortened with a hash suffix to 63 characters.
+std::string bug_report_job_name(std::string_view cr_name);
+
+/// A privileged Job on the node that runs the host's nvidia-bug-report.sh
+/// (chroot into the host's root) writing `file` under the configured host
+/// directory; bounded by the bug report's timeout.
+nlohmann::json build_bug_report_job(const reboot_object& cr, const std::string& job_name,
+                                    const std::string& file,
+                                    const reboot_options& options);
+
 /// One step of the RebootNode controller: Pending → Rebooting (boot ID
-/// recorded) → the Job created (next step, once the baseline is stored) →
-/// Succeeded (boot ID changed, Ready) or Failed.
+/// recorded) → for a reboot after a failed reset, the bug report Job, waited
+/// for until it ends or times out (its failure never stops the reboot) → the
+/// reboot Job (once the baseline is stored) → Succeeded (boot ID changed,
+/// Ready) or Failed.
 struct reboot_step {
   reboot_status status;
   bool status_changed = false;
@@ -94,10 +128,13 @@ struct reboot_step {
   bool finished = false;
 };
 
-/// `node`: nullopt when the Node does not exist.
+/// `node`: nullopt when the Node does not exist. `bug_report`: the bug report
+/// Job as last read, while status.bugReport names one still running (nullopt:
+/// not read, or gone).
 reboot_step reconcile_reboot(const reboot_object& cr,
                              const std::optional<node_boot_observation>& node,
-                             wall_time now, const reboot_options& options);
+                             wall_time now, const reboot_options& options,
+                             const std::optional<job_observation>& bug_report = {});
 
 /// The boot ID and Ready condition of a Node's JSON.
 node_boot_observation read_boot(const nlohmann::json& node);

@@ -4,7 +4,7 @@
 
 #include <caf/all.hpp>
 
-#include "messages/atoms.hpp"
+#include "actors/protocol/atoms.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {

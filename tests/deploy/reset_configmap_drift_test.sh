@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The janitor's reset Job finds what it mounts and runs as (issue #20 item 5):
+# The janitor's reset Job finds what it mounts and runs as:
 #  - deploy/janitor/reset-script-configmap.yaml is exactly what
 #    scripts/render-reset-configmap renders from deploy/janitor/gpu-reset.sh;
 #  - the ConfigMap, the privileged namespace and the Job's ServiceAccount

@@ -1,8 +1,7 @@
-// `vigil control` as a real process against the Kubernetes API test server and
-// a real PostgreSQL journal (issue #7 tests): ingest over HTTP → journal →
-// cordon → partial drain → crash mid-drain → restart → recovery → uncordon. The test
-// waits on the process's log lines (blocking reads, no sleeps); ctest's timeout is the
-// only deadline.
+// `vigil control` as a real process against the Kubernetes API test server and a real
+// PostgreSQL journal: ingest over HTTP → journal → cordon → partial drain → crash
+// mid-drain → restart → recovery → uncordon. The test waits on the process's log lines
+// (blocking reads, no sleeps); ctest's timeout is the only deadline.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,8 +25,9 @@
 #include "actors/control/drain/drain_resource.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/janitor/gpu_reset_plan.hpp"
+#include "actors/janitor/janitor_resource.hpp"
 #include "runtime/journal/journal_store.hpp"
-#include "runtime/kube/kube_test_server.hpp"
+#include "runtime/sim/kube/kube_test_server.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/test_databases.hpp"
 
@@ -405,7 +405,7 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
     1);
 }
 
-// issue #8 tests: XID 48 from the kernel log → partial drain → GPUReset → the
+// End to end, XID 48 from the kernel log → partial drain → GPUReset → the
 // janitor tears the GPU operator's operands down, runs the reset Job (played
 // by the test), restores the labels → the agent reads "GPU reset occurred"
 // → uncordon. Then a second GPU whose reset Job fails falls back to a reboot,
@@ -482,8 +482,22 @@ TEST_F(control_integration, gpu_reset_and_reboot_fallback_end_to_end) {
     << control->seen();
   job_ends(janitor::reset_job_name(second), false);
   ASSERT_FALSE(control->wait_for("RebootNode").empty()) << control->seen();
+  // A reboot after a failed reset keeps the driver's bug report first.
+  ASSERT_FALSE(
+    control->wait_for("collecting nvidia-bug-report.sh on node node-1").empty())
+    << control->seen();
+  auto requested = items("vigil.dev", "v1alpha1", "rebootnodes");
+  ASSERT_EQ(requested.size(), 1u);
+  EXPECT_EQ(requested[0]["spec"]["collectBugReport"], true);
+  const auto reboot_name = requested[0]["metadata"]["name"].get<std::string>();
+  job_ends(janitor::bug_report_job_name(reboot_name), true);
   ASSERT_FALSE(control->wait_for("rebooting node node-1 (boot ID boot-1)").empty())
     << control->seen();
+  const auto bug_report =
+    get("vigil.dev", "v1alpha1", "rebootnodes", "", reboot_name)["status"]["bugReport"];
+  EXPECT_EQ(bug_report.value("outcome", ""), "collected");
+  EXPECT_EQ(bug_report.value("path", "").rfind("node-1:/var/log/vigil/bug-reports/", 0),
+            0u);
   node = get("", "v1", "nodes", "", "node-1");
   EXPECT_EQ(node["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm"], "true");
   EXPECT_TRUE(cordoned("node-1"));

@@ -1,12 +1,12 @@
-// `vigil demo --serve` as a process (issue #9 item 3 tests): it prints where
-// its API server, ingest and introspection API are, answers the
-// introspection API, and an event POSTed to its ingest cordons a node.
+// `vigil demo --serve` as a process: it prints where its API server,
+// ingest and introspection API are, answers the introspection API, and
+// an event POSTed to its ingest cordons a node.
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/demo/simulated_cluster.hpp"
+#include "runtime/sim/simulated_cluster.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/fresh_directory.hpp"
 

@@ -8,7 +8,7 @@
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
 
-#include "messages/atoms.hpp"
+#include "actors/protocol/atoms.hpp"
 
 namespace vigil {
 namespace {

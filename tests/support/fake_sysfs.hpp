@@ -1,7 +1,7 @@
 // The NIC monitor tests' sysfs trees: the ones the demo's simulated hosts write.
 #pragma once
 
-#include "runtime/demo/sysfs_tree.hpp"
+#include "runtime/sim/sysfs_tree.hpp"
 
 namespace vigil::test {
 

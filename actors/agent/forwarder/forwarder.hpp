@@ -17,7 +17,7 @@
 #include "actors/agent/forwarder/forwarder_logic.hpp"
 #include "actors/agent/forwarder/heartbeat.hpp"
 #include "actors/agent/forwarder/http_event_poster.hpp"
-#include "messages/agent_messages.hpp"
+#include "actors/protocol/agent_messages.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {

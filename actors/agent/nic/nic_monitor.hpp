@@ -8,7 +8,7 @@
 
 #include "actors/agent/agent_figures.hpp"
 #include "actors/agent/nic/nic_monitor_core.hpp"
-#include "messages/agent_messages.hpp"
+#include "actors/protocol/agent_messages.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {

@@ -277,10 +277,10 @@ private:
       // send a baseline; unhealthy ones only on anomalous cards (uncabled
       // ports on expected cards are not failures).
       return healthy || card_anomalous;
-    // Issue #6's severities: a degraded port (INIT, Polling) that goes DOWN
-    // or Disabled crosses into fatal and says so; otherwise the fatal
-    // REPLACE_VM would wait for the card check, which a role group of one
-    // card never raises.
+    // Seed 002's severities (§1.3, Appendix A): a degraded port (INIT,
+    // Polling) that goes DOWN or Disabled crosses into fatal and says so;
+    // otherwise the fatal REPLACE_VM would wait for the card check, which a
+    // role group of one card never raises.
     if (before == recorded_health::degraded && verdict.fatal)
       return true;
     return healthy != (before == recorded_health::healthy);

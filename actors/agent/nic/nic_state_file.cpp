@@ -1,5 +1,7 @@
 #include "actors/agent/nic/nic_state_file.hpp"
 
+#include "actors/agent/state_file.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -160,22 +162,7 @@ nic_state_load load_nic_state_file(const std::string& path) {
 }
 
 status save_nic_state_file(const std::string& path, const nic_monitor_state& state) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return failure{path, std::string("cannot write: ") + std::strerror(errno)};
-    out << encode_nic_state(state);
-    out.flush();
-    if (!out)
-      return failure{path, "write failed"};
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    auto problem = std::string("cannot replace: ") + std::strerror(errno);
-    std::remove(temp.c_str());
-    return failure{path, problem};
-  }
-  return ok();
+  return replace_file(path, encode_nic_state(state));
 }
 
 } // namespace vigil::agent

@@ -1,5 +1,7 @@
 #include "actors/agent/topology/topology_collector.hpp"
 
+#include "actors/agent/state_file.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -188,16 +190,7 @@ expected<gpu_metadata> collect_gpu_metadata(const std::string& node_name,
 }
 
 status write_gpu_metadata(const std::string& path, const gpu_metadata& metadata) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << encode_gpu_metadata(metadata);
-    if (!out.flush())
-      return failure{temporary, "cannot be written"};
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    return failure{path, "cannot be replaced"};
-  return ok();
+  return replace_file(path, encode_gpu_metadata(metadata));
 }
 
 } // namespace vigil::agent

@@ -19,7 +19,7 @@
 namespace vigil::agent {
 
 /// Counts malformed NVIDIA lines per kind and keeps the first line of each,
-/// so callers log a kind once ("logged once per kind", issue #5).
+/// so callers log a kind once.
 class malformed_lines {
 public:
   /// Counts one; true when this is the first of its kind (log it).

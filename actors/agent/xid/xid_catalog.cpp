@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -410,6 +411,11 @@ expected<xid_catalog> xid_catalog::parse(std::string_view xid_csv,
   if (!decode)
     return decode.error();
   return out;
+}
+
+std::string xid_catalog::default_dir() {
+  const char* dir = std::getenv("VIGIL_CONFIG_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : VIGIL_DEFAULT_CONFIG_DIR;
 }
 
 expected<xid_catalog> xid_catalog::load(const std::string& dir) {

@@ -121,6 +121,10 @@ public:
   /// Reads `dir`/xid_catalog.csv and `dir`/nvlink5_decode.csv.
   static expected<xid_catalog> load(const std::string& dir);
 
+  /// Where the catalog's files are: $VIGIL_CONFIG_DIR, else the config/
+  /// directory compiled in (the container image sets the variable).
+  static std::string default_dir();
+
   /// The entry for `code`, or nullptr for a code the catalog does not list.
   const xid_catalog_entry* find(int code) const;
 

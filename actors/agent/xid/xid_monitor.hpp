@@ -16,7 +16,7 @@
 #include "actors/agent/xid/parse_kernel_log.hpp"
 #include "actors/agent/xid/xid_events.hpp"
 #include "actors/agent/xid/xid_parser.hpp"
-#include "messages/agent_messages.hpp"
+#include "actors/protocol/agent_messages.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {

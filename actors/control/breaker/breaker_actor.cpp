@@ -5,7 +5,7 @@
 
 #include "actors/control/node/node_actor.hpp"
 #include "actors/journal/journal_messages.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -92,8 +92,9 @@ void restore_breaker(control::circuit_breaker& breaker,
   }
 }
 
-caf::behavior breaker(breaker_actor* self, control::breaker_config config,
-                      caf::actor journal, std::shared_ptr<const clock> time) {
+breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_config config,
+                                      caf::actor journal,
+                                      std::shared_ptr<const clock> time) {
   self->state.breaker = control::circuit_breaker(std::move(config));
   self->state.journal = std::move(journal);
   self->state.time = std::move(time);

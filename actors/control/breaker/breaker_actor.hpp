@@ -1,7 +1,7 @@
-// The breaker actor: the fleet's one circuit breaker (issue #7 item 4). Node
-// actors ask it before a new cordon; a trip is journaled before it is
-// reported, survives restarts (the fleet replays the breaker rows into it at
-// startup) and is closed only by an explicit reset.
+// The breaker actor: the fleet's one circuit breaker (seed 003 "Blast Radius
+// Control"). Node actors ask it before a new cordon; a trip is journaled
+// before it is reported, survives restarts (the fleet replays the breaker
+// rows into it at startup) and is closed only by an explicit reset.
 #pragma once
 
 #include <map>
@@ -10,10 +10,14 @@
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/control/rules/circuit_breaker.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -31,6 +35,24 @@ struct breaker_stats {
   std::uint64_t trips = 0;
 };
 
+/// The breaker's protocol, which the compiler checks at every send:
+/// (admit_atom, node) → "" or why not (answered once the GPU-node count is
+/// known when the percentage limit applies); (permit_atom, node) → "" or why not
+/// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
+/// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
+/// node) or until the asking actor goes down; (reset_atom) → "reset", once
+/// journaled; (gpunodes_atom, count); (replay_atom, breaker rows);
+/// (summary_atom) → JSON.
+using breaker_handle = caf::typed_actor<
+  caf::replies_to<admit_atom, std::string>::with<std::string>,
+  caf::replies_to<permit_atom, std::string>::with<std::string>,
+  caf::replies_to<remedy_atom, std::string, std::string>::with<std::string>,
+  caf::reacts_to<remedied_atom, std::string>,
+  caf::replies_to<reset_atom>::with<std::string>,
+  caf::reacts_to<gpunodes_atom, std::uint64_t>,
+  caf::reacts_to<replay_atom, std::vector<journal_record>>,
+  caf::replies_to<summary_atom>::with<std::string>>;
+
 struct breaker_state {
   control::circuit_breaker breaker;
   caf::actor journal;
@@ -38,7 +60,7 @@ struct breaker_state {
   std::size_t gpu_nodes = 0;
   /// The fleet has listed the Nodes once: until then the percentage limit
   /// has no denominator, and the cordons asked for wait, unanswered, for the
-  /// count (issue #7 item 4).
+  /// count.
   bool gpu_nodes_known = false;
   std::vector<std::pair<std::string, caf::typed_response_promise<std::string>>>
     waiting_admits;
@@ -50,16 +72,11 @@ struct breaker_state {
   static inline const char* name = "breaker";
 };
 
-using breaker_actor = caf::stateful_actor<breaker_state>;
+using breaker_actor = caf::stateful_actor<breaker_state, breaker_handle::base>;
 
-/// (admit_atom, node) → "" or why not (answered once the GPU-node count is
-/// known when the percentage limit applies); (permit_atom, node) → "" or why not
-/// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
-/// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
-/// node) or until the asking actor goes down; (reset_atom) → "reset";
-/// (gpunodes_atom, count); (replay_atom, breaker rows); (summary_atom) → JSON.
-caf::behavior breaker(breaker_actor* self, control::breaker_config config,
-                      caf::actor journal, std::shared_ptr<const clock> time);
+breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_config config,
+                                      caf::actor journal,
+                                      std::shared_ptr<const clock> time);
 
 /// The breaker's state after the journal's breaker rows, oldest first: the
 /// last row wins (a trip after a reset re-opens it); the quarantine rows the

@@ -9,7 +9,7 @@
 #include "actors/control/drain/drain_resource.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/logging.hpp"
 
@@ -65,7 +65,7 @@ void journal_end(drain_actor* self) {
                        st.node_name, caf::to_string(err));
         st.end_writing = false;
         st.tick_armed = true;
-        self->delayed_send(self, st.settings->retry_initial, dtick_atom::value);
+        self->delayed_send(self, st.settings->retry_initial, drain_tick_atom::value);
       });
 }
 
@@ -95,7 +95,7 @@ void retry_later(drain_actor* self, const std::string& what) {
                  std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
   if (!st.tick_armed) {
     st.tick_armed = true;
-    self->delayed_send(self, delay, dtick_atom::value);
+    self->delayed_send(self, delay, drain_tick_atom::value);
   }
 }
 
@@ -110,7 +110,7 @@ void arm_tick(drain_actor* self) {
     delay = std::max(caf::timespan{0}, std::min(delay, caf::timespan{until}));
   }
   st.tick_armed = true;
-  self->delayed_send(self, delay, dtick_atom::value);
+  self->delayed_send(self, delay, drain_tick_atom::value);
 }
 
 void on_step_result(drain_actor* self, const control::drain_step& step,
@@ -249,7 +249,7 @@ caf::behavior drain(drain_actor* self, std::string node, control::drain_request 
       st.progress->cancel(why);
       send_due(self);
     },
-    [=](dtick_atom) {
+    [=](drain_tick_atom) {
       auto& st = self->state;
       st.tick_armed = false;
       if (st.ending)

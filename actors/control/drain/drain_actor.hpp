@@ -1,12 +1,11 @@
-// The drain workflow actor (issue #7 item 5): one per drain, spawned by the
-// node actor once the node is quarantined and linked to it. It lists the
-// node's pods, plans the drain (full, or partial for COMPONENT_RESET, seed 000
-// §3.1), journals the plan before the first eviction, evicts through the
-// Eviction API (PodDisruptionBudgets answer 429 and are retried with backoff),
-// waits for the pods to go (re-listing them on the actor clock), journals the
-// outcome and reports it to its node actor. A cancel (the quarantine was
-// released, seed 000 §3.2) stops it; pods already asked to go are not brought
-// back.
+// The drain workflow actor: one per drain, spawned by the node actor once the
+// node is quarantined and linked to it. It lists the node's pods, plans the
+// drain (full, or partial for COMPONENT_RESET, seed 000 §3.1), journals the
+// plan before the first eviction, evicts through the Eviction API
+// (PodDisruptionBudgets answer 429 and are retried with backoff), waits for
+// the pods to go (re-listing them on the actor clock), journals the outcome
+// and reports it to its node actor. A cancel (the quarantine was released,
+// seed 000 §3.2) stops it; pods already asked to go are not brought back.
 #pragma once
 
 #include <cstdint>

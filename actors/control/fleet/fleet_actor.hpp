@@ -19,7 +19,7 @@
 #include "actors/control/fleet/agent_liveness.hpp"
 #include "actors/control/node/node_actor.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "messages/health_event.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -39,7 +39,7 @@ struct fleet_state {
   std::shared_ptr<const node_settings> settings;
   caf::actor gateway;
   caf::actor journal;
-  caf::actor breaker;
+  breaker_handle breaker;
   std::shared_ptr<const clock> time;
   std::unordered_map<std::string, caf::actor> nodes;
   std::map<caf::actor_addr, std::string> names; ///< for down messages
@@ -57,7 +57,8 @@ struct fleet_state {
   bool watch_nodes = true; ///< watch Nodes while leading
   bool standby = false;    ///< another replica leads: no node actors, no watch
   std::uint64_t watch_id = 0;
-  /// issue #7 item 6: NIC ports down on many nodes at once are one incident.
+  /// Cross-node correlation (seed 002 §1.4): NIC ports down on many nodes at
+  /// once are one incident.
   control::fabric_correlator fabric;
   /// Link-down reports on hold (correlation.fabric_hold), and the events of
   /// their nodes waiting behind them.
@@ -82,7 +83,7 @@ constexpr std::size_t fleet_rebuild_page = 10000;
 /// (leader_atom, true) and (leader_atom, false); becoming leader rebuilds the
 /// whole state from the journal, losing it stops every node actor.
 caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
-                    caf::actor gateway, caf::actor journal, caf::actor breaker,
+                    caf::actor gateway, caf::actor journal, breaker_handle breaker,
                     std::shared_ptr<const clock> time, bool watch_nodes,
                     bool await_leadership);
 

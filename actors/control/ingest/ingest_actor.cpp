@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/journal/journal_messages.hpp"
-#include "messages/atoms.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {

@@ -1,10 +1,9 @@
 // The ingest actor: journals each valid event of a POST /v1/events request
-// and answers only after the journal did (issue #7 item 1, "journal before
-// acknowledging"). Stored events go on to the fleet; duplicates are
-// acknowledged and not processed again. A request whose appends have not all
-// committed by the deadline is answered 503 + Retry-After for those; appends
-// that commit later are still routed, so a resent copy (a duplicate then)
-// loses nothing.
+// and answers only after the journal did. Stored events go on to the fleet;
+// duplicates are acknowledged and not processed again. A request whose
+// appends have not all committed by the deadline is answered 503 +
+// Retry-After for those; appends that commit later are still routed, so a
+// resent copy (a duplicate then) loses nothing.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The control plane's POST /v1/events without its I/O (issue #7 item 1): splitting
-// and validating a request body, event ids, the bearer token, and the reply.
+// The control plane's POST /v1/events without its I/O: splitting and
+// validating a request body, event ids, the bearer token, and the reply.
 #pragma once
 
 #include <cstddef>

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/gateway/kube_gateway_messages.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {

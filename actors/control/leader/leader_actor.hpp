@@ -1,8 +1,7 @@
-// The leader elector (issue #7 item 7): holds or waits for the control plane's
-// Lease and tells its subscribers (fleet, ingest) when this replica starts or
-// stops leading. Only the leader acts on the cluster; a standby replica
-// answers ingest 503 (the agents retry, and the Service reaches the leader)
-// and /readyz 503.
+// The leader elector: holds or waits for the control plane's Lease and tells
+// its subscribers (fleet, ingest) when this replica starts or stops leading.
+// Only the leader acts on the cluster; a standby replica answers ingest 503
+// (the agents retry, and the Service reaches the leader) and /readyz 503.
 #pragma once
 
 #include <optional>

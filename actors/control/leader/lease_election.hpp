@@ -1,8 +1,8 @@
 // Leader election over a coordination.k8s.io/v1 Lease, as client-go's
-// leaderelection does it (issue #7 item 7): only the replica holding the
-// Lease acts on the cluster; the others ingest and journal. Pure: the elector
-// actor reads the Lease, asks next_lease_step what to write, and writes it
-// with the Lease's resourceVersion, so two candidates never both win.
+// leaderelection does it: only the replica holding the Lease acts on the
+// cluster; the others ingest and journal. Pure: the elector actor reads the
+// Lease, asks next_lease_step what to write, and writes it with the Lease's
+// resourceVersion, so two candidates never both win.
 #pragma once
 
 #include <chrono>

@@ -5,7 +5,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/control/rules/correlation_rules.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 
 namespace vigil {
 

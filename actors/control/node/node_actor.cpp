@@ -1,551 +1,32 @@
+// The node actor's behaviour and wiring: its messages, the restart's replay
+// of journaled events, its summary and its Kubernetes Events. The quarantine
+// is in node_quarantine.cpp, the drain in node_drain.cpp, the gpu and
+// nic_port actors in node_correlation.cpp, the remediations in
+// node_remediation.cpp.
 #include "actors/control/node/node_actor.hpp"
-
-#include <algorithm>
-#include <functional>
-#include <optional>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/control/gpu/gpu_actor.hpp"
-#include "actors/control/nic_port/nic_port_actor.hpp"
-#include "actors/control/node/correlation_messages.hpp"
+#include "actors/control/node/node_actor_internal.hpp"
 #include "actors/control/node/node_remediation.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
-#include "actors/journal/journal_messages.hpp"
-#include "messages/control_messages.hpp"
-#include "runtime/backoff.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
 
-namespace {
-
-using control::quarantine_decision;
+namespace node_detail {
 
 std::shared_ptr<spdlog::logger> logger() {
   return component_logger("node");
 }
 
-// A decision adds a cordon or a taint that is not there yet: the breaker
-// must agree first (issue #7 item 4). Releasing never asks.
-bool starts_quarantine(const quarantine_decision& d) {
-  return d.cordon || !d.add_taints.empty();
-}
+} // namespace node_detail
 
-std::string event_reason(const quarantine_decision& d) {
-  if (d.held_by_breaker)
-    return "QuarantineHeld";
-  if (d.cordon || !d.add_taints.empty())
-    return "Quarantined";
-  if (d.uncordon || (!d.remove_taints.empty() && !d.quarantined))
-    return "QuarantineReleased";
-  return "QuarantineUpdated";
-}
+using namespace node_detail;
 
-// The journal row of a decision, written before anything is sent. Keyed by the
-// Node's resourceVersion and the decision's content: a decision repeated on
-// the same observation (a retry, a restart, dry-run) is stored once.
-journal_record decision_row(const node_state& st, const quarantine_decision& d,
-                            const std::string& summary) {
-  nlohmann::json body = {{"decision", summary},
-                         {"quarantined", d.quarantined},
-                         {"cordon", d.cordon},
-                         // admitted by the breaker, counted in its window
-                         {"startsQuarantine", starts_quarantine(d)},
-                         {"uncordon", d.uncordon},
-                         {"heldByBreaker", d.held_by_breaker},
-                         {"optedOut", d.opted_out},
-                         {"activeEvents", st.active.size()},
-                         {"annotation", d.annotation.value_or("")},
-                         {"resourceVersion", st.node->resource_version},
-                         {"dryRun", st.settings->dry_run}};
-  journal_record row;
-  row.recorded_at = st.time->wall_now();
-  row.node = st.node_name;
-  row.kind = quarantine_row;
-  row.body = body.dump();
-  row.idempotency_key = st.node_name + "/quarantine/" + st.node->resource_version + "/"
-                        + std::to_string(std::hash<std::string>{}(row.body));
-  return row;
-}
-
-void reconcile(node_actor* self);
-void consider_drain(node_actor* self);
-
-// The current reconcile is over; run again if something arrived meanwhile,
-// else see whether the converged node needs a drain.
-void finish(node_actor* self) {
-  auto& st = self->state;
-  st.busy = false;
-  if (st.again) {
-    st.again = false;
-    return reconcile(self);
-  }
-  consider_drain(self);
-}
-
-// A failed request: try again after a doubling delay, never in a tight loop.
-void retry_later(node_actor* self, const std::string& what) {
-  auto& st = self->state;
-  ++st.stats.failures;
-  st.busy = false;
-  const auto delay =
-    take_backoff(st.backoff, st.settings->retry_initial, st.settings->retry_max);
-  logger()->warn("node {}: {}; retrying in {} ms", st.node_name, what,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
-  if (!st.retry_armed) {
-    st.retry_armed = true;
-    self->delayed_send(self, delay, reconcile_atom::value);
-  }
-}
-
-// A request failed: 409 means the Node moved on (re-read it), 404 that it is
-// gone (wait for the watch to bring it back), anything else is retried.
-void on_request_failure(node_actor* self, const kube::kube_error& err, const char* what) {
-  auto& st = self->state;
-  if (err.conflict()) {
-    ++st.stats.conflicts;
-    st.node.reset();
-    st.busy = false;
-    reconcile(self);
-  } else if (err.not_found()) {
-    logger()->warn("node {}: {} found no Node; waiting for it to appear", st.node_name,
-                   what);
-    st.node.reset();
-    st.busy = false;
-    st.again = false;
-  } else {
-    retry_later(self, std::string(what) + " failed: " + err.to_string());
-  }
-}
-
-// Reads a Node from a response body into the observation.
-bool take_node(node_actor* self, const std::string& json) {
-  auto& st = self->state;
-  auto observed =
-    control::observe_node(json, st.settings->quarantine, st.settings->gpu_nodes);
-  if (!observed) {
-    logger()->error("node {}: unreadable Node from the API server: {}", st.node_name,
-                    observed.error().to_string());
-    return false;
-  }
-  st.node = std::move(*observed);
-  return true;
-}
-
-void fetch_node(node_actor* self) {
-  auto& st = self->state;
-  st.busy = true;
-  self->request(st.gateway, caf::infinite, control::get_node_request(st.node_name))
-    .then([=](const kube::kube_result& result) {
-      if (!result.ok())
-        return on_request_failure(self, result.error(), "GET");
-      if (!take_node(self, result.response().body))
-        return retry_later(self, "GET returned an unreadable Node");
-      self->state.busy = false;
-      reconcile(self);
-    });
-}
-
-void post_event(node_actor* self, const quarantine_decision& d,
-                const std::string& summary) {
-  post_node_event(self, event_reason(d), summary, d.quarantined);
-}
-
-// Every request of the decision succeeded: say so, post its Event, go on.
-void applied(node_actor* self, const quarantine_decision& d, const std::string& summary) {
-  auto& st = self->state;
-  logger()->info("node {}: applied: {}", st.node_name, summary);
-  post_event(self, d, summary);
-  st.backoff = {};
-  finish(self);
-}
-
-void patch_status(node_actor* self, quarantine_decision d, std::string summary) {
-  auto& st = self->state;
-  auto request = control::status_patch_request(
-    st.node_name, control::node_status_patch(d, st.time->wall_now()));
-  if (!request)
-    return applied(self, d, summary);
-  self->request(st.gateway, caf::infinite, std::move(*request))
-    .then([=](const kube::kube_result& result) {
-      if (!result.ok())
-        return on_request_failure(self, result.error(), "PATCH status");
-      ++self->state.stats.patches;
-      take_node(self, result.response().body);
-      applied(self, d, summary);
-    });
-}
-
-// Sends the decision: spec and annotations first (with the resourceVersion
-// precondition), then the conditions, then a Kubernetes Event.
-void send_decision(node_actor* self, quarantine_decision d, std::string summary) {
-  auto& st = self->state;
-  auto request =
-    control::spec_patch_request(st.node_name, control::node_spec_patch(d, *st.node));
-  if (!request)
-    return patch_status(self, std::move(d), std::move(summary));
-  self->request(st.gateway, caf::infinite, std::move(*request))
-    .then([=](const kube::kube_result& result) {
-      auto& st = self->state;
-      if (!result.ok())
-        return on_request_failure(self, result.error(), "PATCH");
-      ++st.stats.patches;
-      st.stats.cordons += d.cordon ? 1 : 0;
-      st.stats.uncordons += d.uncordon ? 1 : 0;
-      st.settings->counters->cordons += d.cordon ? 1 : 0;
-      st.settings->counters->uncordons += d.uncordon ? 1 : 0;
-      take_node(self, result.response().body);
-      patch_status(self, d, summary);
-    });
-}
-
-// Journal first, then act (ARCHITECTURE.md §2 "journal first").
-void apply_decision(node_actor* self, quarantine_decision d) {
-  auto& st = self->state;
-  ++st.stats.reconciles;
-  st.stats.held += d.held_by_breaker ? 1 : 0;
-  st.settings->counters->quarantines_held += d.held_by_breaker ? 1 : 0;
-  auto summary = control::describe(d);
-  self
-    ->request(st.journal, caf::infinite, append_atom::value, decision_row(st, d, summary))
-    .then(
-      [=](const append_outcome&) {
-        auto& st = self->state;
-        logger()->info("node {}: {}{}", st.node_name, summary,
-                       st.settings->dry_run ? " (dry run: not applied)" : "");
-        if (st.settings->dry_run)
-          return finish(self);
-        send_decision(self, d, summary);
-      },
-      [=](const caf::error& err) {
-        retry_later(self,
-                    "the decision could not be journaled (" + caf::to_string(err) + ")");
-      });
-}
-
-void reconcile(node_actor* self) {
-  auto& st = self->state;
-  if (st.busy) {
-    st.again = true;
-    return;
-  }
-  if (!st.node)
-    return fetch_node(self);
-  const bool holds = st.remediation->holds_quarantine();
-  auto decision =
-    control::decide_quarantine(st.node->observation, st.active, st.settings->quarantine,
-                               true, holds, st.agent_silent_since);
-  if (decision.no_change(st.node->observation))
-    return consider_drain(self);
-  st.busy = true;
-  if (!starts_quarantine(decision))
-    return apply_decision(self, std::move(decision));
-  self->request(st.breaker, caf::infinite, admit_atom::value, st.node_name)
-    .then(
-      [=](const std::string& refusal) {
-        auto& st = self->state;
-        if (refusal.empty())
-          return apply_decision(self, decision);
-        auto held = control::decide_quarantine(
-          st.node->observation, st.active, st.settings->quarantine, false,
-          st.remediation->holds_quarantine(), st.agent_silent_since);
-        if (held.no_change(st.node->observation))
-          return finish(self);
-        logger()->warn("node {}: new quarantine refused by the breaker ({})",
-                       st.node_name, refusal);
-        apply_decision(self, std::move(held));
-      },
-      [=](const caf::error& err) {
-        retry_later(self, "the breaker did not answer (" + caf::to_string(err) + ")");
-      });
-}
-
-// The drain the active events want once vigil's quarantine is in place: the
-// node is cordoned (by anyone; in dry run, would be) and not opted out.
-std::optional<control::drain_request> wanted_drain(const node_state& st) {
-  if (!st.node || st.active.empty())
-    return std::nullopt;
-  const auto& observed = st.node->observation;
-  if (!observed.unschedulable && !st.settings->dry_run)
-    return std::nullopt;
-  auto opt_out = observed.labels.find(st.settings->quarantine.opt_out_label);
-  if (opt_out != observed.labels.end() && opt_out->second == "true")
-    return std::nullopt;
-  return control::drain_wanted(st.active.records(), st.remediation->needs_full_drain());
-}
-
-void post_drain_event(node_actor* self, const std::string& reason,
-                      const std::string& message) {
-  auto& st = self->state;
-  if (!st.settings->dry_run && !st.settings->drain->dry_run)
-    post_node_event(self, reason, message, false);
-}
-
-void start_drain(node_actor* self, control::drain_request request) {
-  auto& st = self->state;
-  auto key = control::drain_key(request);
-  st.drain_permit_pending = true;
-  // issue #7 item 4: no new drain starts while the breaker is tripped.
-  self->request(st.breaker, caf::infinite, permit_atom::value, st.node_name)
-    .then(
-      [=](const std::string& refusal) {
-        auto& st = self->state;
-        st.drain_permit_pending = false;
-        if (!refusal.empty()) {
-          ++st.stats.drains_held;
-          ++st.settings->counters->drains_held;
-          logger()->warn("node {}: drain {} held: {}", st.node_name, key, refusal);
-          if (st.drain_hold_posted != key) {
-            st.drain_hold_posted = key;
-            post_drain_event(self, "DrainHeldByBreaker",
-                             "drain " + key + " held: " + refusal);
-          }
-          if (!st.retry_armed) {
-            st.retry_armed = true;
-            self->delayed_send(self, st.settings->retry_max, reconcile_atom::value);
-          }
-          return;
-        }
-        if (st.drain || !wanted_drain(st)) // things moved on while asking
-          return consider_drain(self);
-        ++st.stats.drains_started;
-        ++st.settings->counters->drains_started;
-        st.settings->counters->drains_started_partial += key == "full" ? 0 : 1;
-        st.drain_key = key;
-        st.drain_hold_posted.clear();
-        st.drain_cancelling = false;
-        auto settings = st.settings->drain;
-        if (st.settings->dry_run && !settings->dry_run) { // global dry run
-          auto dry = std::make_shared<drain_settings>(*settings);
-          dry->dry_run = true;
-          settings = std::move(dry);
-        }
-        st.drain = self->spawn<caf::linked>(vigil::drain, st.node_name, request,
-                                            std::move(settings), st.gateway, st.journal,
-                                            caf::actor_cast<caf::actor>(self), st.time);
-        post_drain_event(self, "DrainStarted", "drain " + key + " started");
-      },
-      [=](const caf::error& err) {
-        self->state.drain_permit_pending = false;
-        retry_later(self, "the breaker did not answer (" + caf::to_string(err) + ")");
-      });
-}
-
-// seed 000 §3.1: what this quarantine has drained; a full drain covers all.
-void note_drained(node_state& st, const std::string& key) {
-  st.drained_key = key;
-  if (st.drain_history != control::drain_history::full_done)
-    st.drain_history = key == "full" ? control::drain_history::full_done
-                                     : control::drain_history::partial_done;
-}
-
-// A released quarantine starts the next one with nothing drained.
-void forget_drains(node_state& st) {
-  st.drain_history = control::drain_history::none;
-  st.drained_key.clear();
-}
-
-// Level-based like the quarantine: compares the drain the active events want
-// with the running one. seed 000 §3.1: after a completed full drain nothing
-// more is drained in this quarantine; a completed drain is not repeated.
-// seed 000 §3.2: a release cancels the running drain.
-void converge_drain(node_actor* self) {
-  auto& st = self->state;
-  if (st.active.empty())
-    forget_drains(st);
-  auto wanted = wanted_drain(st);
-  if (st.drain) {
-    if (st.drain_cancelling)
-      return;
-    std::string why;
-    if (!wanted)
-      why = "quarantine released";
-    else if (auto key = control::drain_key(*wanted); key != st.drain_key)
-      why = "superseded by drain " + key;
-    if (!why.empty()) {
-      st.drain_cancelling = true;
-      self->send(st.drain, cancel_atom::value, why);
-    }
-    return;
-  }
-  if (!wanted || st.drain_history == control::drain_history::full_done
-      || control::drain_key(*wanted) == st.drained_key)
-    return;
-  wanted->history = st.drain_history;
-  start_drain(self, std::move(*wanted));
-}
-
-// After the quarantine converged: the drain, then (once drained) the
-// remediations (seed 000 §3, §4).
-void consider_drain(node_actor* self) {
-  auto& st = self->state;
-  if (st.busy || st.drain_permit_pending)
-    return;
-  converge_drain(self);
-  node_remediation_steps::consider(self);
-}
-
-void on_drained(node_actor* self, const std::string& key, const std::string& outcome,
-                std::uint64_t evictions) {
-  auto& st = self->state;
-  st.drain = nullptr;
-  st.drain_cancelling = false;
-  st.stats.evictions += evictions;
-  auto& counters = *st.settings->counters;
-  counters.evictions += evictions;
-  if (outcome == "cancelled") {
-    ++st.stats.drains_cancelled;
-    ++counters.drains_cancelled;
-    post_drain_event(self, "DrainCancelled", "drain " + key + " cancelled");
-  } else {
-    ++(outcome == "succeeded" ? st.stats.drains_succeeded : st.stats.drains_skipped);
-    ++(outcome == "succeeded" ? counters.drains_succeeded : counters.drains_skipped);
-    note_drained(st, key);
-    if (outcome == "succeeded")
-      post_drain_event(self, "Drained",
-                       "drain " + key + " completed (" + std::to_string(evictions)
-                         + " pods evicted)");
-    else
-      post_drain_event(self, "DrainSkipped",
-                       "drain " + key + ": nothing evicted (" + outcome + ")");
-  }
-  consider_drain(self);
-}
-
-void journal_firing(node_actor* self, const std::string& rule, const health_event& event,
-                    const std::string& message) {
-  auto& st = self->state;
-  ++st.stats.rule_firings;
-  auto& counters = *st.settings->counters;
-  ++counters.rule_firings;
-  if (rule == "repeated-xid")
-    ++counters.rule_firings_repeated_xid;
-  else if (rule == "nic-flap")
-    ++counters.rule_firings_nic_flap;
-  else if (rule == "nic-drop")
-    ++counters.rule_firings_nic_drop;
-  logger()->warn("node {}: rule {} fired on event {}: {}", st.node_name, rule, event.id,
-                 message);
-  journal_record row;
-  row.recorded_at = st.time->wall_now();
-  row.node = st.node_name;
-  row.kind = correlation_row;
-  row.body = nlohmann::json{
-    {"rule", rule},
-    {"eventId", event.id},
-    {"recommendedAction", to_string(event.action)},
-    {"message",
-     message}}.dump();
-  row.idempotency_key = st.node_name + "/correlation/" + event.id + "/" + rule;
-  // Its Event once it is journaled (journal first), and once only.
-  auto event_text = rule + ": " + message + " → " + std::string(to_string(event.action));
-  self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
-    .then(
-      [=](const append_outcome& stored) {
-        if (!stored.duplicate && !self->state.settings->dry_run)
-          post_node_event(self, "CorrelationRuleFired", event_text, true);
-      },
-      [=](const caf::error& err) {
-        logger()->warn("node {}: rule firing not journaled: {}", self->state.node_name,
-                       caf::to_string(err));
-      });
-}
-
-// The gpu or nic_port actor an event concerns, spawned on first use.
-caf::actor entity_actor(node_actor* self, const control::correlation_subject& subject) {
-  auto& st = self->state;
-  const bool is_gpu = subject.what == control::correlation_subject::kind::gpu;
-  auto& slot = (is_gpu ? st.gpus : st.ports)[subject.key];
-  if (!slot)
-    slot =
-      is_gpu
-        ? self->spawn<caf::linked>(vigil::gpu, subject.key, st.settings->correlation)
-        : self->spawn<caf::linked>(vigil::nic_port, st.node_name, subject.key,
-                                   st.settings->correlation, self->address(), st.time);
-  return slot;
-}
-
-// What the rules' outcome makes of the event: the event (escalated or not)
-// first, then what the rules derived. A firing is logged, counted and, when
-// live (not replayed), journaled. The escalation follows from journaled
-// events in event time, so a replay reaches it again; the correlation row
-// records why it happened.
-std::vector<health_event> correlated(node_actor* self, const health_event& event,
-                                     control::correlation_outcome outcome, bool live) {
-  std::vector<health_event> out{event};
-  if (outcome.escalate && !event.is_healthy) {
-    auto& escalated = out.front();
-    escalated.action = *outcome.escalate;
-    escalated.message = outcome.message + " (" + event.message + ")";
-    if (live)
-      journal_firing(self, outcome.rule, escalated, outcome.message);
-  } else if (!outcome.rule.empty() && !outcome.derived.empty() && live) {
-    journal_firing(self, outcome.rule, outcome.derived.front(), outcome.message);
-  }
-  for (auto& derived : outcome.derived)
-    out.push_back(std::move(derived));
-  return out;
-}
-
-using correlated_handler = std::function<void(std::vector<health_event>)>;
-
-// issue #7 item 6: the correlation rules may escalate the event's action and
-// derive events of their own. A repeat, or an event no GPU or port history
-// concerns, comes back at once; otherwise nullopt, and `then` gets the events
-// when the entity's actor has answered (awaited: nothing else runs first).
-std::optional<std::vector<health_event>> correlate(node_actor* self,
-                                                   const health_event& event, bool live,
-                                                   correlated_handler then) {
-  auto& st = self->state;
-  const auto at = event.generated.value_or(st.time->wall_now());
-  if (!st.dedup.admit(event, at))
-    return std::vector<health_event>{event};
-  const auto subject = control::subject_of(event);
-  if (subject.what == control::correlation_subject::kind::none)
-    return std::vector<health_event>{event};
-  self
-    ->request(entity_actor(self, subject), caf::infinite, correlate_atom::value, event,
-              static_cast<std::int64_t>(at.time_since_epoch().count()))
-    .await(
-      [=](control::correlation_outcome& outcome) {
-        then(correlated(self, event, std::move(outcome), live));
-      },
-      [=](const caf::error& err) {
-        // Not reached while linked (its crash ends this actor too).
-        logger()->warn("node {}: {} did not answer ({}); event {} taken as it is",
-                       self->state.node_name, subject.key, caf::to_string(err), event.id);
-        then({event});
-      });
-  return std::nullopt;
-}
-
-// Applies events to the active set; true when it changed.
-bool apply_events(node_actor* self, const std::vector<health_event>& events) {
-  auto& st = self->state;
-  bool changed = false;
-  for (const auto& e : events) {
-    auto outcome = st.active.apply(e, st.settings->quarantine);
-    if (!outcome.ignored.empty()) {
-      ++st.stats.ignored;
-      logger()->debug("node {}: event {} not acted on: {}", st.node_name, e.id,
-                      outcome.ignored);
-    }
-    changed = changed || outcome.changed;
-  }
-  return changed;
-}
-
-// A fabric incident covers this node's NIC port-downs (issue #7 item 6): drop
-// their records, and let the drop rule know the fabric explains them.
-std::size_t drop_port_downs(node_actor* self) {
-  auto& st = self->state;
-  auto dropped = st.active.remove_if(control::explained_by_fabric);
-  for (const auto& [port, actor] : st.ports)
-    self->send(actor, fabric_atom::value);
-  return dropped;
-}
+namespace {
 
 // A restart's replay (replay_atom): the journaled events in order, each
 // through the correlation rules, with the drain and fabric marks among them.
@@ -648,7 +129,7 @@ void post_node_event(node_actor* self, const std::string& reason,
 
 caf::behavior node(node_actor* self, std::string name,
                    std::shared_ptr<const node_settings> settings, caf::actor gateway,
-                   caf::actor journal, caf::actor breaker,
+                   caf::actor journal, breaker_handle breaker,
                    std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.node_name = std::move(name);
@@ -662,7 +143,7 @@ caf::behavior node(node_actor* self, std::string name,
   return {
     [=](route_atom, const health_event& event, std::int64_t) {
       ++self->state.stats.events;
-      // issue #7 item 7: how far behind this node's mailbox is.
+      // How far behind this node's mailbox is (the fleet's /metrics).
       auto& high = self->state.settings->counters->node_mailbox_high;
       const std::uint64_t depth = self->mailbox().size();
       for (auto seen = high.load();
@@ -705,12 +186,12 @@ caf::behavior node(node_actor* self, std::string name,
                         "node is not quarantined for its NIC port-downs",
                         true);
       }
-      if (dropped > 0) {
+      if (dropped > 0)
         logger()->info(
           "node {}: {} NIC port records dropped: a fabric incident covers them",
           st.node_name, dropped);
+      if (dropped > 0 || !st.fabric.ports().empty())
         reconcile(self);
-      }
     },
     [=](observe_atom, const std::string& node_json) {
       if (take_node(self, node_json))
@@ -745,13 +226,13 @@ caf::behavior node(node_actor* self, std::string name,
       for (const auto& a : attempts)
         self->state.remediation->remember_attempt(a.action, a.gpu_uuid, a.at);
     },
-    [=](rstart_atom) {
+    [=](remediation_start_atom) {
       node_remediation_steps::on_timer(self, control::remediation_timer::start);
     },
-    [=](rpoll_atom) {
+    [=](remediation_poll_atom) {
       node_remediation_steps::on_timer(self, control::remediation_timer::poll);
     },
-    [=](rverify_atom) {
+    [=](remediation_verify_atom) {
       node_remediation_steps::on_timer(self, control::remediation_timer::verify);
     },
     [=](drained_atom, const std::string& key, const std::string& outcome,

@@ -20,6 +20,7 @@
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/drain/drain_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
 #include "actors/control/remediation/remediation_machine.hpp"
@@ -64,7 +65,7 @@ struct control_counters {
   std::atomic<std::uint64_t> node_mailbox_high{0};
 };
 
-/// Config `remediation.*` (issue #8 items 2 and 3).
+/// Config `remediation.*`: the maintenance CRs and their escalation ladder.
 struct remediation_settings {
   bool enabled = true;  ///< false: quarantine and drain only, never a CR
   bool dry_run = false; ///< plan and journal remediations; create no CR (per stage)
@@ -77,7 +78,7 @@ struct remediation_settings {
   /// The same for a TerminateNode: a replacement takes hours.
   std::chrono::seconds terminate_timeout{24 * 3600};
   /// The breaker's pool label (breaker.pool_label): a node's pool for the
-  /// per-pool budget of concurrent remediations (issue #7 item 4).
+  /// per-pool budget of concurrent remediations (seed 003 "Blast Radius Control").
   std::string pool_label = "topology.kubernetes.io/rack";
   /// Proof of recovery before the node returns (remediation.validation.*).
   control::validation_policy validation;
@@ -99,7 +100,7 @@ struct node_settings {
   /// The drains this node actor starts (drain.dry_run: plan and journal only).
   std::shared_ptr<const drain_settings> drain = std::make_shared<drain_settings>();
   std::shared_ptr<control_counters> counters = std::make_shared<control_counters>();
-  control::correlation_config correlation; ///< issue #7 item 6 thresholds
+  control::correlation_config correlation; ///< correlation.* thresholds
   /// control.agent_silence_seconds: a GPU node whose agent sent no heartbeat
   /// or event for this long gets the VigilAgentReporting=False condition and
   /// an Event (never a remediation). 0 (this default): not watched.
@@ -134,14 +135,14 @@ struct node_state {
   std::shared_ptr<const node_settings> settings;
   caf::actor gateway;
   caf::actor journal;
-  caf::actor breaker;
+  breaker_handle breaker;
   std::shared_ptr<const clock> time;
   control::active_events active;
-  /// Correlation (issue #7 item 6): repeats are dropped here; each GPU's and
-  /// NIC port's history lives in its own actor, spawned on the first event
-  /// that names it and linked to this one (a crash of either restarts the
-  /// node from the journal). The node awaits their answers, so its events
-  /// stay in order.
+  /// Correlation: repeats are dropped here; each GPU's and NIC port's
+  /// history lives in its own actor, spawned on the first event that names
+  /// it and linked to this one (a crash of either restarts the node from
+  /// the journal). The node awaits their answers, so its events stay in
+  /// order.
   control::event_deduplicator dedup;
   std::map<std::string, caf::actor> gpus;     ///< gpu actors by UUID
   std::map<std::string, caf::actor> ports;    ///< nic_port actors by "device/port"
@@ -161,6 +162,9 @@ struct node_state {
   /// its QuarantineHeld Event.)
   std::string drain_hold_posted;
   std::optional<wall_time> fabric_event_posted;
+  /// NIC ports down inside a fabric incident: a condition and a
+  /// PreferNoSchedule taint until they are up, never a cordon or drain.
+  control::fabric_ports fabric;
   /// seed 000 §3.1: what this quarantine already drained; reset on release.
   control::drain_history drain_history = control::drain_history::none;
   std::string drained_key; ///< key of the last drain that completed
@@ -183,11 +187,11 @@ using node_actor = caf::stateful_actor<node_state>;
 /// Every event first passes the correlation rules, which may escalate its
 /// recommended action (journaled as a "correlation" row).
 /// Once the quarantine is in place the node actor runs the drain its active
-/// events want (issue #7 item 5) as a linked drain actor, one at a time: a
+/// events want (seed 000 §3.1) as a linked drain actor, one at a time: a
 /// different drain supersedes (cancels) the running one, a release cancels it.
 caf::behavior node(node_actor* self, std::string name,
                    std::shared_ptr<const node_settings> settings, caf::actor gateway,
-                   caf::actor journal, caf::actor breaker,
+                   caf::actor journal, breaker_handle breaker,
                    std::shared_ptr<const clock> time);
 
 /// A Kubernetes Event about the node (its decisions, drains, remediations),

@@ -8,7 +8,7 @@
 #include "actors/control/rules/circuit_breaker.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
-#include "messages/control_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil::node_remediation_steps {
@@ -388,13 +388,13 @@ void carry_out(node_actor* self, control::remediation_commands commands) {
           auto in = std::max(caf::timespan{0}, caf::timespan{c.at - st.time->wall_now()});
           switch (c.timer) {
             case control::remediation_timer::start:
-              self->delayed_send(self, in, rstart_atom::value);
+              self->delayed_send(self, in, remediation_start_atom::value);
               break;
             case control::remediation_timer::poll:
-              self->delayed_send(self, in, rpoll_atom::value);
+              self->delayed_send(self, in, remediation_poll_atom::value);
               break;
             case control::remediation_timer::verify:
-              self->delayed_send(self, in, rverify_atom::value);
+              self->delayed_send(self, in, remediation_verify_atom::value);
               break;
           }
         },

@@ -20,7 +20,8 @@ control::remediation_view view_of(const node_state& st);
 /// The node's state changed: the machine plans, starts or releases.
 void consider(node_actor* self);
 
-/// One of the machine's timers (rstart_atom, rpoll_atom, rverify_atom) fired.
+/// One of the machine's timers (remediation_start_atom, remediation_poll_atom,
+/// remediation_verify_atom) fired.
 void on_timer(node_actor* self, control::remediation_timer timer);
 
 /// A routed healthy event: verifies the reset of each GPU it names.

@@ -46,6 +46,7 @@ std::set<std::string> managed_condition_types(const quarantine_policy& policy) {
   for (const auto& [family, type] : policy.condition_types)
     types.insert(type);
   types.insert(agent_condition_type);
+  types.insert(fabric_condition_type);
   for (const auto& rule : policy.rules)
     if (!rule.condition_type.empty())
       types.insert(rule.condition_type);

@@ -34,9 +34,9 @@ struct escalation_policy {
   std::chrono::seconds verify_reset_timeout{600}; ///< healthy event after a reset, 10 min
   std::chrono::seconds verify_reboot_timeout{1800};  ///< after a reboot, 30 min
   std::chrono::seconds verify_replace_timeout{3600}; ///< after a replace, 1 h
-  /// Issue #7 item 6, "repeated remediation": this many automatic remediations
-  /// of the node (all targets) within the window and the next one is
-  /// CONTACT_SUPPORT instead. Config correlation.remediation_repeat_*.
+  /// Repeated remediation (seed 003 "Hysteresis and Cooldown"): this many
+  /// automatic remediations of the node (all targets) within the window and
+  /// the next one is CONTACT_SUPPORT instead. Config correlation.remediation_repeat_*.
   std::size_t max_remediations_per_node = 5;
   std::chrono::seconds node_window{7 * 24 * 3600}; ///< default 7 days
 };

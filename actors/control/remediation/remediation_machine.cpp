@@ -1,8 +1,14 @@
+// remediation_machine (seed 000 §4): its inputs (the node's state, the
+// breaker's answer, the timers), the queue of requests (seed 000 §4.3), the
+// admission of the one in flight, its release (seed 000 §4.2) and the
+// commands that arm timers, journal and post. Creating and following the CR
+// is in remediation_machine_cr.cpp; validation, verification and escalation
+// in remediation_machine_verification.cpp.
 #include "actors/control/remediation/remediation_machine.hpp"
 
 #include <utility>
 
-#include "actors/janitor/gpu_reset_plan.hpp"
+#include "actors/control/remediation/remediation_machine_internal.hpp"
 
 namespace vigil::control {
 
@@ -39,10 +45,6 @@ std::optional<drain_request> drain_wanted(const std::vector<active_record>& reco
   return full;
 }
 
-std::string validation_job_name(std::string_view cr) {
-  return janitor::job_name_for("vigil-validate-", cr);
-}
-
 escalation_policy node_escalation_policy(escalation_policy policy,
                                          std::size_t remediation_repeat_threshold,
                                          std::chrono::seconds remediation_window) {
@@ -50,19 +52,6 @@ escalation_policy node_escalation_policy(escalation_policy policy,
   policy.node_window = remediation_window;
   return policy;
 }
-
-/// One input's surroundings: what the node looks like, when, and the
-/// commands collected so far.
-struct remediation_machine::context {
-  const remediation_view* view; ///< null for inputs that need none
-  wall_time now;
-  remediation_commands out;
-
-  const remediation_view& node() const {
-    static const remediation_view none;
-    return view != nullptr ? *view : none;
-  }
-};
 
 remediation_machine::remediation_machine(std::string node_name, remediation_config config)
   : node_(std::move(node_name)), config_(std::move(config)),
@@ -100,15 +89,7 @@ remediation_commands remediation_machine::consider(const remediation_view& view,
   }
   if (!ready(view))
     return std::move(c.out);
-  for (const auto& record : view.records) {
-    if (!handled_.insert(record.event_id).second)
-      continue;
-    remediation_request request;
-    request.plan = plan(c, record.action, gpu_uuid_of(record));
-    request.event_id = record.event_id;
-    request.requested_at = now;
-    submit(c, std::move(request));
-  }
+  plan_new_records(c);
   // The full drain a reboot or replacement waited for is done.
   if (step_ == remediation_step::draining_fully
       && view.drained == drain_history::full_done) {
@@ -116,6 +97,19 @@ remediation_commands remediation_machine::consider(const remediation_view& view,
     start(c);
   }
   return std::move(c.out);
+}
+
+// A request for every active record not planned yet.
+void remediation_machine::plan_new_records(context& c) {
+  for (const auto& record : c.node().records) {
+    if (!handled_.insert(record.event_id).second)
+      continue;
+    remediation_request request;
+    request.plan = plan(c, record.action, gpu_uuid_of(record));
+    request.event_id = record.event_id;
+    request.requested_at = c.now;
+    submit(c, std::move(request));
+  }
 }
 
 // seed 000 §4.3 through the queue: start, queue behind, or skip as redundant.
@@ -238,316 +232,6 @@ remediation_commands remediation_machine::on_breaker_answer(std::uint64_t genera
   return std::move(c.out);
 }
 
-void remediation_machine::create(context& c) {
-  const auto request = *queue_.in_flight();
-  if (request.plan.kind == remediation_kind::provider_hook)
-    return hand_to_provider(c, request);
-  auto cr = maintenance_cr_name(node_, request.plan, request.event_id);
-  if (config_.dry_run) {
-    c.out.push_back(cmd::journal_step{"created", request, {{"cr", cr}}});
-    c.out.push_back(cmd::log{"would create " + std::string{to_string(request.plan.kind)}
-                             + " " + cr + " (dry run)"});
-    return next(c, request.plan.group);
-  }
-  step_ = remediation_step::creating;
-  gpus_before_ = c.node().gpu_count;
-  c.out.push_back(cmd::create_cr{request, std::move(cr), generation_});
-}
-
-// REPLACE_VM with remediation.replace_with: ProviderHook: no CR; the node is
-// annotated for the provider's own automation, and the replacement is
-// expected within verify_replace_seconds, else CONTACT_SUPPORT.
-void remediation_machine::hand_to_provider(context& c,
-                                           const remediation_request& request) {
-  c.out.push_back(cmd::journal_step{
-    "handed_to_provider", request, {{"annotation", "vigil.dev/replace-requested"}}});
-  if (!config_.dry_run) {
-    escalation_.remember_attempt(request.plan.action, request.plan.gpu_uuid, c.now);
-    escalation_.expect_healthy(request.plan.action, request.plan.gpu_uuid, c.now);
-    arm_verify(c);
-    c.out.push_back(cmd::count{remediation_metric::started});
-    c.out.push_back(cmd::request_replacement{request, c.now});
-    post_event(c, "ReplaceRequested",
-               "REPLACE_VM for event " + request.event_id
-                 + ": handed to the provider's automation",
-               true);
-  }
-  next(c, request.plan.group);
-}
-
-remediation_commands remediation_machine::on_cr_found(std::uint64_t generation,
-                                                      const std::string& cr,
-                                                      wall_time now) {
-  context c{nullptr, now, {}};
-  if (generation == generation_ && step_ == remediation_step::finding) {
-    c.out.push_back(cmd::log{"following " + cr + ", created before a restart"});
-    created(c, cr, false);
-  }
-  return std::move(c.out);
-}
-
-remediation_commands remediation_machine::on_cr_absent(std::uint64_t generation,
-                                                       const remediation_view& view,
-                                                       wall_time now) {
-  context c{&view, now, {}};
-  if (generation == generation_ && step_ == remediation_step::finding)
-    admit(c);
-  return std::move(c.out);
-}
-
-remediation_commands remediation_machine::on_retry(std::uint64_t generation,
-                                                   const std::string& why,
-                                                   wall_time now) {
-  context c{nullptr, now, {}};
-  if (generation != generation_)
-    return std::move(c.out);
-  if (step_ == remediation_step::finding || step_ == remediation_step::asking_breaker
-      || step_ == remediation_step::creating) {
-    c.out.push_back(cmd::log{why + "; retrying", true});
-    defer(c, now + config_.retry);
-  }
-  return std::move(c.out);
-}
-
-remediation_commands remediation_machine::on_cr_created(std::uint64_t generation,
-                                                        const std::string& cr,
-                                                        wall_time now) {
-  context c{nullptr, now, {}};
-  if (generation == generation_ && step_ == remediation_step::creating)
-    created(c, cr, true);
-  return std::move(c.out);
-}
-
-remediation_commands remediation_machine::on_cr_rejected(std::uint64_t generation,
-                                                         const std::string& why,
-                                                         const remediation_view& view,
-                                                         wall_time now) {
-  context c{&view, now, {}};
-  if (generation != generation_ || step_ != remediation_step::creating)
-    return std::move(c.out);
-  // Refused for good (403 RBAC, 422 invalid, 404 no CRD): a failed attempt.
-  cr_name_ =
-    maintenance_cr_name(node_, queue_.in_flight()->plan, queue_.in_flight()->event_id);
-  finished(c, {"Rejected", true, false, "rejected", why, std::nullopt});
-  return std::move(c.out);
-}
-
-// The CR exists: created now (`fresh`), or found under its name, created
-// before a restart (its attempt is already counted, replayed from the journal).
-void remediation_machine::created(context& c, const std::string& cr, bool fresh) {
-  const auto& request = *queue_.in_flight();
-  step_ = remediation_step::following;
-  cr_name_ = cr;
-  cr_created_ = c.now;
-  // A replacement takes hours (a new machine joins); a reset or reboot minutes.
-  cr_deadline_ =
-    c.now
-    + (request.plan.kind == remediation_kind::terminate_node ? config_.terminate_timeout
-                                                             : config_.cr_timeout);
-  if (fresh) {
-    c.out.push_back(cmd::count{remediation_metric::started});
-    // Counted now; verified once the CR has succeeded (finished()).
-    escalation_.remember_attempt(request.plan.action, request.plan.gpu_uuid, c.now);
-  }
-  remember(annotation_, request.plan.group, {request.plan.kind, cr, c.now});
-  write_annotation(c);
-  const auto kind = std::string{to_string(request.plan.kind)};
-  c.out.push_back(cmd::log{kind + " " + cr + " created for " + request.plan.group + " ("
-                           + request.plan.reason + ")"});
-  post_event(c, "RemediationStarted",
-             kind + " " + cr + " created for " + request.plan.group, false);
-  arm(c, remediation_timer::poll, c.now + config_.poll);
-}
-
-remediation_commands remediation_machine::on_cr_progress(std::uint64_t generation,
-                                                         const cr_progress& progress,
-                                                         const remediation_view& view,
-                                                         wall_time now) {
-  context c{&view, now, {}};
-  if (generation != generation_ || step_ != remediation_step::following)
-    return std::move(c.out);
-  if (progress.terminal)
-    finished(c, progress);
-  else if (now >= cr_deadline_)
-    finished(c, {progress.phase, true, false, "timeout",
-                 "not finished within remediation.cr_timeout_seconds", std::nullopt});
-  else
-    arm(c, remediation_timer::poll, now + config_.poll);
-  return std::move(c.out);
-}
-
-remediation_commands remediation_machine::on_cr_missing(std::uint64_t generation,
-                                                        const remediation_view& view,
-                                                        wall_time now) {
-  context c{&view, now, {}};
-  if (generation == generation_ && step_ == remediation_step::following)
-    // Someone deleted it: the remediation did not happen.
-    finished(c, {"Deleted", true, false, "deleted",
-                 "the CR was deleted before it finished", std::nullopt});
-  return std::move(c.out);
-}
-
-remediation_commands remediation_machine::on_cr_unreadable(std::uint64_t generation,
-                                                           wall_time now) {
-  context c{nullptr, now, {}};
-  if (generation == generation_ && step_ == remediation_step::following)
-    arm(c, remediation_timer::poll, now + config_.poll);
-  return std::move(c.out);
-}
-
-// The CR in flight is done, one way or the other.
-void remediation_machine::finished(context& c, const cr_progress& progress) {
-  const auto request = *queue_.in_flight();
-  const auto cr = cr_name_;
-  c.out.push_back(cmd::journal_step{progress.succeeded ? "succeeded" : "failed",
-                                    request,
-                                    {{"cr", cr},
-                                     {"crPhase", progress.phase},
-                                     {"failureReason", progress.failure_reason},
-                                     {"message", progress.message}}});
-  const auto kind = std::string{to_string(request.plan.kind)};
-  if (progress.succeeded) {
-    c.out.push_back(cmd::count{remediation_metric::succeeded});
-    c.out.push_back(cmd::log{kind + " " + cr + " succeeded"});
-    post_event(c, "RemediationSucceeded", kind + " " + cr + " succeeded", false);
-    const auto target = escalation_target(request.plan.action, request.plan.gpu_uuid);
-    if (healthy_early_.erase(target) > 0)
-      c.out.push_back(
-        cmd::journal_step{"verified", request, {{"target", target}, {"cr", cr}}});
-    else
-      escalation_.expect_healthy(request.plan.action, request.plan.gpu_uuid, c.now);
-    if (request.plan.kind == remediation_kind::reboot_node) {
-      // The boot ID changed and the node is Ready (the janitor checked both):
-      // what was reported before the reboot began is gone with the old boot;
-      // a fault reported since belongs to the new one and stays.
-      const auto boot_began = progress.started_at.value_or(cr_created_);
-      std::vector<active_record> predating;
-      for (const auto& record : c.node().records)
-        if (!record.generated || *record.generated < boot_began)
-          predating.push_back(record);
-      if (!predating.empty())
-        c.out.push_back(cmd::clear_records{cr, std::move(predating)});
-    }
-    arm_verify(c);
-    const bool validated = request.plan.kind == remediation_kind::gpu_reset
-                             ? config_.validation.after_reset
-                             : request.plan.kind == remediation_kind::reboot_node
-                                 && config_.validation.after_reboot;
-    if (validated)
-      return validate(c);
-    return next(c, request.plan.group);
-  }
-  c.out.push_back(cmd::count{remediation_metric::failed});
-  auto why = kind + " " + cr + " failed"
-             + (progress.failure_reason.empty() ? "" : ": " + progress.failure_reason);
-  c.out.push_back(cmd::log{why, true});
-  post_event(c, "RemediationFailed", why, true);
-  auto decision =
-    escalation_.attempt_failed(request.plan.action, request.plan.gpu_uuid, why, c.now);
-  next(c, request.plan.group);
-  escalate(c, request, decision);
-}
-
-// seed 003 "validate before return": a reset or reboot can "succeed" while
-// CUDA, DCGM or NCCL still fail. The node stays quarantined until a Job on it
-// proves the GPUs work and that none went missing.
-void remediation_machine::validate(context& c) {
-  const auto& request = *queue_.in_flight();
-  step_ = remediation_step::validating;
-  validation_job_ = validation_job_name(cr_name_);
-  validation_deadline_ = c.now + config_.validation.timeout;
-  c.out.push_back(cmd::journal_step{
-    "validating", request, {{"job", validation_job_}, {"cr", cr_name_}}});
-  run_validation(c);
-}
-
-remediation_commands
-remediation_machine::on_validation_progress(std::uint64_t generation,
-                                            const validation_progress& progress,
-                                            const remediation_view& view, wall_time now) {
-  context c{&view, now, {}};
-  if (generation != generation_ || step_ != remediation_step::validating)
-    return std::move(c.out);
-  if (!progress.done) {
-    if (now >= validation_deadline_)
-      validation_failed(c, "not passed within remediation.validation.timeout_seconds");
-    else
-      arm(c, remediation_timer::poll, now + config_.poll);
-    return std::move(c.out);
-  }
-  if (!progress.passed) {
-    validation_failed(c, progress.message.empty() ? "the validation Job failed"
-                                                  : progress.message);
-    return std::move(c.out);
-  }
-  const auto request = *queue_.in_flight();
-  c.out.push_back(cmd::journal_step{"validated", request, {{"job", validation_job_}}});
-  c.out.push_back(cmd::count{remediation_metric::validated});
-  post_event(c, "RemediationValidated",
-             std::string{to_string(request.plan.kind)} + " " + cr_name_ + " validated by "
-               + validation_job_,
-             false);
-  next(c, request.plan.group);
-  return std::move(c.out);
-}
-
-remediation_commands
-remediation_machine::on_validation_missing(std::uint64_t generation,
-                                           const remediation_view& view, wall_time now) {
-  context c{&view, now, {}};
-  if (generation != generation_ || step_ != remediation_step::validating)
-    return std::move(c.out);
-  if (now >= validation_deadline_)
-    validation_failed(c, "the validation Job " + validation_job_ + " does not exist");
-  else // its creation failed or it was deleted: ask again
-    run_validation(c);
-  return std::move(c.out);
-}
-
-// Asks for the validation Job (again, after a missing one: the name is
-// fixed, so a Job that exists is the one) and reads it at the next poll.
-void remediation_machine::run_validation(context& c) {
-  const auto& request = *queue_.in_flight();
-  std::vector<std::string> gpus;
-  if (!request.plan.gpu_uuid.empty())
-    gpus.push_back(request.plan.gpu_uuid);
-  c.out.push_back(cmd::run_validation{request, validation_job_, std::move(gpus),
-                                      gpus_before_, generation_});
-  arm(c, remediation_timer::poll, c.now + config_.poll);
-}
-
-// A failed validation is a fault vigil found itself: it climbs the ladder as
-// a failed attempt does, through a HealthEvent of its own that keeps the node
-// quarantined (its agent's healthy event may already have cleared the rest).
-void remediation_machine::validation_failed(context& c, const std::string& why) {
-  const auto request = *queue_.in_flight();
-  c.out.push_back(cmd::journal_step{
-    "validation_failed", request, {{"job", validation_job_}, {"why", why}}});
-  c.out.push_back(cmd::count{remediation_metric::validation_failed});
-  const auto kind = std::string{to_string(request.plan.kind)};
-  c.out.push_back(cmd::log{kind + " " + cr_name_ + " not validated: " + why, true});
-  post_event(c, "RemediationValidationFailed", kind + " " + cr_name_ + ": " + why, true);
-  auto decision = escalation_.attempt_failed(request.plan.action, request.plan.gpu_uuid,
-                                             "validation failed: " + why, c.now);
-  journal_escalation(c, request, decision.records);
-  health_event fault;
-  fault.id = validation_job_ + "/failed";
-  fault.agent = "vigil-validation";
-  fault.component_class = "GPU";
-  fault.check_name = "RemediationValidation";
-  fault.is_fatal = true;
-  fault.is_healthy = false;
-  fault.action = decision.action;
-  fault.node_name = node_;
-  fault.generated = c.now;
-  fault.message = kind + " " + cr_name_ + " succeeded but its validation failed: " + why;
-  if (!request.plan.gpu_uuid.empty())
-    fault.entities = {{"GPU_UUID", request.plan.gpu_uuid}};
-  fault_pending_ = fault.id;
-  next(c, request.plan.group);
-  c.out.push_back(cmd::report_fault{std::move(fault)});
-}
-
 // The request in flight is over: the next waiting one starts.
 void remediation_machine::next(context& c, const std::string& group) {
   const bool held = holds_quarantine();
@@ -560,50 +244,13 @@ void remediation_machine::next(context& c, const std::string& group) {
     step_ = remediation_step::ready;
     start(c);
   }
-}
-
-// seed 000 §4 escalation ladder: the next rung for a failed or unverified
-// remediation, planned and submitted like a new request.
-void remediation_machine::escalate(context& c, const remediation_request& failed,
-                                   const escalation_decision& decision) {
-  journal_escalation(c, failed, decision.records);
-  if (decision.action == failed.plan.action || c.node().records.empty())
-    return;
-  remediation_request request;
-  request.plan = plan(c, decision.action, failed.plan.gpu_uuid);
-  request.event_id = failed.event_id;
-  request.requested_at = c.now;
-  submit(c, std::move(request));
-}
-
-void remediation_machine::journal_escalation(
-  context& c, const remediation_request& request,
-  const std::vector<escalation_record>& records) {
-  for (const auto& r : records) {
-    if (r.event == escalation_event::admitted
-        || r.event == escalation_event::attempt_recorded)
-      continue;
-    // Every climb counts: a cap reached, a failed or unverified attempt.
-    const bool climbs = r.event == escalation_event::escalated
-                        || ((r.event == escalation_event::attempt_failed
-                             || r.event == escalation_event::verification_timed_out)
-                            && r.to != r.from);
-    if (climbs) {
-      c.out.push_back(cmd::count{remediation_metric::escalated});
-      c.out.push_back(cmd::log{std::string{vigil::to_string(r.from)} + " escalated to "
-                                 + std::string{vigil::to_string(r.to)} + ": " + r.reason,
-                               true});
-    }
-    json details = {{"escalation", std::string{to_string(r.event)}},
-                    {"from", std::string{vigil::to_string(r.from)}},
-                    {"to", std::string{vigil::to_string(r.to)}},
-                    {"target", r.target},
-                    {"attemptsInWindow", r.attempts_in_window},
-                    {"why", r.reason}};
-    if (r.not_before)
-      details["notBefore"] = format_rfc3339(*r.not_before);
-    c.out.push_back(
-      cmd::journal_step{std::string{to_string(r.event)}, request, std::move(details)});
+  // A reboot is over: what was reported during it was not fixed by it.
+  if (!outlived_.empty()) {
+    for (const auto& id : outlived_)
+      handled_.erase(id);
+    outlived_.clear();
+    if (c.view != nullptr && ready(*c.view))
+      plan_new_records(c);
   }
 }
 
@@ -625,6 +272,7 @@ void remediation_machine::release(context& c) {
   cr_name_.clear();
   handled_.clear();
   healthy_early_.clear();
+  outlived_.clear();
   step_ = remediation_step::idle;
   ++generation_;
   // Always: a node actor restarted after a crash may hold a slot it does not
@@ -680,35 +328,6 @@ remediation_commands remediation_machine::on_timer(remediation_timer timer,
       break;
   }
   return std::move(c.out);
-}
-
-remediation_commands remediation_machine::on_healthy_event(const health_event& event,
-                                                           wall_time now) {
-  context c{nullptr, now, {}};
-  for (const auto& e : event.entities) {
-    if (e.type != "GPU_UUID")
-      continue;
-    auto target = reset_group(e.value);
-    if (queue_.in_flight() && queue_.in_flight()->plan.group == target)
-      healthy_early_.insert(target); // before the CR's success was seen
-    if (escalation_.verified(target, now)) {
-      c.out.push_back(cmd::log{"reset of " + e.value + " verified by event " + event.id});
-      remediation_request verified;
-      verified.plan.kind = remediation_kind::gpu_reset;
-      verified.plan.action = recommended_action::component_reset;
-      verified.plan.group = target;
-      verified.plan.gpu_uuid = e.value;
-      verified.event_id = event.id;
-      c.out.push_back(
-        cmd::journal_step{"verified", std::move(verified), {{"target", target}}});
-    }
-  }
-  return std::move(c.out);
-}
-
-void remediation_machine::remember_attempt(recommended_action action,
-                                           const std::string& gpu_uuid, wall_time at) {
-  escalation_.remember_attempt(action, gpu_uuid, at);
 }
 
 void remediation_machine::arm(context& c, remediation_timer timer, wall_time at) {

@@ -330,6 +330,7 @@ public:
 private:
   struct context;
 
+  void plan_new_records(context& c);
   void submit(context& c, remediation_request request);
   void start(context& c);
   void admit(context& c);
@@ -382,6 +383,10 @@ private:
   /// Reset targets whose healthy event came before their CR was seen to
   /// succeed (the Job logs the line, then the janitor restores the labels).
   std::set<std::string> healthy_early_;
+  /// Events reported after a reboot began: the queue took them as covered by
+  /// that reboot, but they belong to the new boot, which the reboot did not
+  /// fix. Planned afresh once the reboot is over.
+  std::set<std::string> outlived_;
 };
 
 /// "vigil-validate-<cr>", shortened with a hash to 63 characters.

@@ -224,8 +224,8 @@ reset_support check_reset_support(const node_gpu_facts& facts, std::string_view 
 
 bool operator==(const remediation_plan& a, const remediation_plan& b) {
   return a.kind == b.kind && a.action == b.action && a.group == b.group
-         && a.gpu_uuid == b.gpu_uuid && a.reason == b.reason
-         && a.fell_back == b.fell_back;
+         && a.gpu_uuid == b.gpu_uuid && a.reason == b.reason && a.fell_back == b.fell_back
+         && a.collect_bug_report == b.collect_bug_report;
 }
 
 std::string gpu_uuid_of(const health_event& event) {

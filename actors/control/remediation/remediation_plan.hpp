@@ -111,6 +111,9 @@ struct remediation_plan {
   std::string gpu_uuid; ///< the GPU for gpu_reset; "" otherwise
   std::string reason;   ///< journaled: why this plan ("COMPONENT_RESET", fallback cause)
   bool fell_back = false; ///< a reset was asked for and a reboot planned instead
+  /// A reboot that follows a failed GPU reset: the janitor keeps the driver's
+  /// bug report before the reboot wipes the evidence (spec.collectBugReport).
+  bool collect_bug_report = false;
 
   friend bool operator==(const remediation_plan& a, const remediation_plan& b);
 };

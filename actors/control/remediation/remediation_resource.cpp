@@ -64,6 +64,8 @@ std::string maintenance_cr_body(const std::string& name, std::string_view node,
   json spec = {{"nodeName", node}, {"reason", plan.reason}, {"sourceEventId", event_id}};
   if (plan.kind == remediation_kind::gpu_reset)
     spec["gpuUUIDs"] = json::array({plan.gpu_uuid});
+  if (plan.kind == remediation_kind::reboot_node && plan.collect_bug_report)
+    spec["collectBugReport"] = true;
   json body = {
     {"apiVersion", std::string{group} + "/" + std::string{version}},
     {"kind", to_string(plan.kind)},

@@ -1,5 +1,5 @@
 // The maintenance custom resources as the node actor creates and reads them
-// (seed 000 §4.1, issue #8 item 1): GPUReset, RebootNode and TerminateNode of
+// (seed 000 §4.1): GPUReset, RebootNode and TerminateNode of
 // group vigil.dev/v1alpha1, cluster-scoped. Pure code; the actor sends the
 // requests through the gateway.
 #pragma once

@@ -73,8 +73,8 @@ public:
   std::size_t cordons_in_window(wall_time now);
   /// How much of its tighter limit the window has used, out of `gpu_nodes`
   /// GPU nodes: 0 with no cordon in the window, 1 at the limit itself (the next
-  /// new cordon trips it), above 1 never while untripped. For /metrics (issue
-  /// #7 item 7, "breaker utilisation").
+  /// new cordon trips it), above 1 never while untripped. For /metrics
+  /// (vigil_breaker_utilisation).
   double utilisation(std::size_t gpu_nodes, wall_time now);
   std::size_t in_flight(const std::string& pool) const;
   const breaker_config& config() const { return config_; }

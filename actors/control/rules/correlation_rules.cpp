@@ -336,6 +336,44 @@ bool explained_by_fabric(const active_record& r) {
          || r.check_name == nic_port_flapping_check;
 }
 
+namespace {
+
+// The "device/port" an event or record names; "" when it names no port.
+std::string port_key(const std::vector<entity>& entities) {
+  std::string device, port;
+  for (const auto& e : entities) {
+    if (e.type == "NIC")
+      device = e.value;
+    else if (e.type == "NICPort")
+      port = e.value;
+  }
+  return port.empty() ? std::string{} : device + "/" + port;
+}
+
+} // namespace
+
+void fabric_ports::incident(const std::vector<active_record>& covered) {
+  for (const auto& r : covered) {
+    auto entities = r.reported_with;
+    entities.push_back(r.subject);
+    if (auto key = port_key(entities); !key.empty())
+      ports_.insert(std::move(key));
+  }
+}
+
+bool fabric_ports::observe(const health_event& e) {
+  if (e.component_class != "NIC")
+    return false;
+  const auto key = port_key(e.entities);
+  if (key.empty())
+    return false;
+  if (e.is_healthy)
+    return ports_.erase(key) > 0;
+  if (reports_link_down(e) && e.strategy == processing_strategy::store_and_analyse)
+    return ports_.insert(key).second;
+  return false;
+}
+
 bool reports_link_down(const health_event& e) {
   return link_downed_delta(e) > 0;
 }

@@ -189,7 +189,7 @@ private:
   wall_time last_down_{};
 };
 
-/// What the per-node rules made of one event (issue #7 item 6).
+/// What the per-node rules made of one event.
 struct correlation_outcome {
   bool repeat = false; ///< a copy within dedup_window: counted once already
   /// The action the event must carry instead of its own; nullopt: unchanged.
@@ -295,9 +295,28 @@ bool is_nic_port_down(const health_event& event);
 /// fabric incident explains and keeps from quarantining a node.
 bool reports_link_down(const health_event& event);
 
-/// A record a fabric incident explains (issue #7 item 6): a port down, the
+/// A record a fabric incident explains (seed 002 §6.3): a port down, the
 /// link_downed rise reported with it, or the drop and flap rules' verdicts.
 bool explained_by_fabric(const active_record& record);
+
+/// The NIC ports ("device/port") of one node that are down inside a fabric
+/// incident. The node is not quarantined for them, but it keeps a condition
+/// and a PreferNoSchedule taint until each of them is up again.
+class fabric_ports {
+public:
+  /// An incident covers the node: the ports of `covered` (the records it
+  /// explains, about to be dropped) are down because of the fabric.
+  void incident(const std::vector<active_record>& covered);
+  /// One event of the node: a link-down the fleet marked as the fabric's
+  /// (store-and-analyse while an incident lasts) adds its port, the port's
+  /// healthy state event removes it. True when the set changed.
+  bool observe(const health_event& event);
+
+  const std::set<std::string>& ports() const { return ports_; }
+
+private:
+  std::set<std::string> ports_;
+};
 
 /// The check name of the events the drop rule derives.
 inline constexpr const char* nic_port_dropped_check = "NICPortDropped";

@@ -92,12 +92,12 @@ struct drain_request {
   drain_history history = drain_history::none;
 };
 
-/// The drain a quarantined node's active records ask for (issue #7 item 5,
-/// seed 000 §3.1), or nullopt when none does: a record whose action is NONE
-/// needs no drain. COMPONENT_RESET records alone give a partial drain of their
-/// GPUs (GPU_UUID subjects and the GPU_UUIDs they were reported with); any
-/// other action a full drain. drainOverrides: force when any record forces,
-/// skip only when every record skips.
+/// The drain a quarantined node's active records ask for (seed 000 §3.1), or
+/// nullopt when none does: a record whose action is NONE needs no drain.
+/// COMPONENT_RESET records alone give a partial drain of their GPUs (GPU_UUID
+/// subjects and the GPU_UUIDs they were reported with); any other action a
+/// full drain. drainOverrides: force when any record forces, skip only when
+/// every record skips.
 std::optional<drain_request> desired_drain(const std::vector<active_record>& records);
 
 /// Names what a request drains: "full", or "partial:GPU-a,GPU-b" (sorted).

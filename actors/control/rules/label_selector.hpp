@@ -1,6 +1,6 @@
 // A Kubernetes label selector in its string form ("a=b,c!=d,e in (x,y),!f"),
-// for the breaker's GPU-node selector (issue #7 item 4: "P% of GPU nodes
-// (label selector)"). Pure: parsed once at startup, matched per Node.
+// for the breaker's GPU-node selector (the GPU nodes its percentage limit
+// counts). Pure: parsed once at startup, matched per Node.
 #pragma once
 
 #include <map>

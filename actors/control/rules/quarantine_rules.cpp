@@ -136,7 +136,7 @@ void plan_taints(const node_observation& observed, const std::set<taint>& want,
     if (present.count(t) != 0) {
       if (owned.count(t) != 0)
         d.owned_taints_after.push_back(t);
-    } else if (allowed) {
+    } else if (allowed || t.effect == taint_effect::prefer_no_schedule) {
       d.add_taints.push_back(t);
       d.owned_taints_after.push_back(t);
     } else {
@@ -266,17 +266,45 @@ bool quarantine_decision::no_change(const node_observation& observed) const {
          && cordon_owned_after == observed.cordon_owned && owned_taints_after == owned;
 }
 
+namespace {
+
+// The fabric condition while some of the node's ports are down inside an
+// incident; back to healthy (only when it was ever set) once they are up.
+void fabric_condition(const std::set<std::string>& ports,
+                      std::map<std::string, node_condition>& conditions) {
+  if (!ports.empty()) {
+    std::string list;
+    for (const auto& p : ports)
+      list += (list.empty() ? "" : ", ") + p;
+    conditions[fabric_condition_type] = node_condition{
+      fabric_condition_type, false, "FabricIncident",
+      "NIC ports down inside a fabric incident (" + list
+        + "); not the node's fault: no cordon, drain or remediation until they are up"};
+  } else if (auto c = conditions.find(fabric_condition_type); c != conditions.end()) {
+    c->second = node_condition{fabric_condition_type, true, "PortsUp", ""};
+  }
+}
+
+} // namespace
+
+bool starts_quarantine(const quarantine_decision& d) {
+  return d.cordon
+         || std::any_of(d.add_taints.begin(), d.add_taints.end(), [](const taint& t) {
+              return t.effect != taint_effect::prefer_no_schedule;
+            });
+}
+
 quarantine_decision decide_quarantine(const node_observation& observed,
                                       const active_events& active,
                                       const quarantine_policy& policy,
-                                      bool new_quarantine_allowed, bool remediation_holds,
-                                      std::optional<wall_time> agent_silent_since) {
+                                      const quarantine_context& context) {
   quarantine_decision d;
   const auto records = active.records();
   bool want_cordon = false;
   auto want_taints = desired_taints(records, policy, want_cordon);
   // Held: keeps the cordon vigil has, never makes a new one.
-  const bool held = remediation_holds && observed.cordon_owned && observed.unschedulable;
+  const bool held =
+    context.remediation_holds && observed.cordon_owned && observed.unschedulable;
   want_cordon = want_cordon || held;
   d.quarantined = !records.empty() || held;
   auto label = observed.labels.find(policy.opt_out_label);
@@ -284,17 +312,20 @@ quarantine_decision decide_quarantine(const node_observation& observed,
   if (d.opted_out) {
     want_cordon = false;
     want_taints.clear();
+  } else if (!context.fabric_ports.empty()) {
+    want_taints.insert({fabric_taint_key, "true", taint_effect::prefer_no_schedule});
   }
-  plan_cordon(observed, want_cordon, new_quarantine_allowed, d);
-  plan_taints(observed, want_taints, new_quarantine_allowed, d);
+  plan_cordon(observed, want_cordon, context.new_quarantine_allowed, d);
+  plan_taints(observed, want_taints, context.new_quarantine_allowed, d);
   auto conditions = desired_conditions(observed, records, policy);
-  if (agent_silent_since)
+  if (context.agent_silent_since)
     conditions[agent_condition_type] =
       node_condition{agent_condition_type, false, "AgentSilent",
                      "no heartbeat or event from vigil's agent since "
-                       + format_rfc3339(*agent_silent_since)};
+                       + format_rfc3339(*context.agent_silent_since)};
   else if (auto c = conditions.find(agent_condition_type); c != conditions.end())
     c->second = node_condition{agent_condition_type, true, "AgentReporting", ""};
+  fabric_condition(context.fabric_ports, conditions);
   for (const auto& [type, c] : conditions) {
     auto i = observed.conditions.find(type);
     if (i == observed.conditions.end() || !(i->second == c))

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -191,21 +192,41 @@ struct quarantine_decision {
   bool no_change(const node_observation& observed) const;
 };
 
+/// What besides its active records bears on a node's quarantine.
+struct quarantine_context {
+  /// False while the circuit breaker refuses new cordons; releasing is always
+  /// allowed, and so is a PreferNoSchedule taint (it takes no capacity away).
+  bool new_quarantine_allowed = true;
+  /// A maintenance CR or its validation is not over (seed 001 step 5, seed
+  /// 003): vigil's cordon stays, whatever the records say.
+  bool remediation_holds = false;
+  /// The node's agent has not reported since then: the agent condition says
+  /// so (and says it reports again once it does); no cordon, no taint: a
+  /// silent agent is not a broken GPU.
+  std::optional<wall_time> agent_silent_since;
+  /// NIC ports ("device/port") down inside a fabric incident: the fabric is
+  /// not the node's fault, so no cordon, drain or remediation, but new pods
+  /// had better go elsewhere until the ports are up: a condition and a
+  /// PreferNoSchedule taint (seed 002's fabric correlation).
+  std::set<std::string> fabric_ports;
+};
+
 /// Level-based quarantine: the desired cordon, taints, conditions and
-/// annotation for `active`, diffed against `observed`. `new_quarantine_allowed`
-/// is false while the circuit breaker refuses new cordons; releasing is always
-/// allowed. vigil never removes a cordon or taint it does not own.
-/// `remediation_holds`: a maintenance CR or its validation is not over (seed
-/// 001 step 5, seed 003): vigil's cordon stays, whatever the records say.
-/// `agent_silent_since`: the node's agent has not reported since then: the
-/// agent condition says so (and says it reports again once it does); no
-/// cordon, no taint: a silent agent is not a broken GPU.
+/// annotation for `active` in `context`, diffed against `observed`. vigil
+/// never removes a cordon or taint it does not own.
 quarantine_decision decide_quarantine(const node_observation& observed,
                                       const active_events& active,
                                       const quarantine_policy& policy,
-                                      bool new_quarantine_allowed = true,
-                                      bool remediation_holds = false,
-                                      std::optional<wall_time> agent_silent_since = {});
+                                      const quarantine_context& context = {});
+
+/// Whether applying `d` takes capacity away (a new cordon, or a new taint
+/// other than PreferNoSchedule): what the circuit breaker must admit first.
+bool starts_quarantine(const quarantine_decision& d);
+
+/// The node condition about a fabric incident's ports on the node, and the
+/// soft taint that steers new pods away meanwhile.
+inline constexpr const char* fabric_condition_type = "VigilFabricHealthy";
+inline constexpr const char* fabric_taint_key = "vigil.dev/fabric-incident";
 
 /// The node condition about vigil's own agent on the node.
 inline constexpr const char* agent_condition_type = "VigilAgentReporting";

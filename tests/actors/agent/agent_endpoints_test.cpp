@@ -101,7 +101,7 @@ TEST_F(agent_endpoints_http, healthz_and_metrics_answer_on_the_metrics_port) {
         "vigil_agent_events_submitted_total 5\n", "vigil_agent_events_sent_total 4\n",
         "vigil_agent_events_spooled_total 1\n", "vigil_agent_spool_depth 1\n",
         "vigil_agent_heartbeats_total{outcome=\"accepted\"} 3\n",
-        "vigil_agent_last_send_success_timestamp_seconds 1700000000.0\n",
+        "vigil_agent_last_send_success_timestamp_seconds 1700000000\n",
         "vigil_agent_polls_total{monitor=\"xid_monitor\"} 12\n",
         "vigil_agent_polls_total{monitor=\"nic_monitor\"} 2\n",
         "vigil_agent_kernel_log_lines_total 40\n"})

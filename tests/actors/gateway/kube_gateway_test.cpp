@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/kube/kube_test_server.hpp"
+#include "runtime/sim/kube/kube_test_server.hpp"
 
 namespace vigil {
 namespace {

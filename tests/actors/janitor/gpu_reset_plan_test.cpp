@@ -82,8 +82,9 @@ job_observation job_done(bool succeeded) {
   return job;
 }
 
-// issue #20 item 6: the old values are on the CR, and its finalizer, before
-// any label is touched; a lost write of that step therefore loses nothing.
+// seed 001 step 1, first half: the old values are on the CR, and its
+// finalizer, before any label is touched; a lost write of that step
+// therefore loses nothing.
 TEST(gpu_reset_plan, the_old_labels_are_recorded_before_any_changes) {
   auto fresh = request();
   fresh.has_finalizer = false;
@@ -335,7 +336,7 @@ TEST(gpu_reset_plan, missing_node_and_job_create_failure) {
   EXPECT_EQ(failed.phase, reset_phase::restoring);
 }
 
-// issue #20 item 6: a GPUReset deleted mid-way puts the labels back before
+// seed 001 step 5: a GPUReset deleted mid-way puts the labels back before
 // its finalizer lets it go, whatever its phase; it writes no status any more.
 TEST(gpu_reset_plan, a_deleted_reset_restores_the_labels_then_lets_go) {
   auto s1 = reconcile_gpu_reset(request(), {}, observe(t0, operator_labels(), 4));

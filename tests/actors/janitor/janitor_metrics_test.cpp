@@ -25,9 +25,10 @@ std::size_t count_lines_starting(const std::string& text, const std::string& pre
 }
 
 const gpu_reset_labels gpu_a{"node-1", "NVIDIA-H100-80GB-HBM3", "GPU-a"};
+// prometheus-cpp writes a series' labels in name order (then le for buckets).
 const std::string per_gpu =
-  R"(node="node-1",gpu_type="NVIDIA-H100-80GB-HBM3",gpu_id="GPU-a")";
-const std::string per_type = R"(node="node-1",gpu_type="NVIDIA-H100-80GB-HBM3")";
+  R"(gpu_id="GPU-a",gpu_type="NVIDIA-H100-80GB-HBM3",node="node-1")";
+const std::string per_type = R"(gpu_type="NVIDIA-H100-80GB-HBM3",node="node-1")";
 
 // seed 001 "Metrics": the five families with the seed's labels and the status
 // values "success" and "failure" (deploy/prometheus/vigil-rules.yaml uses them).
@@ -93,7 +94,7 @@ TEST(janitor_metrics, active_resets_by_node_and_type_drop_to_zero) {
   auto text = m.render();
   EXPECT_TRUE(has_line(text, "gpu_reset_active_requests{" + per_type + "} 1"));
   EXPECT_TRUE(
-    has_line(text, R"(gpu_reset_active_requests{node="node-2",gpu_type="unknown"} 2)"));
+    has_line(text, R"(gpu_reset_active_requests{gpu_type="unknown",node="node-2"} 2)"));
   EXPECT_EQ(m.active_resets(), 3);
   m.set_active_resets({{{"node-2", ""}, 1}});
   text = m.render();
@@ -119,7 +120,7 @@ TEST(janitor_metrics, reboots_by_node_and_label_values_escaped) {
   m.reset_started({"we\"ird\\node", "", "GPU-x\n"});
   EXPECT_TRUE(has_line(
     m.render(),
-    R"(gpu_reset_requests_total{node="we\"ird\\node",gpu_type="unknown",gpu_id="GPU-x\n"} 1)"));
+    R"(gpu_reset_requests_total{gpu_id="GPU-x\n",gpu_type="unknown",node="we\"ird\\node"} 1)"));
 }
 
 http::response get(const http::handler& handler, const std::string& method,
@@ -137,8 +138,10 @@ http::response get(const http::handler& handler, const std::string& method,
 TEST(janitor_metrics, the_janitor_serves_metrics_and_health) {
   auto metrics = std::make_shared<janitor_metrics>();
   metrics->reset_started(gpu_a);
-  auto handler = make_janitor_http_handler(
-    metrics, [] { return std::string{"vigil_kube_requests_total 7\n"}; });
+  auto handler = make_janitor_http_handler(metrics, [] {
+    return metrics::family_list{
+      metrics::counter("vigil_kube_requests_total", "requests", 7)};
+  });
   auto scraped = get(handler, "GET", "/metrics");
   EXPECT_EQ(scraped.status, 200);
   EXPECT_EQ(scraped.content_type, "text/plain; version=0.0.4; charset=utf-8");

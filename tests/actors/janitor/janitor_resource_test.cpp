@@ -174,6 +174,108 @@ TEST(janitor_resource, a_reboot_fails_on_timeout_or_a_missing_node) {
   EXPECT_EQ(reread->status.boot_id_before, "boot-1");
 }
 
+// A reboot after a failed reset keeps the driver's bug report first: the Job
+// runs, its outcome and where it went are in the status, and only then is the
+// reboot asked for, with its own timeout from then.
+TEST(janitor_resource, a_reboot_after_a_failed_reset_collects_the_bug_report_first) {
+  auto cr = *read_reboot_node(
+    json{{"metadata", {{"name", "reboot-1"}, {"uid", "u-2"}}},
+         {"spec", {{"nodeName", "node-1"}, {"collectBugReport", true}}}});
+  ASSERT_TRUE(cr.collect_bug_report);
+  reboot_options options;
+  options.timeout = 600s;
+  cr.status =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(0), options).status;
+  auto report =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(5), options);
+  ASSERT_TRUE(report.create_job.has_value());
+  EXPECT_TRUE(report.status.job_name.empty()); // no reboot yet
+  EXPECT_EQ(report.status.bug_report.job, bug_report_job_name("reboot-1"));
+  EXPECT_EQ(report.status.bug_report.path,
+            "node-1:/var/log/vigil/bug-reports/nvidia-bug-report-reboot-1.log.gz");
+  auto job = json::parse(*report.create_job);
+  const auto& pod = job["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["nodeName"], "node-1");
+  EXPECT_EQ(pod["volumes"][0]["hostPath"]["path"], "/");
+  const auto command = pod["containers"][0]["command"].dump();
+  EXPECT_NE(command.find("nvidia-bug-report.sh --output-file "
+                         "'/var/log/vigil/bug-reports/nvidia-bug-report-reboot-1.log'"),
+            std::string::npos);
+  EXPECT_EQ(job["spec"]["activeDeadlineSeconds"], 600);
+  EXPECT_EQ(job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "vigil");
+  cr.status = report.status;
+
+  // Running: the reboot waits.
+  job_observation running;
+  running.active = true;
+  auto wait =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(60), options, running);
+  EXPECT_FALSE(wait.create_job.has_value());
+  EXPECT_FALSE(wait.status_changed);
+
+  // Done: the outcome is stored, then the reboot Job follows.
+  job_observation done;
+  done.succeeded = true;
+  auto collected =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(300), options, done);
+  EXPECT_EQ(collected.status.bug_report.outcome, "collected");
+  EXPECT_EQ(collected.status.started_at, at(300));
+  EXPECT_FALSE(collected.create_job.has_value());
+  cr.status = collected.status;
+  auto reboot =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(301), options);
+  ASSERT_TRUE(reboot.create_job.has_value());
+  EXPECT_EQ(reboot.status.job_name, reboot_job_name("reboot-1"));
+  cr.status = reboot.status;
+  // The reboot's 600 s count from 300 s, not from the CR's start.
+  auto still =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(800), options);
+  EXPECT_EQ(still.status.phase, reboot_phase::rebooting);
+
+  // Its status survives a round trip.
+  json cr_json = {{"metadata", {{"name", "reboot-1"}}},
+                  {"spec", {{"nodeName", "node-1"}}},
+                  {"status", reboot_status_json(still.status)}};
+  auto reread = read_reboot_node(cr_json);
+  ASSERT_TRUE(reread.has_value());
+  EXPECT_EQ(reread->status.bug_report.outcome, "collected");
+  EXPECT_EQ(reread->status.bug_report.path, reboot.status.bug_report.path);
+}
+
+TEST(janitor_resource, a_bug_report_that_fails_or_hangs_never_stops_the_reboot) {
+  auto cr = *read_reboot_node(
+    json{{"metadata", {{"name", "reboot-2"}}},
+         {"spec", {{"nodeName", "node-1"}, {"collectBugReport", true}}}});
+  reboot_options options;
+  options.bug_report.timeout = 120s;
+  cr.status =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(0), options).status;
+  cr.status =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(1), options).status;
+  job_observation failed;
+  failed.failed = true;
+  failed.message = "BackoffLimitExceeded";
+  EXPECT_EQ(
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(30), options, failed)
+      .status.bug_report.outcome,
+    "failed: BackoffLimitExceeded");
+  auto hung =
+    reconcile_reboot(cr, node_boot_observation{"boot-1", true}, at(121), options);
+  EXPECT_EQ(hung.status.bug_report.outcome, "timed out");
+  // Turned off: straight to the reboot.
+  options.bug_report.enabled = false;
+  auto off = *read_reboot_node(
+    json{{"metadata", {{"name", "reboot-3"}}},
+         {"spec", {{"nodeName", "node-1"}, {"collectBugReport", true}}}});
+  off.status =
+    reconcile_reboot(off, node_boot_observation{"boot-1", true}, at(0), options).status;
+  auto direct =
+    reconcile_reboot(off, node_boot_observation{"boot-1", true}, at(1), options);
+  EXPECT_EQ(direct.status.job_name, reboot_job_name("reboot-3"));
+  EXPECT_TRUE(direct.status.bug_report.job.empty());
+}
+
 TEST(janitor_resource, the_cluster_is_read_as_the_plans_need_it) {
   json node = {{"metadata", {{"labels", {{"a", "1"}, {"n", 3}}}}},
                {"status",

@@ -3,8 +3,8 @@
 #define CAF_SUITE supervisor
 #include <caf/test/dsl.hpp>
 
+#include "actors/protocol/atoms.hpp"
 #include "actors/supervisor/supervisor.hpp"
-#include "messages/atoms.hpp"
 
 using namespace caf;
 using namespace vigil;

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/cli.hpp"
+#include "runtime/cli/cli.hpp"
 #include "tests/support/test_databases.hpp"
 
 namespace vigil {

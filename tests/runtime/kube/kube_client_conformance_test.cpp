@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/kube/kube_client.hpp"
-#include "runtime/kube/kube_test_server.hpp"
-#include "runtime/kube/test_certificates.hpp"
+#include "runtime/sim/kube/kube_test_server.hpp"
+#include "runtime/sim/kube/test_certificates.hpp"
 #include "tests/support/fresh_directory.hpp"
 
 namespace vigil::kube {

@@ -137,7 +137,7 @@ TEST(burst_grouper, close_all) {
   EXPECT_EQ(grouper.open_bursts(), 0u);
 }
 
-// Issue #5: a GPU logging 800,000 identical lines produces a handful of events.
+// A GPU logging 800,000 identical lines produces a handful of events.
 TEST(burst_grouper, eight_hundred_thousand_lines_make_a_handful_of_events) {
   burst_grouper grouper;
   std::vector<closed_burst> closed;

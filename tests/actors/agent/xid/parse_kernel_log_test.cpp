@@ -165,7 +165,7 @@ TEST(parse_kernel_log, gpu_metadata_seeds_uuids) {
             "GPU-55555555-2051-db6c-0430-ffc457bff834");
 }
 
-// Issue #5: a flood of identical lines over 15 minutes becomes a handful of
+// A flood of identical lines over 15 minutes becomes a handful of
 // events (80,000 lines here to keep the -O0 test quick; burst_grouper_test
 // does 800,000).
 TEST(parse_kernel_log, a_flood_of_identical_lines_is_grouped) {

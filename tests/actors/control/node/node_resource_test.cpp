@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/kube/kube_object_store.hpp"
+#include "runtime/sim/kube/kube_object_store.hpp"
 
 using namespace vigil;
 using namespace vigil::control;

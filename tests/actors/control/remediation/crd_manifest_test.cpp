@@ -77,6 +77,18 @@ TEST(crd_manifest, rebootnode_and_terminatenode) {
   auto status = version_schema(reboot)["properties"]["status"]["properties"];
   EXPECT_TRUE(status["bootIdBefore"].IsMap());
   EXPECT_TRUE(status["bootIdAfter"].IsMap());
+  EXPECT_TRUE(status["bugReport"]["properties"]["path"].IsMap());
+  EXPECT_EQ(
+    version_schema(reboot)["properties"]["spec"]["properties"]["collectBugReport"]["type"]
+      .as<std::string>(),
+    "boolean");
+  // Every reason the janitor writes is one the API server accepts.
+  std::vector<std::string> reasons;
+  for (const auto& r : status["failureReason"]["enum"])
+    reasons.push_back(r.as<std::string>());
+  for (const char* written : {"job_create_failed", "timeout", "node_not_found"})
+    EXPECT_NE(std::find(reasons.begin(), reasons.end(), written), reasons.end())
+      << written;
   auto terminate = YAML::LoadFile(deploy("crds/terminatenodes.vigil.dev.yaml"));
   expect_common(terminate, remediation_kind::terminate_node, "terminatenodes");
 }

@@ -245,6 +245,10 @@ TEST(remediation_machine, a_failed_reset_drains_the_node_fully_before_its_reboot
   ASSERT_EQ(run.created.size(), 2u);
   EXPECT_EQ(run.created[1], remediation_kind::reboot_node);
   EXPECT_FALSE(run.machine.needs_full_drain());
+  // The reboot keeps the failed reset's evidence first (the janitor's bug report).
+  auto creates = run.all<cmd::create_cr>();
+  EXPECT_FALSE(creates[0].request.plan.collect_bug_report);
+  EXPECT_TRUE(creates[1].request.plan.collect_bug_report);
 }
 
 TEST(remediation_machine, a_reset_that_falls_back_to_a_reboot_drains_fully_first) {
@@ -258,6 +262,8 @@ TEST(remediation_machine, a_reset_that_falls_back_to_a_reboot_drains_fully_first
   run.view.drained_key = "full";
   run.consider();
   EXPECT_EQ(run.created, std::vector<remediation_kind>{remediation_kind::reboot_node});
+  // No reset ran, so there is nothing to keep.
+  EXPECT_FALSE(run.all<cmd::create_cr>()[0].request.plan.collect_bug_report);
 }
 
 TEST(remediation_machine, a_deleted_or_timed_out_cr_is_a_failure_that_escalates) {
@@ -354,6 +360,35 @@ TEST(remediation_machine, a_reboots_success_clears_only_what_predates_the_boot) 
   ASSERT_EQ(cleared.size(), 1u);
   ASSERT_EQ(cleared[0].records.size(), 1u);
   EXPECT_EQ(cleared[0].records[0].event_id, "e1");
+}
+
+// A fault of the new boot, reported while the reboot ran, was taken as covered
+// by it (seed 000 §4.3: a reboot resets every GPU); the reboot did not fix
+// it, so it gets its own remediation once the reboot is over, instead of
+// leaving the node cordoned with nothing in flight.
+TEST(remediation_machine, a_fault_reported_during_a_reboot_is_remediated_after_it) {
+  machine_run run{remediation_config{}}; // with validation
+  run.node_has({reboot_record("e1")});
+  run.consider();
+  ASSERT_EQ(run.created, std::vector<remediation_kind>{remediation_kind::reboot_node});
+  const auto boot_began = run.now + 1min;
+  run.advance(5min);
+  // XID 48 on GPU a, reported by the new boot.
+  auto after = record("e2", recommended_action::component_reset, gpu_a, run.now);
+  run.view.records.push_back(after);
+  run.consider();
+  EXPECT_TRUE(run.saw_phase("requested " + reset_group(gpu_a)));
+  EXPECT_EQ(run.created.size(), 1u); // covered while the reboot runs
+  run.cr_is("Succeeded", boot_began);
+  ASSERT_EQ(run.all<cmd::clear_records>().size(), 1u);
+  run.view.records = {after}; // the node applied the clear
+  EXPECT_EQ(run.machine.step(), remediation_step::validating);
+  run.take(run.machine.on_validation_progress(run.machine.generation(), {true, true, ""},
+                                              run.view, run.now));
+  // The reboot is over: the reset of GPU a follows on its own.
+  ASSERT_EQ(run.created.size(), 2u);
+  EXPECT_EQ(run.created[1], remediation_kind::gpu_reset);
+  EXPECT_EQ(run.all<cmd::create_cr>().back().request.event_id, "e2");
 }
 
 TEST(remediation_machine, a_climb_deferred_by_a_cooldown_is_counted_once) {

@@ -42,6 +42,11 @@ TEST(remediation_resource, a_gpureset_names_exactly_one_gpu) {
   auto reboot_body = json::parse(maintenance_cr_body("reboot-x", "node-1", reboot, "e2"));
   EXPECT_EQ(reboot_body["kind"], "RebootNode");
   EXPECT_FALSE(reboot_body["spec"].contains("gpuUUIDs"));
+  EXPECT_FALSE(reboot_body["spec"].contains("collectBugReport"));
+  reboot.collect_bug_report = true; // after a failed reset
+  EXPECT_EQ(json::parse(maintenance_cr_body("reboot-y", "node-1", reboot,
+                                            "e2"))["spec"]["collectBugReport"],
+            true);
   auto request = create_cr_request(remediation_kind::reboot_node, reboot_body.dump());
   EXPECT_EQ(request.verb, "POST");
   EXPECT_EQ(request.path, "/apis/vigil.dev/v1alpha1/rebootnodes");

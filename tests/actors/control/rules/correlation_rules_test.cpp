@@ -286,6 +286,34 @@ TEST(node_correlator, recovery_attempts_or_a_fabric_incident_are_not_a_drop) {
   EXPECT_FALSE(fabric.next_drop_check().has_value());
 }
 
+// A fabric incident's ports stay known until each is up again: the records it
+// covers, and link-downs the fleet marks as the fabric's afterwards.
+TEST(fabric_ports, remembers_covered_and_marked_ports_until_each_is_up) {
+  fabric_ports fabric;
+  active_record covered;
+  covered.component_class = "NIC";
+  covered.check_name = "InfiniBandStateCheck";
+  covered.subject = {"NICPort", "1"};
+  covered.reported_with = {{"NIC", "mlx5_0"}};
+  active_record gpu_record;
+  gpu_record.subject = {"GPU_UUID", "GPU-1"};
+  fabric.incident({covered, gpu_record});
+  EXPECT_EQ(fabric.ports(), std::set<std::string>{"mlx5_0/1"});
+
+  auto later_down = nic_state("2", false);
+  EXPECT_FALSE(fabric.observe(later_down)); // acts on its own: not the fabric's
+  later_down.strategy = processing_strategy::store_and_analyse;
+  EXPECT_TRUE(fabric.observe(later_down));
+  EXPECT_FALSE(fabric.observe(later_down)); // known already
+  EXPECT_FALSE(fabric.observe(gpu_xid("GPU-1")));
+
+  EXPECT_TRUE(fabric.observe(nic_state("1", true)));
+  EXPECT_EQ(fabric.ports(), std::set<std::string>{"mlx5_0/2"});
+  EXPECT_TRUE(fabric.observe(nic_state("2", true)));
+  EXPECT_TRUE(fabric.ports().empty());
+  EXPECT_FALSE(fabric.observe(nic_state("2", true)));
+}
+
 TEST(node_correlator, event_time_wins_over_arrival) {
   node_correlator rules;
   using namespace std::chrono_literals;

@@ -76,7 +76,9 @@ struct node_fixture : ::testing::Test {
 
   quarantine_decision step(const health_event& e, bool allowed = true) {
     active.apply(e, policy);
-    auto d = decide_quarantine(obs, active, policy, allowed);
+    quarantine_context context;
+    context.new_quarantine_allowed = allowed;
+    auto d = decide_quarantine(obs, active, policy, context);
     converge(obs, d);
     return d;
   }
@@ -226,7 +228,9 @@ TEST_F(node_fixture, breaker_holds_new_cordon_but_always_releases) {
   EXPECT_TRUE(d.add_taints.empty());
   d = step(xid(gpu_b), true);
   EXPECT_TRUE(d.cordon);
-  d = decide_quarantine(obs, active_events{}, policy, false);
+  quarantine_context refusing;
+  refusing.new_quarantine_allowed = false;
+  d = decide_quarantine(obs, active_events{}, policy, refusing);
   EXPECT_TRUE(d.uncordon);
   EXPECT_EQ(d.remove_taints.size(), 1u);
 }
@@ -250,4 +254,56 @@ TEST(quarantine_rules, taint_effect_round_trips) {
 }
 
 } // namespace
+// A fabric incident's ports (seed 002's fabric correlation): the node stays
+// schedulable, with a condition and a PreferNoSchedule taint until they are up;
+// the breaker has no say over a taint that takes no capacity away.
+TEST_F(node_fixture, ports_down_in_a_fabric_incident_get_a_condition_and_a_soft_taint) {
+  quarantine_context context;
+  context.new_quarantine_allowed = false; // the breaker refuses: irrelevant here
+  context.fabric_ports = {"mlx5_0/1", "mlx5_3/1"};
+  auto d = decide_quarantine(obs, active, policy, context);
+  EXPECT_FALSE(d.cordon);
+  EXPECT_FALSE(d.quarantined);
+  EXPECT_FALSE(d.held_by_breaker);
+  const taint soft{fabric_taint_key, "true", taint_effect::prefer_no_schedule};
+  EXPECT_EQ(d.add_taints, std::vector<taint>{soft});
+  EXPECT_FALSE(starts_quarantine(d));
+  ASSERT_EQ(d.set_conditions.size(), 1u);
+  EXPECT_EQ(d.set_conditions[0].type, fabric_condition_type);
+  EXPECT_FALSE(d.set_conditions[0].healthy);
+  EXPECT_EQ(d.set_conditions[0].reason, "FabricIncident");
+  EXPECT_NE(d.set_conditions[0].message.find("mlx5_0/1, mlx5_3/1"), std::string::npos);
+  converge(obs, d);
+  EXPECT_TRUE(decide_quarantine(obs, active, policy, context).no_change(obs));
+
+  // Ports up: the taint goes, the condition turns healthy.
+  context.fabric_ports.clear();
+  d = decide_quarantine(obs, active, policy, context);
+  EXPECT_EQ(d.remove_taints, std::vector<taint>{soft});
+  ASSERT_EQ(d.set_conditions.size(), 1u);
+  EXPECT_TRUE(d.set_conditions[0].healthy);
+  EXPECT_EQ(d.set_conditions[0].reason, "PortsUp");
+}
+
+TEST_F(node_fixture, a_hard_taint_or_cordon_needs_the_breaker_a_soft_one_does_not) {
+  quarantine_decision d;
+  d.add_taints = {{"a", "b", taint_effect::prefer_no_schedule}};
+  EXPECT_FALSE(starts_quarantine(d));
+  d.add_taints.push_back(gpu_taint);
+  EXPECT_TRUE(starts_quarantine(d));
+  d.add_taints.clear();
+  d.cordon = true;
+  EXPECT_TRUE(starts_quarantine(d));
+}
+
+TEST_F(node_fixture, an_opted_out_node_gets_no_fabric_taint_but_the_condition) {
+  obs.labels[policy.opt_out_label] = "true";
+  quarantine_context context;
+  context.fabric_ports = {"mlx5_0/1"};
+  auto d = decide_quarantine(obs, active, policy, context);
+  EXPECT_TRUE(d.add_taints.empty());
+  ASSERT_EQ(d.set_conditions.size(), 1u);
+  EXPECT_EQ(d.set_conditions[0].type, fabric_condition_type);
+}
+
 } // namespace vigil::control

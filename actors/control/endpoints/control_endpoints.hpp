@@ -1,0 +1,74 @@
+// The HTTP face of `vigil control`: POST /v1/events (ingest), POST
+// /v1/breaker/reset, GET /metrics (Prometheus text), /healthz and /readyz.
+// The handler runs on the server's I/O thread and never blocks: it parses,
+// checks the token, and hands the request to an actor with the responder.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/ingest/ingest_logic.hpp"
+#include "actors/gateway/kube_gateway.hpp"
+#include "actors/janitor/janitor_actor.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "runtime/http/http_server.hpp"
+#include "runtime/metrics/metrics.hpp"
+
+namespace vigil {
+
+struct control_actors {
+  caf::actor ingest;
+  caf::actor journal;
+  caf::actor fleet;
+  breaker_handle breaker;
+  /// The in-process janitor's figures; null when it runs elsewhere.
+  std::shared_ptr<const janitor_metrics> janitor_figures;
+  /// The Kubernetes gateway's figures; null when there is none.
+  std::shared_ptr<const kube_gateway_stats> gateway_figures;
+};
+
+/// Asks the actors for their figures and answers /metrics, /readyz and the
+/// breaker reset: (metrics_atom | ready_atom | reset_atom, http::responder).
+struct endpoints_state {
+  control_actors actors;
+  const http::server* server = nullptr; ///< its connection counters, when set
+  static inline const char* name = "endpoints";
+};
+using endpoints_actor = caf::stateful_actor<endpoints_state>;
+
+caf::behavior endpoints(endpoints_actor* self, control_actors actors);
+
+struct control_http_options {
+  control::ingest_limits limits;
+  std::string token; ///< "" = no authentication
+};
+
+/// The request handler for http::server::start.
+http::handler make_control_handler(control_actors actors, caf::actor endpoints,
+                                   control_http_options options);
+
+/// The gateway's figures (vigil_kube_*) as metric families.
+metrics::family_list gateway_metric_families(const kube_gateway_stats& stats);
+/// Their Prometheus text; for tests.
+std::string render_gateway_metrics(const kube_gateway_stats& stats);
+
+/// The figures the actors reported (JSON objects as they answer
+/// summary/stats requests) as metric families; pure.
+metrics::family_list control_metric_families(const std::string& ingest_stats,
+                                             const std::string& fleet_summary,
+                                             const std::string& breaker_summary,
+                                             const journal_stats& journal);
+/// Their Prometheus text; for tests.
+std::string render_metrics(const std::string& ingest_stats,
+                           const std::string& fleet_summary,
+                           const std::string& breaker_summary,
+                           const journal_stats& journal);
+
+} // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::http::responder)

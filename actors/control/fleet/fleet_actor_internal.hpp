@@ -1,0 +1,81 @@
+// What the fleet actor's parts share: fleet_actor.cpp (behaviour, Node
+// watch, agent liveness, leadership), fleet_routing.cpp (events to node
+// actors, the fabric rule and hold) and fleet_rebuild.cpp (node state from
+// the journal). Internal to the fleet actor: every function runs in its
+// behaviour.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include "actors/control/fleet/fleet_actor.hpp"
+
+namespace spdlog {
+class logger;
+} // namespace spdlog
+
+namespace vigil {
+
+/// A rebuild's journal read to try again (the journal was unavailable).
+struct pending_read {
+  journal_query query;
+  std::shared_ptr<rebuild_batch> batch;
+  std::function<void()> done;
+};
+
+} // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::pending_read)
+
+namespace vigil::fleet_detail {
+
+/// The "fleet" component logger.
+std::shared_ptr<spdlog::logger> logger();
+
+// fleet_actor.cpp
+
+/// Starts and monitors the node actor of `name`.
+caf::actor spawn_node(fleet_actor* self, const std::string& name);
+
+/// The node actor of `name`, started if there is none.
+caf::actor node_for(fleet_actor* self, const std::string& name);
+
+/// The agent spoke: a node flagged silent is told it reports again.
+void agent_heard(fleet_actor* self, const std::string& node);
+
+// fleet_routing.cpp
+
+/// An event for its node actor, through the fabric rule and hold.
+void route(fleet_actor* self, health_event event, std::int64_t seq);
+
+/// To the node actor now, or after the journal replay it waits for.
+void deliver(fleet_actor* self, health_event event, std::int64_t seq);
+
+/// Inside a fabric incident a link-down report (a port down, or the
+/// link_downed rise that comes with it) is kept and correlated, never acted on.
+void mark_if_fabric(fleet_actor* self, health_event& event);
+
+/// The hold of some of `node`'s events is over: deliver them in order (an
+/// incident formed meanwhile claims them), and wait for the next one.
+void release_held(fleet_actor* self, const std::string& node);
+
+// fleet_rebuild.cpp
+
+/// Reads `query` page by page, folding rows into `batch`, then calls `done`.
+void read_all(fleet_actor* self, journal_query query,
+              std::shared_ptr<rebuild_batch> batch, std::function<void()> done);
+
+/// Startup: fold the whole journal, hand each node its events and the breaker
+/// its rows, then release what was routed meanwhile.
+void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
+                   std::shared_ptr<rebuild_batch> batch);
+
+/// A crashed node actor comes back with its events replayed from the journal.
+void restart_node(fleet_actor* self, const std::string& name);
+
+} // namespace vigil::fleet_detail

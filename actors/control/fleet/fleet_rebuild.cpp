@@ -1,0 +1,214 @@
+// The fleet actor's rebuild from the journal (ARCHITECTURE.md §3
+// "supervision", §5): the whole journal at startup and on becoming leader,
+// one node's rows when its actor crashed; fold_rows() groups the rows into
+// each node's events, drain and fabric marks and remediation attempts, and
+// the breaker's rows.
+#include <algorithm>
+#include <functional>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/drain/drain_resource.hpp"
+#include "actors/control/fleet/fleet_actor.hpp"
+#include "actors/control/fleet/fleet_actor_internal.hpp"
+#include "actors/control/remediation/remediation_resource.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+using nlohmann::json;
+
+namespace fleet_detail {
+
+namespace {
+
+void report_undecodable(fleet_actor* self, const rebuild_batch& batch) {
+  self->state.stats.undecodable_rows += batch.undecodable.size();
+  if (batch.undecodable.empty())
+    return;
+  std::string seqs;
+  for (std::size_t i = 0; i < batch.undecodable.size() && i < 20; ++i)
+    seqs += (seqs.empty() ? "" : ", ") + std::to_string(batch.undecodable[i]);
+  logger()->error("{} journal event rows no longer decode and were skipped (seq {}{})",
+                  batch.undecodable.size(), seqs,
+                  batch.undecodable.size() > 20 ? ", …" : "");
+}
+
+} // namespace
+
+void read_all(fleet_actor* self, journal_query query,
+              std::shared_ptr<rebuild_batch> batch, std::function<void()> done) {
+  self->request(self->state.journal, caf::infinite, read_atom::value, query)
+    .then(
+      [=](const std::vector<journal_record>& rows) mutable {
+        fold_rows(*batch, rows);
+        self->state.stats.rows_replayed += rows.size();
+        if (rows.size() < query.limit)
+          return done();
+        query.after_seq = rows.back().seq;
+        read_all(self, query, batch, done);
+      },
+      [=](const caf::error& err) {
+        // Without its history a node could uncordon too early: retry this
+        // page, never skip it.
+        logger()->error("journal read for a rebuild failed ({}); retrying in 1 s",
+                        caf::to_string(err));
+        self->delayed_send(self, std::chrono::seconds{1},
+                           pending_read{query, batch, done});
+      });
+}
+
+void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
+                   std::shared_ptr<rebuild_batch> batch) {
+  journal_query query;
+  query.after_seq = after_seq;
+  query.limit = fleet_rebuild_page;
+  read_all(self, query, batch, [=] {
+    auto& st = self->state;
+    if (st.standby) // leadership was lost meanwhile
+      return;
+    report_undecodable(self, *batch);
+    self->send(st.breaker, replay_atom::value, batch->breaker_rows);
+    // Attempts first: the replay ends in a reconcile that may plan new ones.
+    for (auto& [name, attempts] : batch->attempts)
+      self->send(node_for(self, name), attempts_atom::value, std::move(attempts));
+    for (auto& [name, events] : batch->events)
+      self->send(node_for(self, name), replay_atom::value, std::move(events),
+                 std::move(batch->marks[name]));
+    // The fabric window carries on where it was: a port-down just after the
+    // restart joins the incident its peers opened (incidents found here were
+    // journaled when they formed).
+    st.fabric = control::fabric_correlator(st.settings->correlation);
+    for (const auto& [at, node] : batch->port_downs)
+      st.fabric.on_port_down(node, at);
+    st.rebuilt_seq = batch->last_seq;
+    st.rebuilt = true;
+    logger()->info(
+      "rebuilt from the journal: {} rows, {} nodes with events, up to seq {}",
+      st.stats.rows_replayed, batch->events.size(), st.rebuilt_seq);
+    auto held = std::move(st.held);
+    st.held.clear();
+    for (auto& [event, seq] : held)
+      if (seq > st.rebuilt_seq)
+        route(self, std::move(event), seq);
+  });
+}
+
+// A crashed node actor comes back with its events replayed from the journal.
+void restart_node(fleet_actor* self, const std::string& name) {
+  auto& st = self->state;
+  ++st.stats.restarts;
+  logger()->error("node actor {} crashed; restarting it from the journal", name);
+  auto child = spawn_node(self, name);
+  // Its held events are journaled (ingest routes only what is stored): the
+  // replay below delivers them; the hold must not deliver them again.
+  st.on_hold.drop(name);
+  st.replaying[name]; // routes wait until the history is in
+  auto batch = std::make_shared<rebuild_batch>();
+  journal_query query;
+  query.node = name;
+  query.limit = fleet_rebuild_page;
+  read_all(self, query, batch, [=] {
+    report_undecodable(self, *batch);
+    auto& st = self->state;
+    if (auto a = batch->attempts.find(name); a != batch->attempts.end())
+      self->send(child, attempts_atom::value, std::move(a->second));
+    self->send(child, replay_atom::value, std::move(batch->events[name]),
+               std::move(batch->marks[name]));
+    auto waiting = std::move(st.replaying[name]);
+    st.replaying.erase(name);
+    // Routed once already (fabric rule, hold): only delivered now.
+    for (auto& [event, seq] : waiting)
+      if (seq > batch->last_seq) {
+        mark_if_fabric(self, event);
+        deliver(self, std::move(event), seq);
+      }
+  });
+}
+
+} // namespace fleet_detail
+
+namespace {
+
+/// Journal row kind of a HealthEvent (the kind fleet_view replays too).
+constexpr const char* event_row = "event";
+
+// A string field of a journal row's body; "" when absent or not a string
+// (rows written by another version must not stop a rebuild).
+std::string text_of(const json& body, const char* key) {
+  if (!body.is_object())
+    return {};
+  auto it = body.find(key);
+  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+} // namespace
+
+void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
+  for (const auto& row : rows) {
+    into.last_seq = std::max(into.last_seq, row.seq);
+    if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset) {
+      into.breaker_rows.push_back(row);
+      continue;
+    }
+    if (row.kind == quarantine_row) {
+      // The quarantines the breaker counted (a cordon or a new taint), so its
+      // window survives a restart.
+      auto body = json::parse(row.body, nullptr, false);
+      if (body.is_object()
+          && (body.value("startsQuarantine", false) || body.value("cordon", false)))
+        into.breaker_rows.push_back(row);
+      continue;
+    }
+    if (row.kind == control::drain_row) {
+      // A completed drain (succeeded, skipped, dry run): not cancelled ones.
+      auto body = json::parse(row.body, nullptr, false);
+      const auto phase = text_of(body, "phase");
+      if (phase == "succeeded" || phase == "skipped" || phase == "dry_run")
+        into.marks[row.node].push_back({into.events[row.node].size(),
+                                        replay_mark::kind::drain,
+                                        text_of(body, "drain")});
+      continue;
+    }
+    if (row.kind == fabric_row) {
+      // Fleet-wide; each of its nodes dropped its port-down records here.
+      auto body = json::parse(row.body, nullptr, false);
+      if (body.is_object() && body.contains("nodes") && body["nodes"].is_array())
+        for (const auto& n : body["nodes"])
+          if (n.is_string())
+            into.marks[n.get<std::string>()].push_back(
+              {into.events[n.get<std::string>()].size(), replay_mark::kind::fabric, {}});
+      continue;
+    }
+    if (row.kind == control::remediation_row) {
+      auto body = json::parse(row.body, nullptr, false);
+      const auto phase = text_of(body, "phase");
+      const auto dry = body.is_object() && body.contains("dryRun")
+                       && body["dryRun"].is_boolean() && body["dryRun"].get<bool>();
+      if ((phase != "created" && phase != "handed_to_provider") || dry)
+        continue;
+      auto action = parse_recommended_action(text_of(body, "action"));
+      if (action)
+        into.attempts[row.node].push_back(
+          {*action, text_of(body, "gpuUUID"), row.recorded_at});
+      continue;
+    }
+    if (row.kind != event_row)
+      continue;
+    auto event = decode_health_event(row.body);
+    if (!event) {
+      into.undecodable.push_back(row.seq);
+      continue;
+    }
+    // The fabric window as the live fleet saw it: port-downs by arrival.
+    if (control::reports_link_down(*event) && control::is_nic_port_down(*event))
+      into.port_downs.emplace_back(row.recorded_at, event->node_name);
+    into.events[event->node_name].push_back(std::move(*event));
+  }
+}
+
+} // namespace vigil

@@ -1,0 +1,110 @@
+#include "runtime/cli/control_command.hpp"
+
+#include <ostream>
+
+#include <caf/all.hpp>
+
+#include "actors/control/endpoints/control_endpoints.hpp"
+#include "actors/protocol/atoms.hpp"
+#include "runtime/actor_clock.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/control_plane.hpp"
+#include "runtime/http/http_host.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+std::vector<option_spec> control_option_specs() {
+  return {
+    {"listen", "HOST:PORT", "overrides control.listen"},
+    {"journal", "URL", "overrides journal.url (sqlite:PATH or postgresql://…)"},
+    {"kubeconfig", "FILE", "overrides control.kubeconfig"},
+    {"token-file", "FILE", "overrides control.token_file"},
+    {"dry-run", "", "decide and journal only; write nothing to the API server"},
+  };
+}
+
+int run_control(command_context& ctx) {
+  auto fail = [&](const failure& f) {
+    ctx.err << "vigil control: " << f.to_string() << "\n";
+    return 1;
+  };
+  auto config = ctx.config;
+  auto& cc = config.control;
+  cc.listen = ctx.args.value("listen").value_or(cc.listen);
+  cc.kubeconfig = ctx.args.value("kubeconfig").value_or(cc.kubeconfig);
+  cc.token_file = ctx.args.value("token-file").value_or(cc.token_file);
+  config.journal.url = ctx.args.value("journal").value_or(config.journal.url);
+  cc.dry_run = cc.dry_run || ctx.args.has("dry-run");
+
+  auto listen = split_listen(cc.listen, "control.listen");
+  if (!listen)
+    return fail(listen.error());
+  control_http_options http_options;
+  http_options.limits.max_body_bytes = config.ingest.max_body_bytes;
+  http_options.limits.max_line_bytes = config.ingest.limits.max_event_bytes;
+  http_options.limits.event = config.ingest.limits;
+  if (!cc.token_file.empty()) {
+    auto token = control::load_token_file(cc.token_file);
+    if (!token)
+      return fail(token.error());
+    http_options.token = std::move(*token);
+  } else {
+    ctx.err << "vigil control: no control.token_file: POST /v1/events accepts anyone\n";
+  }
+  http::server_options server_options;
+  server_options.address = listen->first;
+  server_options.port = listen->second;
+  server_options.max_body_bytes = config.ingest.max_body_bytes;
+  if (!cc.tls_cert_file.empty()) {
+    auto cert = http::read_pem_file(cc.tls_cert_file);
+    auto key = http::read_pem_file(cc.tls_key_file);
+    if (!cert)
+      return fail(cert.error());
+    if (!key)
+      return fail(key.error());
+    server_options.cert_pem = *cert;
+    server_options.key_pem = *key;
+  }
+  auto store = make_journal_store(config.journal.url);
+  if (!store)
+    return fail(store.error());
+  if (auto opened = (*store)->open(); !opened)
+    return fail(opened.error());
+  auto api = connect_api_server(cc.kubeconfig);
+  if (!api)
+    return fail(api.error());
+
+  std::shared_ptr<journal_store> journal_db = std::move(*store);
+  const auto source = api->source;
+  control_plane_options plane_options;
+  plane_options.replica_identity = replica_identity();
+
+  return run_process(config, [&](process_context& p) -> status {
+    auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
+    auto plane =
+      spawn_control_plane(p.system, config, journal_db, api->client, time, plane_options);
+    if (!plane)
+      return plane.error();
+    for (const auto& [name, actor] : plane->named)
+      caf::anon_send(p.root, adopt_atom::value, name, actor);
+    auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
+    auto server = http::server::start(
+      server_options, make_control_handler(plane->actors, endpoints_actor, http_options));
+    if (!server)
+      return server.error();
+    component_logger("control")->info(
+      "listening on {}:{} ({}), journal {}, API server via {}{}", listen->first,
+      (*server)->port(), server_options.cert_pem.empty() ? "HTTP" : "HTTPS",
+      journal_db->describe(), source,
+      cc.dry_run                  ? ", DRY RUN"
+      : config.quarantine.dry_run ? ", DRY RUN from the quarantine stage on"
+                                  : "");
+    caf::anon_send(p.root, adopt_atom::value, std::string("endpoints"), endpoints_actor);
+    caf::anon_send(p.root, adopt_atom::value, std::string("http"),
+                   spawn_http_host(p.system, std::move(*server)));
+    return ok();
+  });
+}
+
+} // namespace vigil

@@ -1,0 +1,120 @@
+#include "runtime/cli/parse_command.hpp"
+
+#include <fstream>
+#include <optional>
+#include <ostream>
+
+#include "actors/agent/topology/topo_parser.hpp"
+#include "actors/agent/xid/parse_kernel_log.hpp"
+#include "runtime/cli/command_support.hpp"
+
+namespace vigil {
+
+namespace {
+
+// The host's boot time (btime of /proc/stat): dmesg offsets count from it.
+std::optional<wall_time> host_boot_time() {
+  std::ifstream in("/proc/stat");
+  for (std::string key; in >> key;) {
+    if (key == "btime") {
+      std::int64_t seconds = 0;
+      if (in >> seconds)
+        return from_unix(seconds, 0);
+      return std::nullopt;
+    }
+    in.ignore(1 << 20, '\n');
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::vector<option_spec> parse_option_specs() {
+  return {
+    {"metadata", "FILE", "gpu_metadata.json for PCI -> GPU UUID (kmsg)"},
+    {"node", "NAME", "nodeName of the events and metadata"},
+    {"boot-id", "ID", "boot ID mixed into event ids (kmsg)"},
+    {"boot-time", "TIME", "RFC 3339 boot time for dmesg offsets (default: this host's)"},
+    {"topo", "FILE", "output of `nvidia-smi topo -m` (topo)"},
+    {"gpus", "FILE", "output of `nvidia-smi --query-gpu=...` (topo)"}};
+}
+
+int run_parse(command_context& ctx, std::istream& in) {
+  if (!check_verb(ctx, "parse", {"kmsg", "topo"}))
+    return 2;
+  if (ctx.args.positional.front() == "topo")
+    return run_parse_topo(ctx);
+  return run_parse_kmsg(ctx, in);
+}
+
+int run_parse_kmsg(command_context& ctx, std::istream& in) {
+  auto fail = [&](const failure& f) {
+    ctx.err << "vigil parse kmsg: " << f.to_string() << "\n";
+    return 1;
+  };
+  auto catalog = agent::xid_catalog::load(agent::xid_catalog::default_dir());
+  if (!catalog)
+    return fail(catalog.error());
+  agent::parse_options options;
+  options.catalog = std::move(*catalog);
+  options.node_name = ctx.args.value("node").value_or("");
+  options.boot_id = ctx.args.value("boot-id").value_or("");
+  if (auto text = ctx.args.value("boot-time")) {
+    auto t = parse_rfc3339(*text);
+    if (!t)
+      return fail({"--boot-time", t.error().to_string()});
+    options.boot_time = *t;
+  } else if (auto t = host_boot_time()) {
+    options.boot_time = *t;
+  }
+  if (auto path = ctx.args.value("metadata")) {
+    auto metadata = agent::load_gpu_metadata(*path);
+    if (!metadata)
+      return fail(metadata.error());
+    options.metadata = std::move(*metadata);
+  }
+  auto result = agent::parse_kernel_log(in, options);
+  print_events(ctx.out, result.events);
+  const auto& c = result.counters;
+  ctx.err << "vigil parse kmsg: " << c.lines << " lines, " << c.nvidia_lines
+          << " NVIDIA lines, " << c.events_before_grouping << " events before grouping, "
+          << result.events.size() << " after, " << c.malformed.total() << " malformed\n";
+  for (const auto& [kind, line] : c.malformed.first_lines())
+    ctx.err << "  malformed " << kind << " (" << c.malformed.counts().at(kind)
+            << "), first: " << line << "\n";
+  return 0;
+}
+
+int run_parse_topo(command_context& ctx) {
+  auto fail = [&](const failure& f) {
+    ctx.err << "vigil parse topo: " << f.to_string() << "\n";
+    return 1;
+  };
+  auto topo_path = ctx.args.value("topo");
+  if (!topo_path)
+    return fail({"--topo", "is required (the output of `nvidia-smi topo -m`)"});
+  auto topo_text = read_text(*topo_path);
+  if (!topo_text)
+    return fail(topo_text.error());
+  auto matrix = agent::parse_topo_matrix(*topo_text);
+  if (!matrix)
+    return fail({*topo_path, matrix.error().to_string()});
+  std::vector<agent::gpu_query_row> gpus;
+  if (auto gpus_path = ctx.args.value("gpus")) {
+    auto csv = read_text(*gpus_path);
+    if (!csv)
+      return fail(csv.error());
+    auto rows = agent::parse_gpu_query_csv(*csv);
+    if (!rows)
+      return fail({*gpus_path, rows.error().to_string()});
+    gpus = std::move(*rows);
+  }
+  auto metadata =
+    agent::build_gpu_metadata(ctx.args.value("node").value_or(""), gpus, *matrix);
+  if (!metadata)
+    return fail(metadata.error());
+  ctx.out << agent::encode_gpu_metadata(*metadata);
+  return 0;
+}
+
+} // namespace vigil

@@ -1,0 +1,26 @@
+// `vigil parse kmsg|topo`: the agent's parsers on a file, with a stable
+// output contract: one HealthEvent JSON per line (kmsg) or gpu_metadata.json
+// (topo) on stdout, problems on stderr.
+#pragma once
+
+#include <iosfwd>
+#include <vector>
+
+#include "runtime/cli/cli.hpp"
+
+namespace vigil {
+
+std::vector<option_spec> parse_option_specs();
+
+/// Dispatches on the sub-verb: kmsg reads `in`, topo its --topo file.
+int run_parse(command_context& ctx, std::istream& in);
+
+/// `vigil parse kmsg [--metadata FILE] [--node NAME] [--boot-id ID]
+/// [--boot-time TIME] < log`:
+/// HealthEvents after burst grouping; a summary of counters on stderr.
+int run_parse_kmsg(command_context& ctx, std::istream& in);
+
+/// `vigil parse topo --topo FILE [--gpus FILE] [--node NAME]`: gpu_metadata.json.
+int run_parse_topo(command_context& ctx);
+
+} // namespace vigil

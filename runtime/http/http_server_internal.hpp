@@ -1,0 +1,94 @@
+// What the HTTP server's source files share, and nothing outside them
+// includes: the Boost aliases, the registry of open connections, the state
+// every connection reaches, and the helpers one part offers the others.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/http.hpp>
+
+#include "runtime/http/http_server.hpp"
+
+namespace vigil::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace wire = boost::beast::http;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+namespace detail {
+
+using wire_request = wire::request<wire::string_body>;
+using wire_response = wire::response<wire::string_body>;
+
+struct counters {
+  std::atomic<std::uint64_t> connections{0}, requests{0}, rejected_too_large{0},
+    bad_requests{0}, tls_failures{0}, rejected_connections{0}, active_connections{0};
+};
+
+/// What the registry and responders know of a connection; both calls are
+/// thread-safe (they post onto the connection's strand).
+class connection {
+public:
+  virtual ~connection() = default;
+  /// Writes the answer to request number `sequence`, if still awaited.
+  virtual void deliver(std::uint64_t sequence, response answer) = 0;
+  virtual void close() = 0;
+};
+
+// Outlives the server (responders share it), so that an actor answering after
+// stop() finds `stopped` instead of a destroyed io_context.
+struct connection_registry {
+  std::mutex mutex;
+  bool stopped = false;
+  std::unordered_map<const connection*, std::shared_ptr<connection>> open;
+};
+
+struct server_core {
+  server_options options;
+  handler on_request;
+  std::optional<asio::ssl::context> tls;
+  counters stats;
+  std::shared_ptr<connection_registry> registry = std::make_shared<connection_registry>();
+
+  void forget(const connection* closed) {
+    std::lock_guard<std::mutex> guard(registry->mutex);
+    if (registry->open.erase(closed) > 0)
+      --stats.active_connections;
+  }
+};
+
+// Between the wire and the handler (http_message_conversion.cpp).
+
+/// The handler's view of a request read from `peer`.
+request to_request(wire_request&& message, const std::string& peer);
+/// The handler's answer as sent: an invalid status becomes 500, and header
+/// fields that are not valid HTTP or that frame the message are dropped.
+wire_response to_wire(response r, unsigned version, bool keep_alive, bool head);
+/// "127.0.0.1:53122", "[::1]:53122".
+std::string endpoint_text(const tcp::endpoint& endpoint);
+
+// Options and TLS (http_server_setup.cpp).
+
+/// Checks the options start() cannot work with, naming the field.
+status validate(const server_options& o);
+/// A TLS 1.2+ server context from options' cert_pem and key_pem.
+expected<asio::ssl::context> make_tls_context(const server_options& o);
+
+// Connections (http_session.cpp).
+
+/// Registers and starts a session over `socket` (TLS when core.tls is set);
+/// does nothing once the server is stopping.
+void open_session(server_core& core, tcp::socket&& socket, std::string peer);
+
+} // namespace detail
+} // namespace vigil::http

@@ -1,0 +1,135 @@
+// The breaker actor: the fleet's cordon budget (its trip, reset and
+// restart) and the per-pool budget of concurrent remediations.
+#define CAF_SUITE control_breaker
+#include <caf/test/dsl.hpp>
+
+#include "tests/actors/control/control_fixture.hpp"
+
+using namespace caf;
+using namespace vigil;
+using namespace vigil::test;
+using nlohmann::json;
+
+CAF_TEST_FIXTURE_SCOPE(control_breaker_tests, control_fixture)
+
+CAF_TEST(the_breaker_trips_at_its_threshold_and_not_before) {
+  control::breaker_config config;
+  config.max_cordoned_percent = 50; // of 4 GPU nodes: 2 may be cordoned
+  start(config);
+  post({xid("node-1", "GPU-a")});
+  post({xid("node-2", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(cordoned("node-2"));
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 0u);
+  post({xid("node-3", "GPU-a")});
+  CAF_CHECK(!cordoned("node-3"));
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 1u);
+  CAF_CHECK_EQUAL(events_posted("QuarantineHeld", "node-3"), 1u);
+  // The event is still journaled and the node still reports its condition.
+  CAF_CHECK_EQUAL(journal_rows("event"), 3u);
+  auto held = node("node-3"); // a named copy: the check keeps references
+  CAF_CHECK_EQUAL(held["status"]["conditions"][0]["status"], "False");
+  // Releasing is always allowed while tripped.
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  // After an explicit reset the held node is quarantined on its next trigger.
+  CAF_CHECK_EQUAL(ask(breaker, reset_atom::value), "reset");
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::reset), 1u);
+  list_nodes();
+  CAF_CHECK(cordoned("node-3"));
+}
+
+// Before the fleet has listed the Nodes the percentage limit has no
+// denominator: a new cordon waits, unanswered, for the count instead of going
+// uncounted (or being refused).
+CAF_TEST(cordons_wait_for_the_gpu_node_count) {
+  auto fresh = sys.spawn(vigil::breaker, control::breaker_config{}, journal, time);
+  run();
+  self->send(fresh, admit_atom::value, std::string("node-1"));
+  run();
+  CAF_CHECK(self->mailbox().empty());
+  anon_send(fresh, gpunodes_atom::value, std::uint64_t{4});
+  run();
+  std::string answer = "none";
+  self->receive([&](const std::string& s) { answer = s; });
+  CAF_CHECK_EQUAL(answer, "");
+  anon_send_exit(fresh, exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST(a_tripped_breaker_survives_a_restart) {
+  control::breaker_config config;
+  config.max_cordoned_nodes = 1;
+  start(config);
+  post({xid("node-1", "GPU-a")});
+  post({xid("node-2", "GPU-a")});
+  CAF_CHECK(!cordoned("node-2"));
+  restart(config); // a new control plane over the same journal
+  auto summary = ask(breaker, summary_atom::value);
+  CAF_CHECK(json::parse(summary)["tripped"].get<bool>());
+  CAF_CHECK(!cordoned("node-2"));
+  // The rebuilt node-1 still knows its fault: a recovery releases it.
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+}
+
+// The cordons counted in the window survive a restart too: a control plane
+// restarted right after a cordon does not grant a fresh budget.
+CAF_TEST(the_breakers_window_survives_a_restart) {
+  control::breaker_config config;
+  config.max_cordoned_nodes = 1;
+  start(config);
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  restart(config);
+  auto summary = json::parse(ask(breaker, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(summary["cordonsInWindow"], 1);
+  post({xid("node-2", "GPU-a")});
+  CAF_CHECK(!cordoned("node-2"));
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 1u);
+}
+
+CAF_TEST(a_pool_runs_at_most_its_budget_of_remediations_at_once) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  control::breaker_config budget;
+  budget.max_concurrent_per_pool = 1; // nodes without the rack label share pool ""
+  start(budget);
+  post({reset_needed("node-1", "GPU-a")});
+  post({reset_needed("node-2", "GPU-b")});
+  CAF_CHECK(cordoned("node-2"));
+  CAF_REQUIRE_EQUAL(crs("gpuresets").size(), 1u); // node-2's waits for the budget
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "held reset-GPU-b") != phases.end());
+  cr_phase("gpuresets", crs("gpuresets")[0]["metadata"]["name"].get<std::string>(),
+           "Succeeded");
+  advance(std::chrono::seconds{10}); // node-1's poll sees it done: the budget is free
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+  advance(settings->retry_max); // node-2 asks again
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 2u);
+}
+
+// A node actor that goes down holding a remediation slot (crash, lost
+// leadership) gives the slot back: the breaker monitors whoever holds one.
+CAF_TEST(a_slot_whose_holder_is_gone_returns_to_the_pool) {
+  control::breaker_config budget;
+  budget.max_concurrent_per_pool = 1;
+  start(budget);
+  auto holder = sys.spawn(
+    [](event_based_actor* s, breaker_handle breaker) -> behavior {
+      s->request(breaker, infinite, remedy_atom::value, std::string("node-1"),
+                 std::string("rack-a"))
+        .then([](const std::string& refusal) { CAF_CHECK_EQUAL(refusal, ""); });
+      return {[](int) {}}; // stays up, holding its slot
+    },
+    breaker);
+  run();
+  CAF_CHECK_NOT_EQUAL(
+    ask(breaker, remedy_atom::value, std::string("node-2"), std::string("rack-a")), "");
+  anon_send_exit(holder, exit_reason::kill);
+  run();
+  CAF_CHECK_EQUAL(
+    ask(breaker, remedy_atom::value, std::string("node-2"), std::string("rack-a")), "");
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,172 @@
+// The node's drains (seed 000 §3): partial for a GPU reset, full otherwise,
+// disruption budgets, per-namespace modes, cancel on recovery, held by a
+// tripped breaker, dry-run.
+#define CAF_SUITE control_drain
+#include <caf/test/dsl.hpp>
+
+#include "tests/actors/control/control_fixture.hpp"
+
+using namespace caf;
+using namespace vigil;
+using namespace vigil::test;
+using nlohmann::json;
+
+CAF_TEST_FIXTURE_SCOPE(control_drain_tests, control_fixture)
+
+CAF_TEST(a_partial_drain_evicts_only_the_pod_on_the_bad_gpu) {
+  add_pod("train", pod_object("job-a", "node-1", {"GPU-a"}));
+  add_pod("train", pod_object("job-b", "node-1", {"GPU-b"}));
+  add_pod("train", pod_object("web", "node-1"));
+  add_pod("monitoring", pod_object("exporter", "node-1", {"GPU-a"}, {}, "DaemonSet"));
+  add_pod("train", pod_object("job-c", "node-2", {"GPU-c"}));
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(terminating("train", "job-a"));
+  CAF_CHECK(!terminating("train", "job-b"));
+  CAF_CHECK(!terminating("train", "web"));
+  CAF_CHECK(!terminating("monitoring", "exporter"));
+  CAF_CHECK(!terminating("train", "job-c"));
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 0u); // job-a is still in its grace period
+  kubelet_finishes();
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["drainedKey"], "partial:GPU-a");
+  CAF_CHECK_EQUAL(summary["evictions"], 1);
+  CAF_CHECK_EQUAL(summary["draining"], "");
+  // A new control plane over the same journal knows the drain completed.
+  restart();
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+  auto rebuilt = node_summary("node-1");
+  CAF_CHECK_EQUAL(rebuilt["drainedKey"], "partial:GPU-a");
+}
+
+CAF_TEST(a_full_drain_waits_for_the_disruption_budget_and_skips_daemonsets) {
+  add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("serve", pod_object("api", "node-1"));
+  add_pod("monitoring", pod_object("exporter", "node-1", {}, {}, "DaemonSet"));
+  add_pod("kube-system", pod_object("dns", "node-1"));
+  add_budget("train", "train", 2);
+  start();
+  post({reboot_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("serve", "api"));
+  CAF_CHECK(!terminating("train", "w0")); // 429: the budget allows no disruption
+  CAF_CHECK(!terminating("monitoring", "exporter"));
+  CAF_CHECK(!terminating("kube-system", "dns"));
+  // The owner scales up elsewhere: the budget now allows one disruption.
+  add_pod("train", pod_object("w2", "node-3", {"GPU-a"}, {{"app", "train"}}));
+  advance(std::chrono::seconds{5}); // the eviction's retry comes due
+  CAF_CHECK(terminating("train", "w0"));
+  kubelet_finishes();
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["drainedKey"], "full");
+  CAF_CHECK_EQUAL(summary["evictions"], 2);
+  // A later partial drain in the same quarantine is skipped (seed 000 §3.1).
+  post({reset_needed("node-1", "GPU-b")});
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+}
+
+CAF_TEST(namespaces_drain_by_their_modes) {
+  auto drain = std::make_shared<drain_settings>();
+  drain->config.namespaces = {
+    {"batch", control::drain_mode::allow_completion, {}},
+    {"serve", control::drain_mode::delete_after_timeout, std::chrono::minutes{2}}};
+  settings->drain = drain;
+  add_pod("batch", pod_object("etl", "node-1"));
+  add_pod("serve", pod_object("api", "node-1"));
+  add_pod("train", pod_object("job", "node-1", {"GPU-a"}));
+  start();
+  post({reboot_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("train", "job"));  // Immediate: evicted now
+  CAF_CHECK(!terminating("batch", "etl")); // AllowCompletion: never evicted
+  CAF_CHECK(!terminating("serve", "api")); // DeleteAfterTimeout: not yet
+  kubelet_finishes();
+  advance(std::chrono::minutes{1});
+  CAF_CHECK(!terminating("serve", "api"));
+  advance(std::chrono::minutes{1}); // the namespace's timeout: deleted
+  CAF_CHECK(terminating("serve", "api"));
+  kubelet_finishes();
+  // The batch pod finishes on its own; the drain sees it and is done.
+  CAF_REQUIRE(store
+                ->patch(*pods(), "batch", "etl",
+                        json{{"status", {{"phase", "Succeeded"}}}},
+                        kube::patch_type::merge, true)
+                .ok());
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 0u);
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  for (const auto& r : *rows)
+    if (r.kind == control::drain_row && json::parse(r.body)["phase"] == "succeeded") {
+      auto body = json::parse(r.body);
+      CAF_CHECK_EQUAL(body["evictions"], 1);
+      CAF_CHECK_EQUAL(body["deletions"], 1);
+    }
+  CAF_CHECK_EQUAL(settings->counters->pod_deletions.load(), 1u); // /metrics
+}
+
+CAF_TEST(a_recovery_cancels_a_drain) {
+  add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));
+  add_budget("train", "train", 2);
+  start();
+  post({reboot_needed("node-1", "GPU-a")});
+  {
+    auto summary = node_summary("node-1"); // a named copy: the check keeps references
+    CAF_CHECK_EQUAL(summary["draining"], "full");
+  }
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(drain_rows("cancelled"), 1u);
+  {
+    auto summary = node_summary("node-1"); // a named copy: the check keeps references
+    CAF_CHECK_EQUAL(summary["draining"], "");
+  }
+  // No eviction is asked after the cancel.
+  auto posts = requests("POST");
+  add_pod("train", pod_object("w2", "node-3", {"GPU-a"}, {{"app", "train"}}));
+  advance(std::chrono::minutes{5});
+  CAF_CHECK_EQUAL(requests("POST"), posts);
+  CAF_CHECK(!terminating("train", "w0"));
+}
+
+CAF_TEST(a_tripped_breaker_holds_new_drains) {
+  control::breaker_config config;
+  config.max_cordoned_nodes = 1;
+  add_pod("train", pod_object("w0", "node-1", {"GPU-b"}));
+  start(config);
+  post({reset_needed("node-1", "GPU-a")}); // cordoned; nothing holds GPU-a
+  CAF_CHECK_EQUAL(drain_rows("succeeded"), 1u);
+  post({xid("node-2", "GPU-a")}); // trips the breaker
+  CAF_CHECK(!cordoned("node-2"));
+  post({reboot_needed("node-1", "GPU-b")}); // wants a full drain now
+  {
+    auto summary = node_summary("node-1"); // a named copy: the check keeps references
+    CAF_CHECK_EQUAL(summary["drainsHeld"], 1);
+  }
+  CAF_CHECK(!terminating("train", "w0"));
+  advance(std::chrono::seconds{60}); // held again: said once
+  CAF_CHECK_EQUAL(events_posted("DrainHeldByBreaker", "node-1"), 1u);
+  CAF_CHECK_EQUAL(ask(breaker, reset_atom::value), "reset");
+  advance(std::chrono::seconds{60}); // the node actor asks again
+  CAF_CHECK(terminating("train", "w0"));
+}
+
+CAF_TEST(dry_run_journals_the_drain_plan_and_evicts_nothing) {
+  settings->dry_run = true;
+  add_pod("train", pod_object("job-a", "node-1", {"GPU-a"}));
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+  CAF_CHECK_EQUAL(drain_rows("dry_run"), 1u);
+  CAF_CHECK(!terminating("train", "job-a"));
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,74 @@
+#include "actors/control/endpoints/control_endpoints.hpp"
+
+#include <gtest/gtest.h>
+
+namespace vigil {
+namespace {
+
+TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
+  auto text = render_metrics(
+    R"({"received":7,"rejected":1})",
+    R"({"nodes":4,"cordons":2,"drainsStarted":3,"drainsStartedPartial":1,"drainsSucceeded":1,"drainsCancelled":2,"evictions":5,"podDeletions":1,"ruleFiringsNicFlap":2,"mailboxDepth":9,"nodeMailboxHigh":3})",
+    R"({"tripped":true,"utilisation":0.8,"mailboxDepth":4})", [] {
+      journal_stats j;
+      j.committed = 10;
+      j.queue_depth = 2;
+      j.lag_ns = 1'500'000'000;
+      j.refused = 6;
+      j.write_failures = 3;
+      j.mailbox_depth = 11;
+      return j;
+    }());
+  for (const char* expected : {"vigil_events_received_total 7",
+                               "vigil_events_rejected_total 1",
+                               "vigil_nodes 4",
+                               "vigil_cordons_total 2",
+                               "vigil_drains_started_total 3",
+                               "vigil_drains_total{outcome=\"succeeded\"} 1",
+                               "vigil_drains_total{outcome=\"cancelled\"} 2",
+                               "vigil_drains_total{outcome=\"held\"} 0",
+                               "vigil_evictions_total 5",
+                               "vigil_pod_deletions_total 1",
+                               "vigil_breaker_tripped 1",
+                               "vigil_breaker_utilisation 0.8",
+                               "vigil_journal_lag_seconds 1.5",
+                               "vigil_mailbox_depth{actor=\"fleet\"} 9",
+                               "vigil_mailbox_depth{actor=\"ingest\"} 0",
+                               "vigil_node_mailbox_depth_max 3",
+                               "vigil_mailbox_depth{actor=\"breaker\"} 4",
+                               "vigil_mailbox_depth{actor=\"journal\"} 11",
+                               "vigil_journal_refused_total 6",
+                               "vigil_rule_firings_total{rule=\"nic-flap\"} 2",
+                               "vigil_rule_firings_total{rule=\"repeated-xid\"} 0",
+                               "vigil_journal_write_failures_total 3",
+                               "vigil_drains_started_by_mode_total{mode=\"full\"} 2",
+                               "vigil_drains_started_by_mode_total{mode=\"partial\"} 1",
+                               "# TYPE vigil_drains_total counter"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+}
+
+TEST(render_metrics, garbage_from_an_actor_reads_as_zero) {
+  journal_stats down;
+  down.available = false;
+  auto text = render_metrics("not json", "[]", "", down);
+  EXPECT_NE(text.find("vigil_nodes 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("vigil_journal_available 0"), std::string::npos) << text;
+}
+
+TEST(render_gateway_metrics, reports_the_api_servers_requests_and_watches) {
+  kube_gateway_stats g;
+  g.requests = 12;
+  g.failures = 2;
+  g.in_flight = 3;
+  g.relists = 1;
+  auto text = render_gateway_metrics(g);
+  for (const char* expected :
+       {"vigil_kube_requests_total 12", "vigil_kube_request_failures_total 2",
+        "vigil_kube_requests_in_flight 3", "vigil_kube_watch_relists_total 1",
+        "vigil_kube_watch_bad_lines_total 0",
+        "# TYPE vigil_kube_requests_in_flight gauge"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+}
+
+} // namespace
+} // namespace vigil

@@ -1,0 +1,148 @@
+// The fleet actor: it restarts a crashed node actor from the journal,
+// notices silent agents, and turns NIC ports down on many nodes into one
+// fabric incident instead of a mass quarantine.
+#define CAF_SUITE control_fleet
+#include <caf/test/dsl.hpp>
+
+#include "tests/actors/control/control_fixture.hpp"
+
+using namespace caf;
+using namespace vigil;
+using namespace vigil::test;
+using nlohmann::json;
+
+CAF_TEST_FIXTURE_SCOPE(control_fleet_tests, control_fixture)
+
+CAF_TEST(a_crashed_node_actor_is_restarted_with_its_events_from_the_journal) {
+  start();
+  post({xid("node-1", "GPU-a"), xid("node-1", "GPU-b")});
+  CAF_CHECK(cordoned("node-1"));
+  // Find node-1's actor and kill it.
+  auto& st = deref<fleet_actor>(fleet).state;
+  CAF_REQUIRE_EQUAL(st.nodes.count("node-1"), 1u);
+  anon_send_exit(st.nodes["node-1"], exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(st.stats.restarts, 1u);
+  // One GPU recovers: still quarantined (the restarted actor remembers GPU-b).
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(cordoned("node-1"));
+  post({xid("node-1", "GPU-b", true)});
+  CAF_CHECK(!cordoned("node-1"));
+}
+
+// A GPU node whose agent went quiet: a condition and an Event, never a
+// cordon; a heartbeat (or an event) sets it right again.
+CAF_TEST(a_silent_agent_is_noticed_and_its_return_too) {
+  settings->agent_silence = std::chrono::seconds{300};
+  jobs_only = true;
+  start();
+  auto agent_condition = [&](const std::string& name) {
+    return condition_status(name, control::agent_condition_type);
+  };
+  advance(std::chrono::seconds{200});
+  self->send(fleet, agent_heard_atom::value, std::string{"node-1"});
+  advance(std::chrono::seconds{160}); // 360 s: node-1 heard at 200 s
+  CAF_CHECK_EQUAL(agent_condition("node-1"), "");
+  CAF_CHECK_EQUAL(agent_condition("node-2"), "False");
+  CAF_CHECK(!cordoned("node-2"));
+  CAF_CHECK_EQUAL(events_posted("AgentSilent", "node-2"), 1u);
+  advance(std::chrono::seconds{600});
+  CAF_CHECK_EQUAL(events_posted("AgentSilent", "node-2"), 1u); // once
+  self->send(fleet, agent_heard_atom::value, std::string{"node-2"});
+  run();
+  CAF_CHECK_EQUAL(agent_condition("node-2"), "True");
+  CAF_CHECK_EQUAL(events_posted("AgentReporting", "node-2"), 1u);
+}
+
+CAF_TEST(nic_ports_down_on_many_nodes_are_one_fabric_incident_not_a_mass_quarantine) {
+  start();
+  post({port_state("node-1", false, 0)});
+  post({port_state("node-2", false, 0)});
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(cordoned("node-2"));
+  post({port_state("node-3", false, 0)}); // the third node within 5 min: the fabric
+  CAF_CHECK_EQUAL(journal_rows(fabric_row), 1u);
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK(!cordoned("node-2"));
+  CAF_CHECK(!cordoned("node-3"));
+  post({port_state("node-4", false, 0)}); // joins the open incident
+  CAF_CHECK(!cordoned("node-4"));
+  // Ports still down after the drop rule's time: the fabric explains them.
+  advance(std::chrono::minutes{5});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK(!cordoned("node-4"));
+  CAF_CHECK_EQUAL(journal_rows(correlation_row), 0u);
+  CAF_CHECK_EQUAL(journal_rows("event"), 4u); // every event is still journaled
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 0u);
+  // Schedulable, but new pods had better go elsewhere until the ports are up.
+  for (const char* n : {"node-1", "node-2", "node-3", "node-4"}) {
+    CAF_CHECK_EQUAL(condition_status(n, control::fabric_condition_type), "False");
+    CAF_CHECK_EQUAL(taint_effect_of(n, control::fabric_taint_key), "PreferNoSchedule");
+  }
+  post({port_state("node-1", true, 1)});
+  CAF_CHECK_EQUAL(condition_status("node-1", control::fabric_condition_type), "True");
+  CAF_CHECK_EQUAL(taint_effect_of("node-1", control::fabric_taint_key), "");
+  CAF_CHECK_EQUAL(taint_effect_of("node-2", control::fabric_taint_key),
+                  "PreferNoSchedule");
+  // A restart replays the port-downs and, where the journal has it, the
+  // incident that covered them: still no quarantine.
+  restart();
+  advance(std::chrono::minutes{5});
+  for (const char* n : {"node-1", "node-2", "node-3", "node-4"})
+    CAF_CHECK(!cordoned(n));
+}
+
+// The fabric window survives a restart: a port-down just after it joins the
+// two its peers reported just before, and the three are one incident.
+CAF_TEST(a_fabric_incident_forms_across_a_restart) {
+  start();
+  post({port_state("node-1", false, 0)});
+  post({port_state("node-2", false, 0)});
+  CAF_CHECK(cordoned("node-2"));
+  restart();
+  advance(std::chrono::minutes{1});
+  post({port_state("node-3", false, 0)});
+  CAF_CHECK_EQUAL(journal_rows(fabric_row), 1u);
+  for (const char* n : {"node-1", "node-2", "node-3"})
+    CAF_CHECK(!cordoned(n));
+}
+
+// The NIC monitor's link_downed rise comes with each DOWN; with the fabric
+// hold, the first nodes of an incident are never cordoned at all.
+CAF_TEST(a_held_link_down_is_claimed_by_the_fabric_incident_that_forms) {
+  settings->correlation.fabric_hold = std::chrono::seconds{30};
+  start();
+  auto rise = [](const std::string& node) {
+    auto e = port_state(node, false, 0);
+    e.id += "-link_downed";
+    e.check_name = "InfiniBandDegradationCheck";
+    e.error_codes = {"link_downed"};
+    e.action = recommended_action::replace_vm;
+    e.metadata = {{"previous", "0"}, {"current", "1"}};
+    return e;
+  };
+  // A lone link down quarantines its node once the hold is over.
+  post({port_state("node-4", false, 0), rise("node-4")});
+  advance(std::chrono::seconds{29});
+  CAF_CHECK(!cordoned("node-4"));
+  advance(std::chrono::seconds{2});
+  CAF_CHECK(cordoned("node-4"));
+  // Later, outside that one's window, three nodes at once: the incident
+  // claims every report before it reaches a node.
+  advance(std::chrono::minutes{10});
+  post({port_state("node-1", false, 0), rise("node-1")});
+  post({port_state("node-2", false, 0), rise("node-2")});
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(!cordoned("node-1"));
+  post({port_state("node-3", false, 0), rise("node-3")});
+  CAF_CHECK_EQUAL(journal_rows(fabric_row), 1u);
+  advance(std::chrono::minutes{1});
+  for (const char* n : {"node-1", "node-2", "node-3"}) {
+    CAF_CHECK(!cordoned(n));
+    CAF_CHECK_EQUAL(events_posted("FabricIncident", n), 1u);
+  }
+  CAF_CHECK_EQUAL(events_posted("FabricIncident", "node-4"), 0u);
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u); // node-4's only
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,102 @@
+// The node actor's quarantine: cordon, taint, condition and annotation on a
+// fatal event, released only by the matching healthy events; a stale write
+// re-read and converged, API failures retried, dry-run.
+#define CAF_SUITE control_node
+#include <caf/test/dsl.hpp>
+
+#include "tests/actors/control/control_fixture.hpp"
+
+using namespace caf;
+using namespace vigil;
+using namespace vigil::test;
+using nlohmann::json;
+
+CAF_TEST_FIXTURE_SCOPE(control_node_tests, control_fixture)
+
+CAF_TEST(a_fatal_xid_quarantines_the_node_after_it_is_journaled) {
+  start();
+  post({xid("node-1", "GPU-a")});
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 200);
+  CAF_CHECK_EQUAL(journal_rows("event"), 1u);
+  CAF_CHECK(cordoned("node-1"));
+  auto n = node("node-1");
+  CAF_CHECK_EQUAL(n["metadata"]["annotations"]["vigil.dev/cordoned"], "true");
+  CAF_CHECK_EQUAL(n["spec"]["taints"].size(), 1u);
+  CAF_CHECK_EQUAL(n["status"]["conditions"][0]["type"], "GPUHealthy");
+  CAF_CHECK_EQUAL(n["status"]["conditions"][0]["status"], "False");
+  CAF_CHECK_EQUAL(journal_rows(quarantine_row), 1u);
+  CAF_CHECK_EQUAL(requests("POST"), 1u); // the Kubernetes Event
+  CAF_CHECK(!cordoned("node-2"));
+}
+
+CAF_TEST(a_healthy_event_for_another_gpu_does_not_uncordon) {
+  start();
+  post({xid("node-1", "GPU-a")});
+  post({xid("node-1", "GPU-b", true)});
+  CAF_CHECK(cordoned("node-1"));
+  post({xid("node-1", "GPU-a", true)});
+  CAF_CHECK(!cordoned("node-1"));
+  auto n = node("node-1");
+  CAF_CHECK(!n["metadata"].contains("annotations")
+            || !n["metadata"]["annotations"].contains("vigil.dev/cordoned"));
+  CAF_CHECK(!n["spec"].contains("taints") || n["spec"]["taints"].empty());
+  CAF_CHECK_EQUAL(n["status"]["conditions"][0]["status"], "True");
+}
+
+CAF_TEST(a_node_cordoned_by_someone_else_is_never_uncordoned) {
+  CAF_REQUIRE(store
+                ->patch(*nodes(), "", "node-2", json{{"spec", {{"unschedulable", true}}}},
+                        kube::patch_type::merge, false)
+                .ok());
+  start();
+  post({xid("node-2", "GPU-a")});
+  post({xid("node-2", "GPU-a", true)});
+  CAF_CHECK(cordoned("node-2"));
+  // vigil's taint and condition are gone: only what it added was released.
+  auto n = node("node-2");
+  CAF_CHECK(!n["spec"].contains("taints") || n["spec"]["taints"].empty());
+}
+
+CAF_TEST(a_node_changed_meanwhile_is_reread_and_converged) {
+  start();
+  // Someone labels node-1 after vigil observed it: vigil's PATCH is stale.
+  CAF_REQUIRE(store
+                ->patch(*nodes(), "", "node-1",
+                        json{{"metadata", {{"labels", {{"team", "x"}}}}}},
+                        kube::patch_type::merge, false)
+                .ok());
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(cordoned("node-1"));
+  auto relabelled = node("node-1");
+  CAF_CHECK_EQUAL(relabelled["metadata"]["labels"]["team"], "x");
+  auto node_summary = json::parse(ask(fleet, summary_atom::value, std::string("node-1")));
+  CAF_CHECK_EQUAL(node_summary["conflicts"], 1);
+  auto summary = json::parse(ask(fleet, summary_atom::value));
+  CAF_CHECK_EQUAL(summary["nodes"], 4);
+}
+
+CAF_TEST(api_failures_are_retried_with_backoff) {
+  start();
+  deref<stateful_actor<fake_gateway_state>>(gateway).state.fail_next = {503, 503};
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(!cordoned("node-1"));
+  sched.trigger_timeouts(); // first retry: fails again
+  sched.run();
+  CAF_CHECK(!cordoned("node-1"));
+  sched.trigger_timeouts();
+  sched.run();
+  CAF_CHECK(cordoned("node-1"));
+}
+
+CAF_TEST(dry_run_journals_decisions_and_writes_nothing) {
+  settings->dry_run = true;
+  start();
+  auto patches_before = requests("PATCH");
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(requests("PATCH"), patches_before);
+  CAF_CHECK_EQUAL(journal_rows(quarantine_row), 1u);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,275 @@
+// The janitor's controllers, the GPUReset one (seed 001, Reset Workflow) and the
+// RebootNode one, the test playing the GPU operator, the Job controller and the
+// kubelet; the cluster and the API server stand-in are the control actor tests'
+// fixture (tests/actors/control/control_fixture.hpp).
+#define CAF_SUITE janitor
+#include <caf/test/dsl.hpp>
+
+#include "actors/janitor/janitor_actor.hpp"
+#include "actors/janitor/janitor_metrics.hpp"
+#include "tests/actors/control/control_fixture.hpp"
+
+using namespace caf;
+using namespace vigil;
+using namespace vigil::test;
+using nlohmann::json;
+
+namespace {
+
+// The API server with one status write of a GPUReset lost on the way (the
+// client's timeout): every other request goes through to `gateway`.
+struct lossy_gateway_state {
+  std::string lose; ///< the path of the status write to lose, once
+  bool lost = false;
+  static inline const char* name = "lossy_gateway";
+};
+
+behavior lossy_gateway(stateful_actor<lossy_gateway_state>* self, actor gateway,
+                       std::string lose) {
+  self->state.lose = std::move(lose);
+  return {
+    [=](kube::kube_request& request) -> result<kube::kube_result> {
+      auto& st = self->state;
+      if (!st.lost && request.verb == "PATCH" && request.path == st.lose) {
+        st.lost = true;
+        kube::kube_error timeout;
+        timeout.reason = "Transport";
+        timeout.message = "timed out";
+        return kube::kube_result{timeout};
+      }
+      auto rp = self->make_response_promise();
+      self->request(gateway, infinite, std::move(request))
+        .then([rp](kube::kube_result& r) mutable { rp.deliver(std::move(r)); });
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(janitor_tests, control_fixture)
+
+CAF_TEST(the_janitor_resets_a_gpu_and_restores_only_its_own_labels) {
+  jobs_only = true;
+  auto metrics = std::make_shared<janitor_metrics>();
+  janitor_settings js;
+  js.metrics = metrics;
+  auto n = node("node-1");
+  for (auto label : janitor::operand_deploy_labels)
+    n["metadata"]["labels"][std::string{label}] = "true";
+  CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
+  json operand = pod_object("dcgm-xyz", "node-1", {}, {{"app", "nvidia-dcgm"}});
+  add_pod("gpu-operator", operand);
+  add_gpu_reset("reset-1", "node-1", "GPU-a");
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  auto labels = node("node-1")["metadata"]["labels"];
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm", ""), "false");
+  auto status = [&] { return crs("gpuresets")[0]["status"]; };
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "TearingDown");
+  // The GPU operator removes its operand.
+  store->remove(*pods(), "gpu-operator", "dcgm-xyz", {});
+  kubelet_finishes();
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Resetting");
+  auto job_name = status()["jobName"].get<std::string>();
+  auto job =
+    store->get(*store->find_type("batch", "v1", "jobs"), "vigil-system", job_name);
+  CAF_REQUIRE(job.ok());
+  auto pod_spec = (*job.value)["spec"]["template"]["spec"];
+  CAF_CHECK_EQUAL(pod_spec.value("nodeName", ""), "node-1");
+  // Someone else sets one of the labels while the reset runs.
+  CAF_REQUIRE(
+    store
+      ->patch(*nodes(), "", "node-1",
+              json{{"metadata",
+                    {{"labels", {{"nvidia.com/gpu.deploy.dcgm-exporter", "pinned"}}}}}},
+              kube::patch_type::merge, false)
+      .ok());
+  // The Job completes.
+  job_status(job_name, {{"succeeded", 1},
+                        {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}});
+  advance(js.poll);
+  labels = node("node-1")["metadata"]["labels"];
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm", ""), "true");
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.device-plugin", ""), "true");
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.dcgm-exporter", ""), "pinned");
+  // seed 001 step 5: not done before the operands run again.
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Restoring");
+  // The GPU operator redeploys what the labels ask for (not the exporter:
+  // its label is someone else's now); one by one.
+  add_pod("gpu-operator", pod_object("dcgm-abc", "node-1", {}, {{"app", "nvidia-dcgm"}}));
+  add_pod("gpu-operator", pod_object("device-plugin-abc", "node-1", {},
+                                     {{"app", "nvidia-device-plugin-daemonset"}}));
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Restoring");
+  add_pod("gpu-operator",
+          pod_object("gfd-abc", "node-1", {}, {{"app", "gpu-feature-discovery"}}));
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
+  CAF_CHECK(!crs("gpuresets")[0]["metadata"].contains("finalizers")
+            || crs("gpuresets")[0]["metadata"]["finalizers"].empty());
+  // seed 001 "Metrics", with its labels and status values.
+  auto text = render_janitor_metrics(*metrics);
+  const std::string gpu =
+    "gpu_id=\"GPU-a\",gpu_type=\"NVIDIA-H100-80GB-HBM3\",node=\"node-1\"";
+  CAF_CHECK(text.find("gpu_reset_requests_total{" + gpu + "} 1\n") != std::string::npos);
+  CAF_CHECK(
+    text.find("gpu_reset_requests_completed_total{" + gpu + ",status=\"success\"} 1\n")
+    != std::string::npos);
+  CAF_CHECK(text.find("gpu_reset_duration_seconds_count{gpu_type="
+                      "\"NVIDIA-H100-80GB-HBM3\",node=\"node-1\",status=\"success\"} 1\n")
+            != std::string::npos);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST(the_janitor_restores_labels_after_a_failed_reset) {
+  jobs_only = true;
+  janitor_settings js;
+  auto metrics = js.metrics;
+  add_gpu_reset("reset-2", "node-2", "GPU-b");
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  advance(js.poll); // no operands: straight to the Job
+  auto status = [&] { return crs("gpuresets")[0]["status"]; };
+  CAF_REQUIRE_EQUAL(status().value("phase", std::string{}), "Resetting");
+  auto job_name = status()["jobName"].get<std::string>();
+  job_status(
+    job_name,
+    {{"failed", 1},
+     {"conditions",
+      {{{"type", "Failed"}, {"status", "True"}, {"reason", "BackoffLimitExceeded"}}}}});
+  advance(js.poll);
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Failed");
+  CAF_CHECK_EQUAL(status().value("failureReason", std::string{}), "job_failed");
+  auto labels = node("node-2")["metadata"]["labels"];
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK(!labels.contains(std::string{label})); // absent before, absent again
+  auto text = render_janitor_metrics(*metrics);
+  CAF_CHECK(text.find("gpu_reset_requests_completed_total{gpu_id=\"GPU-b\",gpu_type="
+                      "\"NVIDIA-H100-80GB-HBM3\",node=\"node-2\",status=\"failure\"} 1\n")
+            != std::string::npos);
+  CAF_CHECK(
+    text.find("gpu_reset_failure_reasons_total{gpu_type="
+              "\"NVIDIA-H100-80GB-HBM3\",node=\"node-2\",reason=\"job_failed\"} 1\n")
+    != std::string::npos);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST(the_janitor_calls_a_reboot_done_when_the_boot_id_changed_and_the_node_is_ready) {
+  jobs_only = true;
+  janitor_settings js;
+  auto boot = [&](const std::string& id, const std::string& ready) {
+    CAF_REQUIRE(
+      store
+        ->patch(*nodes(), "", "node-3",
+                json{{"status",
+                      {{"nodeInfo", {{"bootID", id}}},
+                       {"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}},
+                kube::patch_type::merge, true)
+        .ok());
+  };
+  boot("boot-1", "True");
+  janitor_namespace();
+  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+             {"kind", "RebootNode"},
+             {"metadata", {{"name", "reboot-3"}}},
+             {"spec", {{"nodeName", "node-3"}}}};
+  CAF_REQUIRE(
+    store->create(*store->find_type("vigil.dev", "v1alpha1", "rebootnodes"), "", cr)
+      .ok());
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  auto status = [&] { return crs("rebootnodes")[0]["status"]; };
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
+  CAF_CHECK_EQUAL(status().value("bootIdBefore", std::string{}), "boot-1");
+  boot("boot-2", "False"); // back, not Ready yet
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
+  boot("boot-2", "True");
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
+  CAF_CHECK_EQUAL(status().value("bootIdAfter", std::string{}), "boot-2");
+  CAF_CHECK(render_janitor_metrics(*js.metrics)
+              .find("reboot_node_requests_completed_total{node=\"node-3\",status="
+                    "\"success\"} 1\n")
+            != std::string::npos);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+// seed 001 step 5 (the labels restored whatever the outcome): deleting a
+// GPUReset mid-reset brings the operands back; the janitor's finalizer holds the
+// CR until the labels are restored.
+CAF_TEST(a_gpureset_deleted_mid_reset_gets_its_labels_restored_before_it_goes) {
+  jobs_only = true;
+  janitor_settings js;
+  auto n = node("node-1");
+  for (auto label : janitor::operand_deploy_labels)
+    n["metadata"]["labels"][std::string{label}] = "true";
+  CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
+  add_pod("gpu-operator", pod_object("dcgm-xyz", "node-1", {}, {{"app", "nvidia-dcgm"}}));
+  add_gpu_reset("reset-4", "node-1", "GPU-a");
+  auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
+  run();
+  auto cr = crs("gpuresets")[0];
+  CAF_CHECK_EQUAL(cr["metadata"]["finalizers"],
+                  json::array({"vigil.dev/restore-operand-labels"}));
+  CAF_CHECK_EQUAL(cr["status"].value("phase", std::string{}), "TearingDown");
+  CAF_CHECK_EQUAL(cr["status"]["savedLabels"].value("nvidia.com/gpu.deploy.dcgm", ""),
+                  "true");
+  CAF_CHECK_EQUAL(
+    node("node-1")["metadata"]["labels"].value("nvidia.com/gpu.deploy.dcgm", ""),
+    "false");
+  // Someone deletes the CR: the API server only marks it.
+  const auto* resets = store->find_type("vigil.dev", "v1alpha1", "gpuresets");
+  CAF_REQUIRE(store->remove(*resets, "", "reset-4", {}).ok());
+  CAF_CHECK(crs("gpuresets")[0]["metadata"].contains("deletionTimestamp"));
+  advance(js.poll);
+  CAF_CHECK(crs("gpuresets").empty());
+  auto labels = node("node-1")["metadata"]["labels"];
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK_EQUAL(labels.value(std::string{label}, ""), "true");
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  run();
+}
+
+// seed 001 step 5: a status write that is lost leaves the labels untouched;
+// the saved values are never the "false" vigil writes.
+CAF_TEST(a_lost_status_write_never_loses_the_labels_to_restore) {
+  jobs_only = true;
+  janitor_settings js;
+  auto n = node("node-1");
+  for (auto label : janitor::operand_deploy_labels)
+    n["metadata"]["labels"][std::string{label}] = "true";
+  CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
+  add_gpu_reset("reset-5", "node-1", "GPU-a");
+  // The first status write of the GPUReset is lost.
+  auto lossy =
+    sys.spawn(lossy_gateway, gateway,
+              std::string{"/apis/vigil.dev/v1alpha1/gpuresets/reset-5/status"});
+  auto janitor = sys.spawn(janitor_controllers, js, lossy, time);
+  run();
+  CAF_REQUIRE(deref<stateful_actor<lossy_gateway_state>>(lossy).state.lost);
+  auto labels = node("node-1")["metadata"]["labels"];
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK_EQUAL(labels.value(std::string{label}, ""), "true"); // untouched
+  CAF_CHECK(!crs("gpuresets")[0].contains("status")
+            || crs("gpuresets")[0]["status"].value("phase", "") == "");
+  advance(js.poll);
+  auto status = crs("gpuresets")[0]["status"];
+  CAF_CHECK_EQUAL(status.value("phase", std::string{}), "TearingDown");
+  for (auto label : janitor::operand_deploy_labels)
+    CAF_CHECK_EQUAL(status["savedLabels"].value(std::string{label}, ""), "true");
+  labels = node("node-1")["metadata"]["labels"];
+  CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.device-plugin", ""), "false");
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  anon_send_exit(lossy, exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
