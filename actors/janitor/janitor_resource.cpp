@@ -190,10 +190,16 @@ std::string reboot_job_name(std::string_view cr_name) {
   return job_name_for("vigil-reboot-", cr_name);
 }
 
-json build_reboot_job(const reboot_object& cr, const std::string& job_name,
-                      const reboot_options& options) {
-  json labels = {{"app.kubernetes.io/managed-by", "vigil"},
-                 {"vigil.dev/reboot-node", cr.name}};
+namespace {
+
+// A RebootNode's privileged Job on its node (hostPID, nodeName, every taint
+// tolerated, no retries), owned by the CR and labelled as vigil's own (the
+// drain never evicts it): the reboot itself, or the bug report before it.
+json reboot_node_job(const reboot_object& cr, const std::string& job_name,
+                     const char* label, json container, json volumes,
+                     std::chrono::seconds deadline, std::chrono::seconds keep,
+                     const reboot_options& options) {
+  json labels = {{"app.kubernetes.io/managed-by", "vigil"}, {label, cr.name}};
   json metadata = {
     {"name", job_name}, {"namespace", options.job_namespace}, {"labels", labels}};
   if (!cr.uid.empty())
@@ -203,12 +209,6 @@ json build_reboot_job(const reboot_object& cr, const std::string& job_name,
                                                 {"uid", cr.uid},
                                                 {"controller", true},
                                                 {"blockOwnerDeletion", false}}});
-  json container = {
-    {"name", "reboot"},
-    {"image", options.image},
-    {"command", json::array({"nsenter", "--target", "1", "--mount", "--uts", "--ipc",
-                             "--net", "--pid", "--", "systemctl", "reboot"})},
-    {"securityContext", {{"privileged", true}}}};
   json pod_spec = {{"nodeName", cr.node_name},
                    {"hostPID", true},
                    {"restartPolicy", "Never"},
@@ -216,15 +216,31 @@ json build_reboot_job(const reboot_object& cr, const std::string& job_name,
                    {"automountServiceAccountToken", false},
                    {"priorityClassName", "system-node-critical"},
                    {"tolerations", json::array({{{"operator", "Exists"}}})},
-                   {"containers", json::array({container})}};
+                   {"containers", json::array({std::move(container)})}};
+  if (!volumes.empty())
+    pod_spec["volumes"] = std::move(volumes);
   return {{"apiVersion", "batch/v1"},
           {"kind", "Job"},
           {"metadata", metadata},
           {"spec",
            {{"backoffLimit", 0},
-            {"activeDeadlineSeconds", options.timeout.count()},
-            {"ttlSecondsAfterFinished", 3600},
+            {"activeDeadlineSeconds", deadline.count()},
+            {"ttlSecondsAfterFinished", keep.count()},
             {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}}}};
+}
+
+} // namespace
+
+json build_reboot_job(const reboot_object& cr, const std::string& job_name,
+                      const reboot_options& options) {
+  json container = {
+    {"name", "reboot"},
+    {"image", options.image},
+    {"command", json::array({"nsenter", "--target", "1", "--mount", "--uts", "--ipc",
+                             "--net", "--pid", "--", "systemctl", "reboot"})},
+    {"securityContext", {{"privileged", true}}}};
+  return reboot_node_job(cr, job_name, "vigil.dev/reboot-node", std::move(container),
+                         json::array(), options.timeout, std::chrono::hours{1}, options);
 }
 
 std::string bug_report_job_name(std::string_view cr_name) {
@@ -233,17 +249,6 @@ std::string bug_report_job_name(std::string_view cr_name) {
 
 json build_bug_report_job(const reboot_object& cr, const std::string& job_name,
                           const std::string& file, const reboot_options& options) {
-  json labels = {{"app.kubernetes.io/managed-by", "vigil"},
-                 {"vigil.dev/bug-report", cr.name}};
-  json metadata = {
-    {"name", job_name}, {"namespace", options.job_namespace}, {"labels", labels}};
-  if (!cr.uid.empty())
-    metadata["ownerReferences"] = json::array({{{"apiVersion", "vigil.dev/v1alpha1"},
-                                                {"kind", "RebootNode"},
-                                                {"name", cr.name},
-                                                {"uid", cr.uid},
-                                                {"controller", true},
-                                                {"blockOwnerDeletion", false}}});
   // The driver's own script, from the host (the image needs only chroot):
   // it writes <file>.gz; the directory is on the node's disk, which the
   // reboot keeps.
@@ -251,31 +256,16 @@ json build_bug_report_job(const reboot_object& cr, const std::string& job_name,
   json container = {
     {"name", "bug-report"},
     {"image", options.image},
-    {"command", json::array({"chroot", "/host", "/bin/sh", "-c",
-                             "mkdir -p '" + dir
-                               + "' && nvidia-bug-report.sh "
-                                 "--output-file '"
-                               + dir + "/" + file + "'"})},
+    {"command",
+     json::array({"chroot", "/host", "/bin/sh", "-c",
+                  "mkdir -p '" + dir + "' && nvidia-bug-report.sh --output-file '" + dir
+                    + "/" + file + "'"})},
     {"securityContext", {{"privileged", true}}},
     {"volumeMounts", json::array({{{"name", "host"}, {"mountPath", "/host"}}})}};
-  json pod_spec = {
-    {"nodeName", cr.node_name},
-    {"hostPID", true},
-    {"restartPolicy", "Never"},
-    {"serviceAccountName", options.service_account},
-    {"automountServiceAccountToken", false},
-    {"priorityClassName", "system-node-critical"},
-    {"tolerations", json::array({{{"operator", "Exists"}}})},
-    {"volumes", json::array({{{"name", "host"}, {"hostPath", {{"path", "/"}}}}})},
-    {"containers", json::array({container})}};
-  return {{"apiVersion", "batch/v1"},
-          {"kind", "Job"},
-          {"metadata", metadata},
-          {"spec",
-           {{"backoffLimit", 0},
-            {"activeDeadlineSeconds", options.bug_report.timeout.count()},
-            {"ttlSecondsAfterFinished", 24 * 3600},
-            {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}}}};
+  json volumes = json::array({{{"name", "host"}, {"hostPath", {{"path", "/"}}}}});
+  return reboot_node_job(cr, job_name, "vigil.dev/bug-report", std::move(container),
+                         std::move(volumes), options.bug_report.timeout,
+                         std::chrono::hours{24}, options);
 }
 
 namespace {
