@@ -70,14 +70,20 @@ bool file_exists(const std::string& path) {
 // start. When it fails or times out, an earlier file is used as it is; without
 // one the NIC monitor cannot start (it needs nic_topology), so startup stops,
 // while with --no-nic the XID monitor starts without it (PCI addresses only).
-// Returns whether the file now describes this boot's hardware (freshly
-// collected), which the device inventory check needs.
-expected<bool> prepare_gpu_metadata(const command_line& args, const std::string& node,
-                                    const std::string& metadata_path,
-                                    std::chrono::milliseconds timeout,
-                                    std::ostream& err) {
+// Says whether the file now describes this boot's hardware, which the device
+// inventory check needs, and why not when collecting it failed.
+struct prepared_metadata {
+  bool fresh = false;  ///< collected now
+  std::string failure; ///< collecting failed: why ("" when not tried)
+};
+
+expected<prepared_metadata> prepare_gpu_metadata(const command_line& args,
+                                                 const std::string& node,
+                                                 const std::string& metadata_path,
+                                                 std::chrono::milliseconds timeout,
+                                                 std::ostream& err) {
   if (args.has("no-collect"))
-    return false;
+    return prepared_metadata{};
   agent::topology_sources sources;
   sources.nvidia_smi = option(args, "nvidia-smi", sources.nvidia_smi);
   sources.topo_file = option(args, "topo-file", "");
@@ -87,13 +93,13 @@ expected<bool> prepare_gpu_metadata(const command_line& args, const std::string&
   if (collected) {
     if (auto written = agent::write_gpu_metadata(metadata_path, *collected); !written)
       return written.error();
-    return true;
+    return prepared_metadata{true, ""};
   }
   const auto why = collected.error().to_string();
   if (file_exists(metadata_path)) {
     err << "vigil agent: topology not collected (" << why << "); using the earlier "
         << metadata_path << " as it is\n";
-    return false;
+    return prepared_metadata{false, why};
   }
   if (!args.has("no-nic"))
     return failure{"", "topology not collected (" + why + ") and there is no earlier "
@@ -101,17 +107,29 @@ expected<bool> prepare_gpu_metadata(const command_line& args, const std::string&
                          + " to fall back on: the NIC monitor cannot start without it"};
   err << "vigil agent: topology not collected (" << why << "); no " << metadata_path
       << ": the XID monitor starts without GPU metadata\n";
-  return false;
+  return prepared_metadata{false, why};
 }
 
 // A GPU or NIC this node had before a reboot and has not now is a fault, not
 // a recovery (seed 000 §4): its event goes to the spool before the forwarder
 // starts, and only then is this boot's inventory saved, so a crash between
 // the two reports it again (under the same event id) rather than never.
+// When the topology could not be collected after a reboot, that much is said
+// (a non-fatal event) and the previous boot's inventory is kept.
 void check_device_inventory(const std::string& node, const std::string& boot_id,
+                            const prepared_metadata& prepared,
                             const std::string& metadata_path,
                             const std::string& inventory_path, agent::event_spool& spool,
                             std::ostream& err) {
+  if (!prepared.fresh) {
+    auto before = agent::load_device_inventory(inventory_path);
+    if (prepared.failure.empty() || !before || !*before || (*before)->boot_id == boot_id)
+      return;
+    auto e = agent::inventory_unchecked(node, boot_id, prepared.failure, system_now());
+    component_logger("agent")->warn("{}: {}", e.check_name, e.message);
+    (void)spool.append({encode_health_event(e), false});
+    return;
+  }
   auto metadata = agent::load_gpu_metadata(metadata_path);
   if (!metadata) {
     err << "vigil agent: device inventory not checked: " << metadata.error().to_string()
@@ -311,9 +329,8 @@ int run_agent(command_context& ctx) {
     return fail(opened.error());
   if (auto problem = spool->recovery_problem())
     ctx.err << "vigil agent: spool: " << problem->to_string() << "\n";
-  if (*fresh_metadata)
-    check_device_inventory(node, *boot_id, *metadata_path,
-                           state_dir + "/device-inventory.json", *spool, ctx.err);
+  check_device_inventory(node, *boot_id, *fresh_metadata, *metadata_path,
+                         state_dir + "/device-inventory.json", *spool, ctx.err);
   agent::http_poster_options post;
   post.url = *control;
   post.token_file = option(ctx.args, "token-file", "");

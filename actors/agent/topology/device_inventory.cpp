@@ -1,6 +1,7 @@
 #include "actors/agent/topology/device_inventory.hpp"
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -94,8 +95,13 @@ std::vector<health_event> devices_missing_after_boot(const device_inventory& bef
   std::vector<health_event> out;
   if (before.empty() || before.boot_id == now.boot_id)
     return out;
+  // GPUs by bus address: a GPU swapped under RMA has a new UUID in the same
+  // slot, and is not missing.
+  std::set<std::string> present_slots;
+  for (const auto& [uuid, pci] : now.gpus)
+    present_slots.insert(pci);
   for (const auto& [uuid, pci] : before.gpus) {
-    if (now.gpus.count(uuid) != 0)
+    if (present_slots.count(pci) != 0)
       continue;
     auto e = missing(node, at, now);
     e.component_class = "GPU";
@@ -106,6 +112,10 @@ std::vector<health_event> devices_missing_after_boot(const device_inventory& bef
     e.id = node + "/" + now.boot_id + "/gpu-missing/" + uuid;
     out.push_back(std::move(e));
   }
+  // NICs by count first: device names can be renumbered (a driver or udev
+  // change), which is no fault as long as none is gone.
+  if (now.nics.size() >= before.nics.size())
+    return out;
   for (const auto& nic : before.nics) {
     if (now.nics.count(nic) != 0)
       continue;
@@ -113,11 +123,30 @@ std::vector<health_event> devices_missing_after_boot(const device_inventory& bef
     e.component_class = "NIC";
     e.check_name = nic_missing_check;
     e.entities = {{"NIC", nic}};
-    e.message = "NIC " + nic + " was present before the reboot and is missing after it";
+    e.message = "NIC " + nic + " was present before the reboot and is missing after it ("
+                + std::to_string(now.nics.size()) + " of "
+                + std::to_string(before.nics.size()) + " NICs now)";
     e.id = node + "/" + now.boot_id + "/nic-missing/" + nic;
     out.push_back(std::move(e));
   }
   return out;
+}
+
+health_event inventory_unchecked(const std::string& node, const std::string& boot_id,
+                                 const std::string& why, wall_time at) {
+  health_event e;
+  e.agent = inventory_agent;
+  e.component_class = "GPU";
+  e.check_name = inventory_unchecked_check;
+  e.is_fatal = false;
+  e.action = recommended_action::none;
+  e.node_name = node;
+  e.generated = at;
+  e.metadata["bootId"] = boot_id;
+  e.message = "the GPUs and NICs after this reboot could not be listed (" + why
+              + "); missing devices are not checked";
+  e.id = node + "/" + boot_id + "/inventory-unchecked";
+  return e;
 }
 
 } // namespace vigil::agent

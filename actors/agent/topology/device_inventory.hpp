@@ -45,19 +45,29 @@ expected<std::optional<device_inventory>> load_device_inventory(const std::strin
 status save_device_inventory(const std::string& path, const device_inventory& inventory);
 
 /// The agent's check at start: when `now` is of another boot than `before`,
-/// one fatal HealthEvent per GPU and per NIC that `before` had and `now` has
-/// not (GPU: entities GPU_UUID and PCI; NIC: entity NIC). A GPU or NIC that
-/// did not come back from a reboot needs a new node: REPLACE_VM. Nothing
-/// when `before` is empty (first start) or of the same boot (an agent restart
-/// says nothing about the hardware).
+/// one fatal HealthEvent per GPU slot (PCI address; a new UUID in the same
+/// slot is a replaced GPU, not a missing one) and, when fewer NICs are
+/// present, per NIC name that `before` had and `now` has not (GPU: entities
+/// GPU_UUID and PCI; NIC: entity NIC). A GPU or NIC that did not come back
+/// from a reboot needs a new node: REPLACE_VM. Nothing when `before` is empty
+/// (first start) or of the same boot (an agent restart says nothing about the
+/// hardware).
 std::vector<health_event> devices_missing_after_boot(const device_inventory& before,
                                                      const device_inventory& now,
                                                      const std::string& node,
                                                      wall_time at);
 
+/// The inventory could not be taken after a reboot (nvidia-smi failed or timed
+/// out): a non-fatal event, so that it is journaled and seen; the previous
+/// boot's inventory is kept for the next start to compare with. (vigil's own
+/// reboots are checked by their validation Job, which counts the GPUs.)
+health_event inventory_unchecked(const std::string& node, const std::string& boot_id,
+                                 const std::string& why, wall_time at);
+
 /// The agent and check name of those events.
 inline constexpr const char* inventory_agent = "vigil-agent";
 inline constexpr const char* gpu_missing_check = "GpuMissingAfterReboot";
 inline constexpr const char* nic_missing_check = "NicMissingAfterReboot";
+inline constexpr const char* inventory_unchecked_check = "DeviceInventoryUnchecked";
 
 } // namespace vigil::agent

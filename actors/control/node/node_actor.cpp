@@ -103,6 +103,7 @@ std::string summary_of(const node_state& st) {
                         {"ruleFirings", st.stats.rule_firings},
                         {"gpuActors", st.gpus.size()},
                         {"nicPortActors", st.ports.size()},
+                        {"fabricPortsDown", st.fabric.ports()},
                         {"remediation", node_remediation_steps::summary(st)}};
   if (st.node) {
     out["unschedulable"] = st.node->observation.unschedulable;

@@ -7,6 +7,8 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "actors/control/node/node_actor_internal.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
@@ -36,7 +38,11 @@ std::string event_reason(const quarantine_decision& d) {
     return "QuarantineHeld";
   if (starts_quarantine(d))
     return "Quarantined";
-  if (d.uncordon || (!d.remove_taints.empty() && !d.quarantined))
+  const bool hard_taint_removed =
+    std::any_of(d.remove_taints.begin(), d.remove_taints.end(), [](const auto& t) {
+      return t.effect != control::taint_effect::prefer_no_schedule;
+    });
+  if (d.uncordon || (hard_taint_removed && !d.quarantined))
     return "QuarantineReleased";
   return "QuarantineUpdated";
 }

@@ -89,7 +89,8 @@ remediation_commands remediation_machine::consider(const remediation_view& view,
   }
   if (!ready(view))
     return std::move(c.out);
-  plan_new_records(c);
+  plan_new_records(c); // first: a fault the machine reported climbs the ladder
+  replan_after_reboot(c);
   // The full drain a reboot or replacement waited for is done.
   if (step_ == remediation_step::draining_fully
       && view.drained == drain_history::full_done) {
@@ -244,14 +245,23 @@ void remediation_machine::next(context& c, const std::string& group) {
     step_ = remediation_step::ready;
     start(c);
   }
-  // A reboot is over: what was reported during it was not fixed by it.
-  if (!outlived_.empty()) {
-    for (const auto& id : outlived_)
-      handled_.erase(id);
-    outlived_.clear();
-    if (c.view != nullptr && ready(*c.view))
-      plan_new_records(c);
-  }
+  replan_after_reboot(c);
+}
+
+// A reboot is over (it and its validation): what the new boot reported was
+// not fixed by it. Waits for a view of the node, for no request of the
+// reboot's own to be in flight, and for a fault the machine reported (a
+// failed validation, which climbs the ladder first) to be applied.
+void remediation_machine::replan_after_reboot(context& c) {
+  if (!reboot_began_ || c.view == nullptr || !fault_pending_.empty()
+      || step_ == remediation_step::following || step_ == remediation_step::validating)
+    return;
+  for (const auto& record : c.node().records)
+    if (record.generated && *record.generated >= *reboot_began_)
+      handled_.erase(record.event_id);
+  reboot_began_.reset();
+  if (ready(*c.view))
+    plan_new_records(c);
 }
 
 // seed 000 §4.2: the release ends the node's remediations and removes the
@@ -272,7 +282,7 @@ void remediation_machine::release(context& c) {
   cr_name_.clear();
   handled_.clear();
   healthy_early_.clear();
-  outlived_.clear();
+  reboot_began_.reset();
   step_ = remediation_step::idle;
   ++generation_;
   // Always: a node actor restarted after a crash may hold a slot it does not

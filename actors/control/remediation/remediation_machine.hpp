@@ -331,6 +331,7 @@ private:
   struct context;
 
   void plan_new_records(context& c);
+  void replan_after_reboot(context& c);
   void submit(context& c, remediation_request request);
   void start(context& c);
   void admit(context& c);
@@ -383,10 +384,12 @@ private:
   /// Reset targets whose healthy event came before their CR was seen to
   /// succeed (the Job logs the line, then the janitor restores the labels).
   std::set<std::string> healthy_early_;
-  /// Events reported after a reboot began: the queue took them as covered by
-  /// that reboot, but they belong to the new boot, which the reboot did not
-  /// fix. Planned afresh once the reboot is over.
-  std::set<std::string> outlived_;
+  /// When the last successful reboot began. Events generated since (during
+  /// the reboot or its validation) were taken by the queue as covered by that
+  /// reboot, but they belong to the new boot, which the reboot did not fix:
+  /// they are planned afresh once the reboot is over (and no fault the
+  /// machine reported is waiting to be applied).
+  std::optional<wall_time> reboot_began_;
 };
 
 /// "vigil-validate-<cr>", shortened with a hash to 63 characters.

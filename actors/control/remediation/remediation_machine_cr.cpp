@@ -198,8 +198,7 @@ void remediation_machine::finished(context& c, const cr_progress& progress) {
       for (const auto& record : c.node().records)
         if (!record.generated || *record.generated < boot_began)
           predating.push_back(record);
-        else
-          outlived_.insert(record.event_id);
+      reboot_began_ = boot_began;
       if (!predating.empty())
         c.out.push_back(cmd::clear_records{cr, std::move(predating)});
     }

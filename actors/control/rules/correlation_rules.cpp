@@ -354,6 +354,10 @@ std::string port_key(const std::vector<entity>& entities) {
 
 void fabric_ports::incident(const std::vector<active_record>& covered) {
   for (const auto& r : covered) {
+    // Only a port reported down by its state check: a link_downed rise or a
+    // flap verdict has no "up" to end it, and would keep the taint forever.
+    if (r.component_class != "NIC" || !ends_with(r.check_name, "StateCheck"))
+      continue;
     auto entities = r.reported_with;
     entities.push_back(r.subject);
     if (auto key = port_key(entities); !key.empty())
@@ -369,7 +373,7 @@ bool fabric_ports::observe(const health_event& e) {
     return false;
   if (e.is_healthy)
     return ports_.erase(key) > 0;
-  if (reports_link_down(e) && e.strategy == processing_strategy::store_and_analyse)
+  if (is_nic_port_down(e) && e.strategy == processing_strategy::store_and_analyse)
     return ports_.insert(key).second;
   return false;
 }

@@ -305,11 +305,14 @@ bool explained_by_fabric(const active_record& record);
 class fabric_ports {
 public:
   /// An incident covers the node: the ports of `covered` (the records it
-  /// explains, about to be dropped) are down because of the fabric.
+  /// explains, about to be dropped) that a port-state check reported down are
+  /// down because of the fabric.
   void incident(const std::vector<active_record>& covered);
-  /// One event of the node: a link-down the fleet marked as the fabric's
-  /// (store-and-analyse while an incident lasts) adds its port, the port's
-  /// healthy state event removes it. True when the set changed.
+  /// One event of the node: a port-state down the fleet marked as the
+  /// fabric's (store-and-analyse while an incident lasts) adds its port, the
+  /// port's healthy state event removes it. Only port-state downs count: a
+  /// link_downed rise or a flap verdict has no "up" that would end it.
+  /// True when the set changed.
   bool observe(const health_event& event);
 
   const std::set<std::string>& ports() const { return ports_; }

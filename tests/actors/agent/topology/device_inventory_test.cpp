@@ -67,6 +67,27 @@ TEST(device_inventory, nothing_on_a_first_start_the_same_boot_or_more_devices) {
   EXPECT_TRUE(devices_missing_after_boot(fewer, now, "n", at).empty());
 }
 
+// A GPU swapped under RMA has a new UUID in the same slot; NIC names can be
+// renumbered by a driver or udev change: neither is a missing device.
+TEST(device_inventory, a_replaced_gpu_or_renamed_nics_are_not_missing) {
+  auto before = eight_gpus("boot-1");
+  auto now = eight_gpus("boot-2");
+  const auto slot = now.gpus["GPU-3"];
+  now.gpus.erase("GPU-3");
+  now.gpus["GPU-new"] = slot;
+  now.nics = {"mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"};
+  EXPECT_TRUE(devices_missing_after_boot(before, now, "n", at).empty());
+}
+
+TEST(device_inventory, an_inventory_that_could_not_be_taken_is_said_not_acted_on) {
+  auto e = inventory_unchecked("node-1", "boot-2", "nvidia-smi timed out", at);
+  EXPECT_FALSE(e.is_fatal);
+  EXPECT_EQ(e.action, recommended_action::none);
+  EXPECT_EQ(e.check_name, inventory_unchecked_check);
+  EXPECT_NE(e.message.find("nvidia-smi timed out"), std::string::npos);
+  EXPECT_TRUE(decode_health_event(encode_health_event(e)).has_value());
+}
+
 TEST(device_inventory, round_trips_through_its_file_and_names_what_is_wrong) {
   const auto path = test::fresh_directory() + "/device-inventory.json";
   auto none = load_device_inventory(path);

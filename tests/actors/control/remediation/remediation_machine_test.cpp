@@ -383,12 +383,47 @@ TEST(remediation_machine, a_fault_reported_during_a_reboot_is_remediated_after_i
   ASSERT_EQ(run.all<cmd::clear_records>().size(), 1u);
   run.view.records = {after}; // the node applied the clear
   EXPECT_EQ(run.machine.step(), remediation_step::validating);
+  // While the reboot is validated, XID 48 on GPU b: also the new boot's.
+  run.advance(1min);
+  auto during_validation =
+    record("e3", recommended_action::component_reset, gpu_b, run.now);
+  run.view.records.push_back(during_validation);
+  run.consider();
+  EXPECT_EQ(run.created.size(), 1u); // still covered: the reboot is not over
   run.take(run.machine.on_validation_progress(run.machine.generation(), {true, true, ""},
                                               run.view, run.now));
-  // The reboot is over: the reset of GPU a follows on its own.
+  // The reboot is over: the reset of GPU a follows on its own, GPU b's waits
+  // behind it (one remediation at a time per node).
   ASSERT_EQ(run.created.size(), 2u);
   EXPECT_EQ(run.created[1], remediation_kind::gpu_reset);
   EXPECT_EQ(run.all<cmd::create_cr>().back().request.event_id, "e2");
+  ASSERT_EQ(run.machine.queue().waiting().size(), 1u);
+  EXPECT_EQ(run.machine.queue().waiting().front().event_id, "e3");
+}
+
+// A reboot whose validation fails climbs the ladder first: what the new boot
+// reported is planned only once that fault is applied, not before it.
+TEST(remediation_machine, after_a_failed_validation_the_climb_comes_first) {
+  machine_run run{remediation_config{}};
+  run.node_has({reboot_record("e1")});
+  run.consider();
+  const auto boot_began = run.now + 1min;
+  run.advance(5min);
+  auto after = record("e2", recommended_action::component_reset, gpu_a, run.now);
+  run.view.records.push_back(after);
+  run.consider();
+  run.cr_is("Succeeded", boot_began);
+  run.view.records = {after};
+  run.take(run.machine.on_validation_progress(
+    run.machine.generation(), {true, false, "dcgmi diag failed"}, run.view, run.now));
+  EXPECT_EQ(run.created.size(), 1u); // nothing before the reported fault is applied
+  auto faults = run.all<cmd::report_fault>();
+  ASSERT_EQ(faults.size(), 1u);
+  auto fault = record(faults[0].event.id, faults[0].event.action, "", run.now);
+  run.view.records.push_back(fault);
+  run.consider();
+  ASSERT_GE(run.created.size(), 2u);
+  EXPECT_EQ(run.all<cmd::create_cr>()[1].request.event_id, faults[0].event.id);
 }
 
 TEST(remediation_machine, a_climb_deferred_by_a_cooldown_is_counted_once) {

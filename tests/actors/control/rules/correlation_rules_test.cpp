@@ -297,7 +297,11 @@ TEST(fabric_ports, remembers_covered_and_marked_ports_until_each_is_up) {
   covered.reported_with = {{"NIC", "mlx5_0"}};
   active_record gpu_record;
   gpu_record.subject = {"GPU_UUID", "GPU-1"};
-  fabric.incident({covered, gpu_record});
+  // A link_downed rise has no "up" to end it: never tracked.
+  active_record counter = covered;
+  counter.check_name = "InfiniBandErrorCheck";
+  counter.subject = {"NICPort", "4"};
+  fabric.incident({covered, gpu_record, counter});
   EXPECT_EQ(fabric.ports(), std::set<std::string>{"mlx5_0/1"});
 
   auto later_down = nic_state("2", false);
