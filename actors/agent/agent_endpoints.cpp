@@ -69,9 +69,19 @@ void render_forwarder(metrics::family_list& out, const agent::forwarder_figures&
           e.refused);
   counter(out, "vigil_agent_batches_sent_total", "batch POSTs to the control plane",
           e.batches_sent);
-  counter(out, "vigil_agent_send_failures_total",
-          "batch POSTs that failed and are retried (the events wait in the spool)",
-          e.failures);
+  metrics::family_builder failures(
+    "vigil_agent_send_failures_total",
+    "batch POSTs not delivered, by reason; their events wait in the spool and are "
+    "sent again (unreachable, credentials, endpoint: check --control-url and the "
+    "token; too_large, overloaded: the control plane's limits and load)",
+    MetricType::Counter);
+  for (auto reason : {agent::post_failure::unreachable, agent::post_failure::credentials,
+                      agent::post_failure::endpoint, agent::post_failure::too_large,
+                      agent::post_failure::overloaded})
+    failures.sample(
+      static_cast<double>(e.failures_by.at(static_cast<std::size_t>(reason))),
+      {{"reason", std::string(agent::to_string(reason))}});
+  out.push_back(failures.build());
   gauge(out, "vigil_agent_last_send_success_timestamp_seconds",
         "when the control plane last accepted a batch (Unix time; 0: not since the "
         "agent started)",

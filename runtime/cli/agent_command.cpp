@@ -235,7 +235,9 @@ expected<agent::nic_poller> make_nic_poller(const command_line& args,
 std::vector<option_spec> agent_option_specs() {
   std::vector<option_spec> specs{
     {"node-name", "NAME", "this node's Kubernetes name (default: $NODE_NAME)"},
-    {"control-url", "URL", "the control plane, e.g. https://vigil-control:8443"},
+    {"control-url", "URL",
+     "the control plane's base URL, e.g. https://vigil-control:8443 (a trailing "
+     "/v1/events is taken off)"},
     {"token-file", "FILE", "bearer token for the control plane (re-read on change)"},
     {"ca-file", "FILE", "CA bundle for the control plane's certificate"},
     {"state-dir", "DIR", "log position and NIC state (default /var/lib/vigil)"},
@@ -345,8 +347,10 @@ int run_agent(command_context& ctx) {
     auto wall = std::make_shared<caf_clock>(p.system.clock(), system_now());
     auto poster = p.system.spawn<caf::detached>(
       event_poster, std::make_shared<agent::http_event_poster>(post));
-    auto fwd = p.system.spawn<caf::detached>(forwarder, spool, agent::forwarder_options{},
-                                             heartbeat, poster, wall);
+    auto rejected =
+      std::make_shared<agent::rejected_event_log>(state_dir + "/rejected-events.ndjson");
+    auto fwd = p.system.spawn<caf::detached>(
+      forwarder, spool, rejected, agent::forwarder_options{}, heartbeat, poster, wall);
     auto adopt = [&](const char* name, const caf::actor& a) {
       caf::anon_send(p.root, adopt_atom::value, std::string(name), a);
     };

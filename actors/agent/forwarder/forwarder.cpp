@@ -10,12 +10,31 @@ namespace {
 
 void pump(forwarder_actor* self);
 
-void log_report(const agent::batch_report& report) {
+// Rejected lines are the only events ever dropped: each is logged and kept in
+// the agent's rejected-events log with the control plane's reason.
+void log_report(forwarder_actor* self, const agent::batch_report& report,
+                const agent::post_result& result) {
+  auto& st = self->state;
   auto log = component_logger("forwarder");
-  for (const auto& line : report.rejected)
-    log->warn("control plane rejected event {}: {}", line.id, line.error);
+  for (const auto& event : report.rejected) {
+    log->warn("control plane rejected event {} (dropped): {}", event.id, event.error);
+    if (st.rejected_log)
+      if (auto kept = st.rejected_log->append(event, st.wall->wall_now()); !kept)
+        log->error("rejected event {} not kept: {}", event.id, kept.error().to_string());
+  }
   for (const auto& problem : report.spool_errors)
     log->error("spool: {}", problem.to_string());
+  if (report.retry_at) {
+    ++st.failing_batches;
+    log->error("events not delivered ({}, {} attempt(s) in a row); they stay spooled and "
+               "are sent again: {}",
+               to_string(report.failure_class), st.failing_batches,
+               result.explanation.empty() ? result.detail : result.explanation);
+  } else if (st.failing_batches > 0) {
+    log->info("control plane accepts batches again after {} failed attempt(s)",
+              st.failing_batches);
+    st.failing_batches = 0;
+  }
 }
 
 // Arms the timer for the next batch or retry, if there is one.
@@ -43,32 +62,60 @@ void pump(forwarder_actor* self) {
       [=](agent::post_result& result) {
         if (result.outcome == agent::post_outcome::accepted)
           self->state.last_accepted = self->state.wall->wall_now();
-        log_report(self->state.logic->complete(result, self->clock().now()));
+        log_report(self, self->state.logic->complete(result, self->clock().now()),
+                   result);
         pump(self);
       },
       [=](caf::error& err) {
         agent::post_result failed;
         failed.detail = self->system().render(err);
-        log_report(self->state.logic->complete(failed, self->clock().now()));
+        log_report(self, self->state.logic->complete(failed, self->clock().now()),
+                   failed);
         pump(self);
       });
 }
 
+// What the control plane's answer to the agent's first request (the
+// heartbeat, or a probe when heartbeats are off) says about the setup.
+void log_control_plane_check(const agent::post_result& result) {
+  auto log = component_logger("forwarder");
+  if (result.outcome == agent::post_outcome::accepted)
+    log->info("control plane check: it accepted the agent's heartbeat");
+  else
+    log->error("control plane check failed: {}",
+               result.explanation.empty() ? result.detail : result.explanation);
+}
+
 void heartbeat_done(forwarder_actor* self, const agent::post_result& result) {
   auto& hb = *self->state.heartbeat;
+  const bool first = hb.stats().sent == 1;
   const auto news = hb.complete(result, self->state.wall->wall_now());
   auto log = component_logger("forwarder");
-  auto why = result.detail;
-  if (result.http_status != 0)
-    why = "HTTP " + std::to_string(result.http_status) + (why.empty() ? "" : ": " + why);
-  if (news == agent::heartbeat_news::failing)
-    log->warn("heartbeat not accepted ({}); still trying every {} ms", why,
-              hb.interval().count());
+  auto why = result.explanation.empty() ? result.detail : result.explanation;
+  if (first)
+    log_control_plane_check(result);
+  else if (news == agent::heartbeat_news::failing)
+    log->error("heartbeat not accepted ({}); still trying every {} ms", why,
+               hb.interval().count());
   else if (news == agent::heartbeat_news::recovered)
     log->info("heartbeat accepted again");
   else if (result.outcome != agent::post_outcome::accepted)
     log->debug("heartbeat not accepted ({}), {} in a row", why,
                hb.consecutive_failures());
+}
+
+// With heartbeats off, one heartbeat at start all the same: the agent says at
+// once whether the control plane is there and takes its credentials.
+void probe_control_plane(forwarder_actor* self) {
+  auto& st = self->state;
+  auto body = agent::encode_heartbeat(st.heartbeat->options(), st.wall->wall_now());
+  self->request(st.poster, caf::infinite, heartbeat_atom::value, std::move(body))
+    .then([](agent::post_result& result) { log_control_plane_check(result); },
+          [=](caf::error& err) {
+            agent::post_result failed;
+            failed.detail = self->system().render(err);
+            log_control_plane_check(failed);
+          });
 }
 
 // One heartbeat, unless the previous one is still out. A failure is only
@@ -111,11 +158,13 @@ forwarder_state::~forwarder_state() {
 }
 
 caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spool> spool,
+                        std::shared_ptr<agent::rejected_event_log> rejected_log,
                         agent::forwarder_options options,
                         agent::heartbeat_options heartbeat, caf::actor poster,
                         std::shared_ptr<const clock> wall) {
   auto& st = self->state;
   st.spool = std::move(spool);
+  st.rejected_log = std::move(rejected_log);
   st.logic = std::make_unique<agent::forwarder_logic>(options, *st.spool, nullptr);
   st.heartbeat = std::make_unique<agent::heartbeat_sender>(std::move(heartbeat));
   st.poster = std::move(poster);
@@ -123,6 +172,8 @@ caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spoo
   self->send(self, wake_atom::value, std::uint64_t{0}); // a leftover spool drains first
   if (st.heartbeat->enabled())
     self->send(self, heartbeat_atom::value); // the control plane hears of us at once
+  else
+    probe_control_plane(self);
   return {
     [=](forward_atom, health_event& event) -> caf::result<bool> {
       auto result = self->state.logic->submit(std::move(event), self->clock().now());

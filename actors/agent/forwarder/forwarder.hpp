@@ -17,6 +17,7 @@
 #include "actors/agent/forwarder/forwarder_logic.hpp"
 #include "actors/agent/forwarder/heartbeat.hpp"
 #include "actors/agent/forwarder/http_event_poster.hpp"
+#include "actors/agent/forwarder/rejected_event_log.hpp"
 #include "actors/protocol/agent_messages.hpp"
 #include "runtime/clock.hpp"
 
@@ -30,23 +31,28 @@ struct forwarder_state {
   /// Events still in memory go to the spool when the actor stops.
   ~forwarder_state();
 
-  std::shared_ptr<agent::event_spool> spool; ///< the logic borrows it
+  std::shared_ptr<agent::event_spool> spool;               ///< the logic borrows it
+  std::shared_ptr<agent::rejected_event_log> rejected_log; ///< may be null
   std::unique_ptr<agent::forwarder_logic> logic;
   std::unique_ptr<agent::heartbeat_sender> heartbeat;
   caf::actor poster;
   std::shared_ptr<const clock> wall; ///< heartbeats' sentAt, last-accepted times
   std::optional<wall_time> last_accepted;
   std::uint64_t wake_generation = 0;
+  std::uint64_t failing_batches = 0; ///< consecutive batches not delivered
   static inline const char* name = "forwarder";
 };
 
 using forwarder_actor = caf::stateful_actor<forwarder_state>;
 
-/// `spool` must be open. `poster` answers (post_atom, body) and
+/// `spool` must be open; events the control plane rejects line by line go to
+/// `rejected_log` (null: only logged). `poster` answers (post_atom, body) and
 /// (heartbeat_atom, json) with a post_result. The first heartbeat goes out
-/// at once, then one every `heartbeat.interval` (none when it is 0). Answers
-/// (figures_atom) with agent::forwarder_figures.
+/// at once, then one every `heartbeat.interval`; when that is 0, one all the
+/// same as the start-up check of the control plane. Answers (figures_atom)
+/// with agent::forwarder_figures.
 caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spool> spool,
+                        std::shared_ptr<agent::rejected_event_log> rejected_log,
                         agent::forwarder_options options,
                         agent::heartbeat_options heartbeat, caf::actor poster,
                         std::shared_ptr<const clock> wall);

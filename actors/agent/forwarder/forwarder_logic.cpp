@@ -85,7 +85,8 @@ std::chrono::milliseconds backoff_delay(const forwarder_options& options,
 forwarder_logic::forwarder_logic(forwarder_options options, event_spool& spool,
                                  jitter_source jitter)
   : options_(std::move(options)), spool_(spool), jitter_(std::move(jitter)),
-    spool_mode_(!spool.empty()) {
+    spool_mode_(!spool.empty()),
+    batch_limit_(std::max<std::size_t>(1, options_.batch_max_events)) {
   if (!jitter_)
     jitter_ = [engine = std::mt19937{std::random_device{}()}]() mutable {
       return std::uniform_real_distribution<double>{0.0, 1.0}(engine);
@@ -175,14 +176,13 @@ std::optional<event_batch> forwarder_logic::next_batch(steady_time now) {
 }
 
 bool forwarder_logic::memory_batch_due(steady_time now) const {
-  return memory_.size() >= options_.batch_max_events
-         || memory_bytes_ >= options_.batch_max_bytes
+  return memory_.size() >= batch_limit_ || memory_bytes_ >= options_.batch_max_bytes
          || now - memory_.front().at >= options_.batch_max_delay
          || consecutive_failures_ > 0;
 }
 
 std::optional<event_batch> forwarder_logic::batch_from_spool(steady_time now) {
-  auto events = spool_.peek(options_.batch_max_events);
+  auto events = spool_.peek(batch_limit_);
   if (!events || events->empty()) {
     // Unreadable spool: back off as if the send had failed.
     ++consecutive_failures_;
@@ -209,7 +209,7 @@ std::optional<event_batch> forwarder_logic::batch_from_spool(steady_time now) {
 event_batch forwarder_logic::batch_from_memory() {
   std::vector<queued_event> taken;
   std::size_t bytes = 0;
-  while (!memory_.empty() && taken.size() < options_.batch_max_events) {
+  while (!memory_.empty() && taken.size() < batch_limit_) {
     const auto size = memory_.front().line.size() + 1;
     if (!taken.empty() && bytes + size > options_.batch_max_bytes)
       break;
@@ -239,7 +239,7 @@ event_batch forwarder_logic::start_flight(std::vector<std::string> lines,
   }
   batch.ids = std::move(ids);
   batch.from_spool = from_spool;
-  in_flight_ = flight{batch, {}, 0};
+  in_flight_ = flight{batch, std::move(lines), {}, 0};
   ++stats_.batches_sent;
   return batch;
 }
@@ -248,33 +248,32 @@ batch_report forwarder_logic::complete(const post_result& result, steady_time no
   batch_report report;
   if (!in_flight_)
     return report;
-  if (result.outcome == post_outcome::retryable)
-    schedule_retry(result, now, report);
-  else
+  const bool verdict_per_line = result.lines.size() == in_flight_->batch.ids.size();
+  if (result.outcome == post_outcome::accepted
+      || (result.outcome == post_outcome::rejected && verdict_per_line)) {
     finish(result, report);
+  } else {
+    // No verdict on these events (or not one per line): keep every one.
+    auto retry = result;
+    if (retry.outcome == post_outcome::rejected)
+      retry.failure_class = post_failure::endpoint;
+    schedule_retry(retry, now, report);
+  }
   in_flight_.reset();
   return report;
 }
 
-// Accepted or rejected: the batch is done either way; rejected lines are dropped.
+// The batch is done: accepted, or rejected line by line (those lines are dropped).
 void forwarder_logic::finish(const post_result& result, batch_report& report) {
   const auto& ids = in_flight_->batch.ids;
-  if (result.lines.size() == ids.size()) {
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (result.lines[i].accepted) {
-        ++report.accepted;
-        continue;
-      }
-      auto rejected = result.lines[i];
-      rejected.id = ids[i];
-      report.rejected.push_back(std::move(rejected));
+  const bool verdict_per_line = result.lines.size() == ids.size();
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (!verdict_per_line || result.lines[i].accepted) {
+      ++report.accepted;
+      continue;
     }
-  } else if (result.outcome == post_outcome::accepted) {
-    report.accepted = ids.size();
-  } else {
-    const auto why = "HTTP " + std::to_string(result.http_status) + ": " + result.detail;
-    for (const auto& id : ids)
-      report.rejected.push_back(line_result{id, false, why});
+    report.rejected.push_back(
+      rejected_event{ids[i], result.lines[i].error, in_flight_->lines[i]});
   }
   stats_.events_accepted += report.accepted;
   stats_.events_rejected += report.rejected.size();
@@ -288,6 +287,10 @@ void forwarder_logic::finish(const post_result& result, batch_report& report) {
 void forwarder_logic::schedule_retry(const post_result& result, steady_time now,
                                      batch_report& report) {
   ++stats_.failures;
+  ++stats_.failures_by.at(static_cast<std::size_t>(result.failure_class));
+  report.failure_class = result.failure_class;
+  if (result.failure_class == post_failure::too_large)
+    batch_limit_ = std::max<std::size_t>(1, in_flight_->batch.ids.size() / 2);
   ++consecutive_failures_;
   auto delay = backoff_delay(options_, consecutive_failures_, jitter_());
   if (result.retry_after)

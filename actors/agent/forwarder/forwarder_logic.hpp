@@ -2,6 +2,7 @@
 // with jitter, spooling while the control plane is away, draining in order.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -64,14 +65,23 @@ struct event_batch {
   bool from_spool = false;
 };
 
+/// An event the control plane refused line by line: dropped, so the caller
+/// keeps it in the agent's rejected-events log with the reason.
+struct rejected_event {
+  std::string id;
+  std::string error;   ///< the control plane's reason
+  std::string encoded; ///< the event as sent (one NDJSON line, no newline)
+};
+
 /// What came of a batch, for the caller's logs and metrics.
 struct batch_report {
   std::size_t accepted = 0;
-  /// Lines the control plane refused (whole batch on `rejected` without
-  /// per-line results); they are dropped. `id` is always filled in.
-  std::vector<line_result> rejected;
+  /// Lines the control plane refused with a verdict per line; they are dropped.
+  std::vector<rejected_event> rejected;
   /// Set when the batch will be sent again at this time.
   std::optional<steady_time> retry_at;
+  /// Why it will be sent again (with retry_at).
+  post_failure failure_class = post_failure::none;
   /// Problems with the spool while handling the result.
   std::vector<failure> spool_errors;
 };
@@ -81,7 +91,9 @@ struct forwarder_stats {
   std::uint64_t batches_sent = 0;
   std::uint64_t events_accepted = 0;
   std::uint64_t events_rejected = 0;
-  std::uint64_t failures = 0;      ///< retryable send failures
+  std::uint64_t failures = 0; ///< retryable send failures, all reasons
+  /// failures by post_failure (index: its value; [none] stays 0).
+  std::array<std::uint64_t, 6> failures_by{};
   std::uint64_t spool_dropped = 0; ///< non-fatal events dropped for room
   std::uint64_t refused = 0;       ///< events neither queued nor spooled
 };
@@ -114,6 +126,8 @@ public:
   status spool_memory();
 
   bool spool_mode() const { return spool_mode_; }
+  /// Events per batch now: batch_max_events, halved after each 413.
+  std::size_t batch_limit() const { return batch_limit_; }
   bool in_flight() const { return in_flight_.has_value(); }
   std::size_t queued_in_memory() const { return memory_.size(); }
   const forwarder_stats& stats() const { return stats_; }
@@ -128,6 +142,7 @@ private:
 
   struct flight {
     event_batch batch;
+    std::vector<std::string> lines;   ///< the batch's events, encoded
     std::vector<queued_event> events; ///< for a batch taken from memory
     std::uint64_t spool_last_id = 0;  ///< for a batch taken from the spool
   };
@@ -152,6 +167,7 @@ private:
   unsigned consecutive_failures_ = 0;
   std::optional<steady_time> retry_at_;
   std::uint64_t next_batch_number_ = 1;
+  std::size_t batch_limit_;
   forwarder_stats stats_;
 };
 

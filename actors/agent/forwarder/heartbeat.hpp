@@ -48,6 +48,7 @@ public:
   explicit heartbeat_sender(heartbeat_options options);
 
   bool enabled() const { return options_.interval.count() > 0; }
+  const heartbeat_options& options() const { return options_; }
   std::chrono::milliseconds interval() const { return options_.interval; }
 
   /// The body to POST now; nullopt while the previous one is out (counted

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include <curl/curl.h>
 #include <sys/stat.h>
@@ -35,12 +36,6 @@ std::string trim(const std::string& text) {
   if (first == std::string::npos)
     return "";
   return text.substr(first, text.find_last_not_of(blanks) - first + 1);
-}
-
-std::string endpoint_url(std::string base, const std::string& path) {
-  while (!base.empty() && base.back() == '/')
-    base.pop_back();
-  return base + path;
 }
 
 // A curl_slist that frees itself.
@@ -84,20 +79,85 @@ std::vector<line_result> parse_line_results(const std::string& body) {
   return out;
 }
 
-post_outcome classify_http_status(long status) {
+std::string_view to_string(post_failure failure) {
+  switch (failure) {
+    case post_failure::none: return "none";
+    case post_failure::unreachable: return "unreachable";
+    case post_failure::credentials: return "credentials";
+    case post_failure::endpoint: return "endpoint";
+    case post_failure::too_large: return "too_large";
+    case post_failure::overloaded: return "overloaded";
+  }
+  return "unreachable";
+}
+
+std::pair<post_outcome, post_failure> classify_reply(long status, bool has_line_results) {
   if (status >= 200 && status < 300)
-    return post_outcome::accepted;
+    return {post_outcome::accepted, post_failure::none};
+  if (status == 0)
+    return {post_outcome::retryable, post_failure::unreachable};
   // 401/403: the token may have been rotated and is read again next time;
-  // losing events to an authentication hiccup would be worse than retrying.
-  if (status == 401 || status == 403 || status == 408 || status == 429)
-    return post_outcome::retryable;
-  if (status >= 400 && status < 500)
-    return post_outcome::rejected;
-  return post_outcome::retryable; // none, 1xx, 3xx (misconfigured), 5xx
+  // losing events to an authentication problem would be worse than retrying.
+  if (status == 401 || status == 403)
+    return {post_outcome::retryable, post_failure::credentials};
+  if (status == 413)
+    return {post_outcome::retryable, post_failure::too_large};
+  if (status == 408 || status == 429 || status >= 500)
+    return {post_outcome::retryable, post_failure::overloaded};
+  // A verdict on the events themselves is the only answer that may drop them:
+  // vigil control answers 400 with one result per line when none was taken.
+  if ((status == 400 || status == 422) && has_line_results)
+    return {post_outcome::rejected, post_failure::none};
+  return {post_outcome::retryable, post_failure::endpoint}; // 1xx, 3xx, 404, 405, 415, …
+}
+
+std::string control_base_url(std::string url) {
+  const auto strip_slashes = [&url] {
+    while (!url.empty() && url.back() == '/')
+      url.pop_back();
+  };
+  strip_slashes();
+  for (std::string_view route : {"/v1/events", "/v1/heartbeat"})
+    if (url.size() > route.size()
+        && url.compare(url.size() - route.size(), route.size(), route) == 0) {
+      url.resize(url.size() - route.size());
+      strip_slashes();
+      break;
+    }
+  return url;
+}
+
+std::string explain_post_failure(const post_result& result, const std::string& base_url,
+                                 const std::string& path) {
+  const std::string where = "the control plane at " + base_url;
+  const std::string status = result.http_status == 0
+                               ? std::string()
+                               : " (HTTP " + std::to_string(result.http_status) + ")";
+  const std::string detail = result.detail.empty() ? "" : ": " + result.detail;
+  switch (result.failure_class) {
+    case post_failure::none: return "";
+    case post_failure::unreachable:
+      return "cannot reach " + where + detail
+             + "; check --control-url, the Service and, for https, --ca-file";
+    case post_failure::credentials:
+      return where + " refused the agent's credentials" + status + detail
+             + "; check --token-file and the token's audience";
+    case post_failure::endpoint:
+      return where + " has no " + path + status + detail
+             + "; --control-url must be the base URL of `vigil control`"
+               " (e.g. https://vigil-control.vigil-system:8443)";
+    case post_failure::too_large:
+      return where + " refused a batch as too large" + status + detail
+             + "; sending smaller batches";
+    case post_failure::overloaded:
+      return where + " asked to come back later" + status + detail;
+  }
+  return where + status + detail;
 }
 
 http_event_poster::http_event_poster(http_poster_options options)
   : options_(std::move(options)) {
+  options_.url = control_base_url(std::move(options_.url));
   static std::once_flag global_init;
   std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   curl_ = curl_easy_init();
@@ -141,6 +201,14 @@ post_result http_event_poster::post_heartbeat(const std::string& json) {
 
 post_result http_event_poster::send(const std::string& path, const char* content_type,
                                     const std::string& payload) {
+  auto result = exchange(path, content_type, payload);
+  if (result.failure_class != post_failure::none)
+    result.explanation = explain_post_failure(result, options_.url, path);
+  return result;
+}
+
+post_result http_event_poster::exchange(const std::string& path, const char* content_type,
+                                        const std::string& payload) {
   post_result result;
   auto* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) {
@@ -153,12 +221,13 @@ post_result http_event_poster::send(const std::string& path, const char* content
   if (!options_.token_file.empty()) {
     auto token = current_token();
     if (!token) {
+      result.failure_class = post_failure::credentials;
       result.detail = token.error().to_string();
       return result;
     }
     headers.add("Authorization: Bearer " + *token);
   }
-  const std::string url = endpoint_url(options_.url, path);
+  const std::string url = options_.url + path;
   std::string body;
   char error_buffer[CURL_ERROR_SIZE] = {};
   curl_easy_reset(curl);
@@ -189,8 +258,9 @@ post_result http_event_poster::send(const std::string& path, const char* content
   if (curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK
       && retry_after > 0)
     result.retry_after = std::chrono::seconds{retry_after};
-  result.outcome = classify_http_status(result.http_status);
   result.lines = parse_line_results(body);
+  std::tie(result.outcome, result.failure_class) =
+    classify_reply(result.http_status, !result.lines.empty());
   if (result.outcome != post_outcome::accepted)
     result.detail = body.substr(0, detail_bytes);
   return result;

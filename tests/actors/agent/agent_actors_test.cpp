@@ -5,6 +5,9 @@
 // a fatal event on its polling interval; /healthz and /metrics speak for the
 // components that answer and name those that do not.
 #define CAF_SUITE agent
+#include <fstream>
+#include <tuple>
+
 #include <caf/test/dsl.hpp>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +28,7 @@ namespace {
 struct fake_poster_state {
   std::vector<std::string> bodies;
   agent::post_outcome answer = agent::post_outcome::accepted;
+  std::vector<agent::line_result> verdicts; ///< per line, with `answer`
   std::vector<std::string> heartbeats;
   long heartbeat_status = 200; ///< 404 until the control plane has the route
   static inline const char* name = "fake_poster";
@@ -41,13 +45,19 @@ behavior fake_poster(stateful_actor<fake_poster_state>* self,
       agent::post_result r;
       r.outcome = self->state.answer;
       r.http_status = r.outcome == agent::post_outcome::accepted ? 200 : 503;
+      if (r.outcome == agent::post_outcome::rejected)
+        r.http_status = 400;
+      r.failure_class = r.outcome == agent::post_outcome::retryable
+                          ? agent::post_failure::overloaded
+                          : agent::post_failure::none;
+      r.lines = self->state.verdicts;
       return r;
     },
     [=](heartbeat_atom, const std::string& json) {
       self->state.heartbeats.push_back(json);
       agent::post_result r;
       r.http_status = self->state.heartbeat_status;
-      r.outcome = agent::classify_http_status(r.http_status);
+      std::tie(r.outcome, r.failure_class) = agent::classify_reply(r.http_status, false);
       return r;
     },
   };
@@ -101,6 +111,10 @@ health_event event(const std::string& id, bool fatal) {
   return e;
 }
 
+std::shared_ptr<agent::rejected_event_log> no_rejected_log() {
+  return nullptr;
+}
+
 struct fixture : test_coordinator_fixture<> {
   actor poster = sys.spawn(fake_poster, agent::post_outcome::accepted);
   std::shared_ptr<agent::event_spool> spool = [] {
@@ -118,8 +132,10 @@ struct fixture : test_coordinator_fixture<> {
   }();
   std::shared_ptr<caf_clock> wall =
     std::make_shared<caf_clock>(sys.clock(), from_unix(1700000000, 0));
-  actor fwd = sys.spawn(forwarder, spool, options,
-                        heartbeats_every(std::chrono::milliseconds{0}), poster, wall);
+  std::string rejected_path = vigil::test::fresh_directory() + "/rejected-events.ndjson";
+  actor fwd = sys.spawn(
+    forwarder, spool, std::make_shared<agent::rejected_event_log>(rejected_path), options,
+    heartbeats_every(std::chrono::milliseconds{0}), poster, wall);
 
   fixture() { sched.run(); }
 
@@ -192,6 +208,25 @@ CAF_TEST(forwarder_posts_spools_while_refused_and_drains_in_order) {
   CAF_CHECK(sent.find("\"id\":\"e2\"") < sent.find("\"id\":\"e3\""));
 }
 
+// A verdict per line is the only answer that drops an event; the agent keeps
+// what it dropped, with the reason, in STATE-DIR/rejected-events.ndjson.
+CAF_TEST(events_rejected_line_by_line_are_kept_in_the_rejected_log) {
+  control_plane().answer = agent::post_outcome::rejected;
+  control_plane().verdicts = {{"e1", false, "nodeName: missing"}};
+  self->send(fwd, forward_atom::value, event("e1", true));
+  sched.run();
+  CAF_CHECK_EQUAL(spool->size(), 0u);
+  std::ifstream in(rejected_path);
+  std::string line;
+  CAF_REQUIRE(static_cast<bool>(std::getline(in, line)));
+  auto j = nlohmann::json::parse(line);
+  CAF_CHECK_EQUAL(j.at("id").get<std::string>(), "e1");
+  CAF_CHECK_EQUAL(j.at("reason").get<std::string>(), "nodeName: missing");
+  CAF_CHECK_EQUAL(j.at("event").at("id").get<std::string>(), "e1");
+  CAF_CHECK_EQUAL(j.at("rejectedAt").get<std::string>(), "2023-11-14T22:13:20Z");
+  CAF_CHECK(!std::getline(in, line));
+}
+
 CAF_TEST(nic_monitor_reports_a_port_going_down_on_its_interval) {
   vigil::test::fake_sysfs sysfs;
   vigil::test::fake_nic nic;
@@ -228,7 +263,9 @@ CAF_TEST(nic_monitor_reports_a_port_going_down_on_its_interval) {
 }
 
 CAF_TEST(forwarder_heartbeats_at_start_and_every_interval_without_events) {
-  auto beating = sys.spawn(forwarder, spool, options,
+  CAF_CHECK_EQUAL(control_plane().heartbeats.size(), 1u); // the fixture's start-up check
+  control_plane().heartbeats.clear();
+  auto beating = sys.spawn(forwarder, spool, no_rejected_log(), options,
                            heartbeats_every(std::chrono::seconds{60}), poster, wall);
   sched.run();
   CAF_REQUIRE_EQUAL(control_plane().heartbeats.size(), 1u); // at start
@@ -256,8 +293,9 @@ CAF_TEST(forwarder_heartbeats_at_start_and_every_interval_without_events) {
 }
 
 CAF_TEST(a_failed_heartbeat_is_counted_never_spooled_nor_retried_early) {
+  control_plane().heartbeats.clear(); // the fixture's start-up check
   control_plane().heartbeat_status = 503;
-  auto beating = sys.spawn(forwarder, spool, options,
+  auto beating = sys.spawn(forwarder, spool, no_rejected_log(), options,
                            heartbeats_every(std::chrono::seconds{60}), poster, wall);
   sched.run();
   CAF_REQUIRE_EQUAL(control_plane().heartbeats.size(), 1u);
@@ -324,6 +362,7 @@ CAF_TEST(healthz_is_200_while_every_component_answers) {
         "vigil_agent_last_poll_timestamp_seconds{monitor=\"nic_monitor\"} "
         "1700000000.5\n",
         "vigil_agent_events_sent_total 0\n", "vigil_agent_spool_depth 0\n",
+        "vigil_agent_send_failures_total{reason=\"endpoint\"} 0\n",
         "vigil_agent_heartbeats_total{outcome=\"failed\"} 0\n",
         "vigil_agent_last_send_success_timestamp_seconds 0\n"})
     if (metrics->body.find(line) == std::string::npos)

@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -247,7 +248,9 @@ TEST_F(forwarder_logic_test, jitter_scales_the_delay) {
   EXPECT_EQ(f.complete(unreachable(), t0).retry_at, t0 + milliseconds{800});
 }
 
-TEST_F(forwarder_logic_test, a_rejected_batch_is_dropped_not_retried) {
+// Only a verdict on each line drops events; the same status without one keeps
+// them (the answer may come from a proxy or the wrong server).
+TEST_F(forwarder_logic_test, a_batch_rejected_line_by_line_is_dropped_not_retried) {
   auto f = make();
   submit(f, "a");
   submit(f, "b");
@@ -255,16 +258,87 @@ TEST_F(forwarder_logic_test, a_rejected_batch_is_dropped_not_retried) {
   ASSERT_TRUE(batch.has_value());
   post_result bad;
   bad.outcome = post_outcome::rejected;
+  bad.failure_class = post_failure::none;
   bad.http_status = 400;
-  bad.detail = "nodeName: missing";
+  bad.lines = {{"", false, "nodeName: missing"}, {"", false, "nodeName: missing"}};
   auto report = f.complete(bad, t0 + seconds{1});
   EXPECT_FALSE(report.retry_at.has_value());
   ASSERT_EQ(report.rejected.size(), 2u);
   EXPECT_EQ(report.rejected[0].id, batch->ids[0]);
-  EXPECT_NE(report.rejected[0].error.find("HTTP 400"), std::string::npos);
+  EXPECT_EQ(report.rejected[0].error, "nodeName: missing");
+  EXPECT_NE(report.rejected[0].encoded.find("\"message\":\"a\""), std::string::npos);
+  EXPECT_EQ(report.rejected[0].encoded.find('\n'), std::string::npos);
   EXPECT_FALSE(f.spool_mode());
   EXPECT_FALSE(f.next_batch(t0 + seconds{2}).has_value());
   EXPECT_EQ(f.stats().events_rejected, 2u);
+}
+
+TEST_F(forwarder_logic_test, a_rejection_without_a_verdict_per_line_keeps_the_events) {
+  auto f = make();
+  submit(f, "a", t0, true);
+  submit(f, "b");
+  ASSERT_TRUE(f.next_batch(t0 + seconds{1}).has_value());
+  post_result bad;
+  bad.outcome = post_outcome::rejected;
+  bad.failure_class = post_failure::none;
+  bad.http_status = 400;
+  bad.lines = {{"", false, "only one verdict for two lines"}};
+  auto report = f.complete(bad, t0 + seconds{1});
+  EXPECT_TRUE(report.rejected.empty());
+  ASSERT_TRUE(report.retry_at.has_value());
+  EXPECT_EQ(report.failure_class, post_failure::endpoint);
+  EXPECT_EQ(spool_.size(), 2u);
+  EXPECT_EQ(f.stats().events_rejected, 0u);
+}
+
+// What `vigil agent --control-url <ingest URL>` met: 404 on every post. The
+// fatal XID event must wait in the spool, not be dropped.
+TEST_F(forwarder_logic_test, an_answer_about_the_endpoint_keeps_the_events_spooled) {
+  auto f = make();
+  submit(f, "xid 79", t0, true);
+  ASSERT_TRUE(f.next_batch(t0 + seconds{1}).has_value());
+  for (long status : {404L, 405L, 401L, 403L, 415L, 500L}) {
+    post_result r;
+    r.http_status = status;
+    std::tie(r.outcome, r.failure_class) = classify_reply(status, false);
+    auto report = f.complete(r, t0 + seconds{1});
+    EXPECT_TRUE(report.rejected.empty()) << status;
+    EXPECT_TRUE(report.retry_at.has_value()) << status;
+    EXPECT_EQ(spool_.size(), 1u) << status;
+    auto again = f.next_batch(*report.retry_at);
+    ASSERT_TRUE(again.has_value()) << status;
+    EXPECT_EQ(messages(*again), texts{"xid 79"}) << status;
+  }
+  EXPECT_EQ(f.stats().failures, 6u);
+  EXPECT_EQ(f.stats().failures_by[static_cast<std::size_t>(post_failure::endpoint)], 3u);
+  EXPECT_EQ(f.stats().failures_by[static_cast<std::size_t>(post_failure::credentials)],
+            2u);
+  EXPECT_EQ(f.stats().failures_by[static_cast<std::size_t>(post_failure::overloaded)],
+            1u);
+  EXPECT_EQ(f.complete(accepted(), t0 + seconds{600}).accepted, 1u);
+  EXPECT_EQ(spool_.size(), 0u);
+}
+
+// 413: the control plane's limits are below the batch; smaller batches follow.
+TEST_F(forwarder_logic_test, a_batch_too_large_is_sent_again_in_halves) {
+  options_.batch_max_events = 4;
+  auto f = make();
+  for (const char* m : {"a", "b", "c", "d"})
+    submit(f, m);
+  ASSERT_EQ(f.next_batch(t0)->ids.size(), 4u);
+  post_result too_large;
+  too_large.http_status = 413;
+  std::tie(too_large.outcome, too_large.failure_class) = classify_reply(413, false);
+  auto report = f.complete(too_large, t0);
+  ASSERT_TRUE(report.retry_at.has_value());
+  EXPECT_EQ(f.batch_limit(), 2u);
+  auto half = f.next_batch(*report.retry_at);
+  ASSERT_TRUE(half.has_value());
+  EXPECT_EQ(messages(*half), (texts{"a", "b"}));
+  f.complete(accepted(), *report.retry_at);
+  auto rest = f.next_batch(*report.retry_at);
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_EQ(messages(*rest), (texts{"c", "d"}));
 }
 
 TEST_F(forwarder_logic_test, per_line_results_drop_only_the_invalid_lines) {

@@ -3,6 +3,7 @@
 #include "actors/agent/forwarder/heartbeat.hpp"
 
 #include <gtest/gtest.h>
+#include <tuple>
 
 namespace vigil::agent {
 namespace {
@@ -19,7 +20,7 @@ heartbeat_options options(std::chrono::milliseconds interval) {
 post_result answered(long status) {
   post_result r;
   r.http_status = status;
-  r.outcome = classify_http_status(status);
+  std::tie(r.outcome, r.failure_class) = classify_reply(status, false);
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -167,7 +168,8 @@ TEST(http_event_poster, posts_the_heartbeat_as_json_with_the_bearer_token) {
   EXPECT_EQ(poster.post_heartbeat(heartbeat).outcome, post_outcome::accepted);
   auto missing = poster.post_heartbeat(heartbeat); // a control plane without the route
   server.join();
-  EXPECT_EQ(missing.outcome, post_outcome::rejected);
+  EXPECT_EQ(missing.outcome, post_outcome::retryable);
+  EXPECT_EQ(missing.failure_class, post_failure::endpoint);
   EXPECT_EQ(missing.http_status, 404);
   ASSERT_EQ(server.requests().size(), 2u);
   const auto& request = server.requests()[0];
@@ -210,14 +212,51 @@ TEST(http_event_poster, unavailable_is_retryable_with_retry_after) {
   EXPECT_FALSE(result.retry_after.has_value());
 }
 
-TEST(http_event_poster, a_bad_request_is_rejected) {
-  loopback_server server({response(400, "Bad Request", "line 2: nodeName: missing")});
+// Only a verdict per line may drop events: a 400 without one (a proxy, some
+// other server) is about the request, not the events, and is retried.
+TEST(http_event_poster, a_bad_request_drops_events_only_with_per_line_verdicts) {
+  const std::string verdicts =
+    R"({"results":[{"id":"1","status":"rejected","error":"nodeName: missing"},)"
+    R"({"id":"2","status":"rejected","error":"nodeName: missing"}]})";
+  loopback_server server({response(400, "Bad Request", "line 2: nodeName: missing"),
+                          response(400, "Bad Request", verdicts)});
   http_event_poster poster(options_for(server.url()));
   auto result = poster.post(body);
-  EXPECT_EQ(result.outcome, post_outcome::rejected);
+  EXPECT_EQ(result.outcome, post_outcome::retryable);
+  EXPECT_EQ(result.failure_class, post_failure::endpoint);
   EXPECT_EQ(result.http_status, 400);
   EXPECT_EQ(result.detail, "line 2: nodeName: missing");
   EXPECT_TRUE(result.lines.empty());
+  result = poster.post(body);
+  server.join();
+  EXPECT_EQ(result.outcome, post_outcome::rejected);
+  EXPECT_EQ(result.failure_class, post_failure::none);
+  EXPECT_EQ(result.lines.size(), 2u);
+}
+
+// The ingest URL that `vigil demo --serve` prints works as --control-url.
+TEST(http_event_poster, the_ingest_url_is_taken_as_the_base_url) {
+  loopback_server server({response(200, "OK", "{}"), response(204, "No Content", "")});
+  http_event_poster poster(options_for(server.url() + "/v1/events/"));
+  EXPECT_EQ(poster.base_url(), server.url());
+  EXPECT_EQ(poster.post(body).outcome, post_outcome::accepted);
+  EXPECT_EQ(poster.post_heartbeat("{}").outcome, post_outcome::accepted);
+  server.join();
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(server.requests()[0].head.rfind("POST /v1/events HTTP/1.1\r\n", 0), 0u);
+  EXPECT_EQ(server.requests()[1].head.rfind("POST /v1/heartbeat HTTP/1.1\r\n", 0), 0u);
+}
+
+TEST(http_event_poster, base_urls_lose_trailing_slashes_and_routes) {
+  EXPECT_EQ(control_base_url("https://c:8443"), "https://c:8443");
+  EXPECT_EQ(control_base_url("https://c:8443//"), "https://c:8443");
+  EXPECT_EQ(control_base_url("https://c:8443/v1/events"), "https://c:8443");
+  EXPECT_EQ(control_base_url("https://c:8443/v1/events/"), "https://c:8443");
+  EXPECT_EQ(control_base_url("https://c:8443/v1/heartbeat"), "https://c:8443");
+  EXPECT_EQ(control_base_url("https://c/prefix/v1/events"), "https://c/prefix");
+  EXPECT_EQ(control_base_url("https://c:8443/v1/eventsx"), "https://c:8443/v1/eventsx");
+  EXPECT_EQ(control_base_url("/v1/events"), "/v1/events");
+  EXPECT_EQ(control_base_url(""), "");
 }
 
 TEST(http_event_poster, a_refused_connection_is_retryable) {
@@ -247,15 +286,49 @@ TEST(http_event_poster, a_missing_token_file_is_retryable_and_names_the_file) {
   EXPECT_NE(result.detail.find(token_file), std::string::npos);
 }
 
-TEST(http_event_poster, statuses_are_classified) {
-  EXPECT_EQ(classify_http_status(200), post_outcome::accepted);
-  EXPECT_EQ(classify_http_status(204), post_outcome::accepted);
-  EXPECT_EQ(classify_http_status(0), post_outcome::retryable);
-  EXPECT_EQ(classify_http_status(302), post_outcome::retryable);
-  for (long s : {401L, 403L, 408L, 429L, 500L, 502L, 503L})
-    EXPECT_EQ(classify_http_status(s), post_outcome::retryable) << s;
-  for (long s : {400L, 404L, 413L, 422L})
-    EXPECT_EQ(classify_http_status(s), post_outcome::rejected) << s;
+TEST(http_event_poster, replies_are_classified) {
+  using result = std::pair<post_outcome, post_failure>;
+  const result accepted{post_outcome::accepted, post_failure::none};
+  EXPECT_EQ(classify_reply(200, false), accepted);
+  EXPECT_EQ(classify_reply(204, true), accepted);
+  const auto retry = [](post_failure why) {
+    return result{post_outcome::retryable, why};
+  };
+  EXPECT_EQ(classify_reply(0, false), retry(post_failure::unreachable));
+  for (long s : {401L, 403L})
+    EXPECT_EQ(classify_reply(s, true), retry(post_failure::credentials)) << s;
+  for (long s : {408L, 429L, 500L, 502L, 503L})
+    EXPECT_EQ(classify_reply(s, true), retry(post_failure::overloaded)) << s;
+  EXPECT_EQ(classify_reply(413, false), retry(post_failure::too_large));
+  for (long s : {101L, 302L, 400L, 404L, 405L, 415L, 422L})
+    EXPECT_EQ(classify_reply(s, false), retry(post_failure::endpoint)) << s;
+  for (long s : {404L, 405L, 415L})
+    EXPECT_EQ(classify_reply(s, true), retry(post_failure::endpoint)) << s;
+  for (long s : {400L, 422L})
+    EXPECT_EQ(classify_reply(s, true), result(post_outcome::rejected, post_failure::none))
+      << s;
+}
+
+TEST(http_event_poster, failures_are_explained_plainly) {
+  post_result r;
+  r.failure_class = post_failure::endpoint;
+  r.http_status = 404;
+  r.detail = "no such endpoint: /v1/events/v1/events";
+  auto text = explain_post_failure(r, "http://c:8080", "/v1/events");
+  EXPECT_NE(text.find("http://c:8080 has no /v1/events (HTTP 404)"), std::string::npos)
+    << text;
+  EXPECT_NE(text.find("--control-url"), std::string::npos) << text;
+  r.failure_class = post_failure::credentials;
+  r.http_status = 401;
+  EXPECT_NE(explain_post_failure(r, "u", "/v1/events").find("--token-file"),
+            std::string::npos);
+  r.failure_class = post_failure::unreachable;
+  r.http_status = 0;
+  r.detail = "Connection refused";
+  text = explain_post_failure(r, "u", "/v1/events");
+  EXPECT_NE(text.find("cannot reach the control plane at u: Connection refused"),
+            std::string::npos)
+    << text;
 }
 
 TEST(http_event_poster, line_results_tolerate_odd_bodies) {
