@@ -10,6 +10,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/protocol/health_event_message.hpp"
+#include "messages/gpu_allocations.hpp"
 #include "messages/health_event.hpp"
 
 namespace vigil {
@@ -105,6 +106,10 @@ struct remediation_attempt {
 /// at a rebuild: its remediation attempts, oldest first.
 using attempts_atom = caf::atom_constant<caf::atom("attempts")>;
 
+/// (allocations_atom, gpu_allocations) to the fleet, and from it to the
+/// report's node actor: which pod holds which GPU, from the node's agent.
+using allocations_atom = caf::atom_constant<caf::atom("allocation")>;
+
 /// (agent_heard_atom, node) to the fleet: the node's agent sent a heartbeat.
 using agent_heard_atom = caf::atom_constant<caf::atom("agentheard")>;
 /// (agent_quiet_atom, silent, since in ns since the epoch) from the fleet to a
@@ -118,6 +123,7 @@ enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 
 } // namespace vigil
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::gpu_allocations)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::ingest_verdict>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::replay_mark>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::remediation_attempt>)

@@ -214,8 +214,11 @@ void list_pods(drain_actor* self) {
       if (!pods)
         return retry_later(self, "unreadable pod list: " + pods.error().to_string());
       st.backoff = {};
-      if (!st.progress)
+      if (!st.progress) {
+        st.request.gpu_mapping_note =
+          control::apply_gpu_allocations(*pods, st.allocations);
         return start(self, std::move(*pods));
+      }
       take_listing(self, *pods);
     });
 }
@@ -223,6 +226,7 @@ void list_pods(drain_actor* self) {
 } // namespace
 
 caf::behavior drain(drain_actor* self, std::string node, control::drain_request request,
+                    std::optional<gpu_allocations> allocations,
                     std::shared_ptr<const drain_settings> settings, caf::actor gateway,
                     caf::actor journal, caf::actor owner,
                     std::shared_ptr<const clock> time) {
@@ -230,6 +234,7 @@ caf::behavior drain(drain_actor* self, std::string node, control::drain_request 
   st.node_name = std::move(node);
   st.key = control::drain_key(request);
   st.request = std::move(request);
+  st.allocations = std::move(allocations);
   st.settings = std::move(settings);
   st.gateway = std::move(gateway);
   st.journal = std::move(journal);

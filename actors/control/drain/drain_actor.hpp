@@ -18,6 +18,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/rules/drain_plan.hpp"
+#include "messages/gpu_allocations.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
@@ -36,6 +37,9 @@ struct drain_state {
   std::string node_name;
   std::string key; ///< control::drain_key of the request
   control::drain_request request;
+  /// The node agent's PodResources report when the drain started (seed 000
+  /// §3.1); nullopt when the agent has sent none.
+  std::optional<gpu_allocations> allocations;
   std::shared_ptr<const drain_settings> settings;
   caf::actor gateway;
   caf::actor journal;
@@ -59,9 +63,12 @@ struct drain_state {
 
 using drain_actor = caf::stateful_actor<drain_state>;
 
+/// Pods' GPUs come from `allocations` (the kubelet's, through the node's
+/// agent), else from their annotation; unknown GPUs mean a full drain.
 /// (cancel_atom, why): stop and report "cancelled". When the drain ends the
 /// owner gets (drained_atom, key, outcome, evictions) and the actor quits.
 caf::behavior drain(drain_actor* self, std::string node, control::drain_request request,
+                    std::optional<gpu_allocations> allocations,
                     std::shared_ptr<const drain_settings> settings, caf::actor gateway,
                     caf::actor journal, caf::actor owner,
                     std::shared_ptr<const clock> time);

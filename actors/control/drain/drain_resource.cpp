@@ -113,13 +113,31 @@ expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json)
     pod.finished = phase == "Succeeded" || phase == "Failed";
     pod.requests_gpu = requests_gpu(member(item, "spec"));
     if (auto devices = annotations.find(gpu_devices_annotation);
-        devices != annotations.end() && devices->is_string())
+        devices != annotations.end() && devices->is_string()) {
       pod.gpu_uuids = gpu_uuids_from_annotation(devices->get<std::string>());
-    else if (!pod.requests_gpu)
+      pod.gpu_source = pod.gpu_uuids ? "annotation" : "";
+    } else if (!pod.requests_gpu) {
       pod.gpu_uuids = std::vector<std::string>{}; // holds no GPU, known
+      pod.gpu_source = "no GPU request";
+    }
     pods.push_back(std::move(pod));
   }
   return pods;
+}
+
+std::string apply_gpu_allocations(std::vector<pod_info>& pods,
+                                  const std::optional<gpu_allocations>& report) {
+  if (!report)
+    return "the node's agent has not reported the kubelet's GPU allocations";
+  if (!report->available)
+    return "the kubelet's PodResources API was unavailable to the node's agent: "
+           + report->error;
+  for (auto& pod : pods)
+    if (auto held = gpus_held_by(*report, pod.ns, pod.name)) {
+      pod.gpu_uuids = std::move(*held);
+      pod.gpu_source = "kubelet";
+    }
+  return "";
 }
 
 kube::kube_request eviction_request(const pod_ref& pod) {
@@ -156,6 +174,12 @@ json drain_started_body(const drain_plan& plan, const std::string& key, bool dry
     pod["mode"] = to_string(e.mode);
     if (e.mode == drain_mode::delete_after_timeout)
       pod["timeoutMinutes"] = e.timeout.count();
+    if (!e.owner_kind.empty())
+      pod["ownerKind"] = e.owner_kind;
+    if (e.gpus && !e.gpus->empty()) // attribution: whose work the fault cost
+      pod["gpus"] = *e.gpus;
+    if (!e.gpu_source.empty())
+      pod["gpuSource"] = e.gpu_source;
     evict.push_back(std::move(pod));
   }
   json skipped = json::array();

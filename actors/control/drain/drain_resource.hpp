@@ -10,12 +10,13 @@
 
 #include "actors/control/rules/drain_plan.hpp"
 #include "messages/expected.hpp"
+#include "messages/gpu_allocations.hpp"
 #include "runtime/kube/kube_api.hpp"
 
 namespace vigil::control {
 
-/// The pod annotation listing the GPUs a pod was allocated, as the agent
-/// writes it from the kubelet's PodResourcesLister (seed 000 §3.1):
+/// The pod annotation listing the GPUs a pod was allocated (seed 000 §3.1),
+/// the fallback for pods the agent's PodResources report does not cover:
 /// {"devices":[{"resourceName":"nvidia.com/gpu","deviceIds":["GPU-…"]}]}
 /// (a bare devices array is accepted too).
 constexpr const char* gpu_devices_annotation = "vigil.dev/gpu-devices";
@@ -31,6 +32,13 @@ kube::kube_request node_pods_request(const std::string& node);
 /// gpu_uuids nullopt (its GPUs are unknown, so a partial drain falls back to
 /// full); a List that is not one fails naming what is wrong.
 expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json);
+
+/// Seed 000 §3.1's GPU-to-pod mapping from the kubelet: each pod the node
+/// agent's PodResources `report` lists with resolved GPUs gets them (the
+/// annotation is the fallback for the others). Returns why the report could
+/// not be used ("" when it could), for the drain's journal row.
+std::string apply_gpu_allocations(std::vector<pod_info>& pods,
+                                  const std::optional<gpu_allocations>& report);
 
 /// GPU UUIDs of an annotation value; nullopt when it is not the format above.
 std::optional<std::vector<std::string>>

@@ -352,6 +352,19 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
       caf::anon_send(actors.fleet, agent_heard_atom::value, beat->node_name);
       return reply(text(200, "ok\n"));
     }
+    // The node agent's PodResources report (seed 000 §3.1); a snapshot it
+    // sends again every minute, so it is handed on, not journaled.
+    if (req.path == "/v1/allocations") {
+      if (!post)
+        return reply(to_http(control::error_reply(405, "use POST")));
+      if (!authorised())
+        return;
+      auto report = decode_gpu_allocations(req.body);
+      if (!report)
+        return reply(to_http(control::request_failure_reply(report.error())));
+      caf::anon_send(actors.fleet, allocations_atom::value, std::move(*report));
+      return reply(text(202, "accepted\n"));
+    }
     if (req.path == "/v1/breaker/reset") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));

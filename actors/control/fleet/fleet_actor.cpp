@@ -300,6 +300,12 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
       if (!self->state.standby)
         agent_heard(self, node);
     },
+    [=](allocations_atom atom, gpu_allocations& report) {
+      if (!self->state.standby) {
+        auto node = node_for(self, report.node);
+        self->send(node, atom, std::move(report));
+      }
+    },
     [=](liveness_atom) { check_liveness(self); },
     [=](const kube_watch_event& event) {
       if (!self->state.standby) // a late line of a watch given up on

@@ -202,6 +202,17 @@ caf::behavior node(node_actor* self, std::string name,
       self->state.retry_armed = false;
       reconcile(self);
     },
+    [=](allocations_atom, gpu_allocations& report) {
+      auto& st = self->state;
+      if (st.allocations && report.observed < st.allocations->observed)
+        return; // an older report overtaken by a newer one
+      if (!report.available
+          && (!st.allocations || st.allocations->available
+              || st.allocations->error != report.error))
+        logger()->warn("node {}: the agent cannot read the kubelet's GPU allocations: {}",
+                       st.node_name, report.error);
+      st.allocations = std::move(report);
+    },
     [=](agent_quiet_atom, bool silent, std::int64_t since_ns) {
       auto& st = self->state;
       if (silent == st.agent_silent_since.has_value())

@@ -29,6 +29,7 @@
 #include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/label_selector.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
+#include "messages/gpu_allocations.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
@@ -170,6 +171,10 @@ struct node_state {
   std::string drained_key; ///< key of the last drain that completed
   /// Since when the node's agent has been silent; unset while it reports.
   std::optional<wall_time> agent_silent_since;
+  /// The agent's latest PodResources report: which pod holds which GPU, for
+  /// partial drains (seed 000 §3.1). Not journaled: the agent sends it again
+  /// every minute and whenever it changes.
+  std::optional<gpu_allocations> allocations;
   /// The node's remediations (seed 000 §4); set when the actor starts.
   std::optional<control::remediation_machine> remediation;
   node_stats stats;

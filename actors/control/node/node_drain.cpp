@@ -74,9 +74,9 @@ void start_drain(node_actor* self, control::drain_request request) {
           dry->dry_run = true;
           settings = std::move(dry);
         }
-        st.drain = self->spawn<caf::linked>(vigil::drain, st.node_name, request,
-                                            std::move(settings), st.gateway, st.journal,
-                                            caf::actor_cast<caf::actor>(self), st.time);
+        st.drain = self->spawn<caf::linked>(
+          vigil::drain, st.node_name, request, st.allocations, std::move(settings),
+          st.gateway, st.journal, caf::actor_cast<caf::actor>(self), st.time);
         post_drain_event(self, "DrainStarted", "drain " + key + " started");
       },
       [=](const caf::error& err) {

@@ -35,7 +35,9 @@ std::optional<std::string> never_drained(const pod_info& pod, const drain_config
 
 pod_eviction eviction_for(const pod_info& pod, const drain_request& request,
                           const drain_config& config) {
-  pod_eviction out{{pod.ns, pod.name}, config.default_mode, {}, pod.pdb_protected};
+  pod_eviction out{{pod.ns, pod.name}, config.default_mode, {},
+                   pod.pdb_protected,  pod.owner_kind,      pod.gpu_uuids,
+                   pod.gpu_source};
   for (const auto& entry : config.namespaces)
     if (std::regex_match(pod.ns, std::regex(entry.namespace_pattern))) {
       out.mode = entry.mode;
@@ -62,7 +64,10 @@ drain_scope choose_scope(const std::vector<const pod_info*>& candidates,
   }
   for (const auto* pod : candidates)
     if (pod->requests_gpu && !pod->gpu_uuids) {
-      why = "GPU mapping of pod " + pod->ns + "/" + pod->name + " unknown: full drain";
+      why = "GPU mapping of pod " + pod->ns + "/" + pod->name + " unknown";
+      if (!request.gpu_mapping_note.empty())
+        why += " (" + request.gpu_mapping_note + ")";
+      why += ": full drain";
       return drain_scope::full;
     }
   why = "COMPONENT_RESET: only pods holding the GPU";

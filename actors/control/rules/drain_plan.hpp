@@ -62,8 +62,10 @@ struct pod_info {
   bool mirror = false;    ///< mirror/static pod (kubernetes.io/config.mirror)
   bool finished = false;  ///< phase Succeeded or Failed
   bool requests_gpu = false;
-  /// GPU UUIDs from the pod-devices annotation; nullopt when the pod has none.
+  /// The GPUs the pod holds: from the node agent's PodResources report, else
+  /// from the pod-devices annotation; nullopt when neither says.
   std::optional<std::vector<std::string>> gpu_uuids;
+  std::string gpu_source; ///< "kubelet", "annotation", "no GPU request", or ""
   bool pdb_protected = false;
   std::map<std::string, std::string> labels; ///< metadata.labels
 };
@@ -90,6 +92,9 @@ struct drain_request {
   std::vector<std::string> gpu_uuids; ///< GPU_UUID entities of the event
   std::optional<stage_override> overrides;
   drain_history history = drain_history::none;
+  /// Why the kubelet's GPU allocations could not be used, for the journal
+  /// when a partial drain falls back to full; "" when they could.
+  std::string gpu_mapping_note;
 };
 
 /// The drain a quarantined node's active records ask for (seed 000 §3.1), or
@@ -121,6 +126,9 @@ struct pod_eviction {
   drain_mode mode = drain_mode::immediate;
   std::chrono::minutes timeout{0};
   bool pdb_protected = false;
+  std::string owner_kind;                       ///< for the journal's attribution
+  std::optional<std::vector<std::string>> gpus; ///< the GPUs it held, when known
+  std::string gpu_source;                       ///< where `gpus` came from
 };
 
 struct skipped_pod {

@@ -108,8 +108,11 @@ TEST(drain_resource, the_janitors_job_pods_are_never_drained) {
   EXPECT_TRUE(is_vigils_own_pod((*pods)[1], config));
   EXPECT_FALSE(is_vigils_own_pod((*pods)[2], config));
 
-  drain_request full{
-    recommended_action::restart_bm, {}, stage_override{true, false}, drain_history::none};
+  drain_request full{recommended_action::restart_bm,
+                     {},
+                     stage_override{true, false},
+                     drain_history::none,
+                     ""};
   auto plan = plan_drain(*pods, full, config);
   EXPECT_EQ(plan.scope, drain_scope::full);
   ASSERT_EQ(plan.evict.size(), 1u);
@@ -117,6 +120,76 @@ TEST(drain_resource, the_janitors_job_pods_are_never_drained) {
   ASSERT_EQ(plan.skipped.size(), 2u);
   EXPECT_EQ(plan.skipped[0].reason, "vigil's own pod");
   EXPECT_EQ(plan.skipped[1].reason, "vigil's own pod");
+}
+
+// seed 000 §3.1 in production: the kubelet's allocations (through the node's
+// agent) say which pod holds the failing GPU; nothing writes the annotation.
+TEST(drain_resource, the_kubelets_allocations_make_a_partial_drain_possible) {
+  auto trainer = pod("train", "trainer");
+  trainer["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2";
+  auto other = pod("train", "other");
+  other["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  auto mig = pod("infer", "mig");
+  mig["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  const auto body = list_of({trainer, other, mig});
+  gpu_allocations report;
+  report.node = "node-1";
+  report.allocations = {
+    {"train", "trainer", "main", "nvidia.com/gpu", {"GPU-a", "GPU-b"}, {}},
+    {"train", "other", "main", "nvidia.com/gpu", {"GPU-c"}, {}}};
+  drain_config config;
+  const drain_request reset{recommended_action::component_reset,
+                            {"GPU-b"},
+                            std::nullopt,
+                            drain_history::none,
+                            ""};
+
+  // Without the MIG pod every GPU holder is known: only the trainer goes.
+  auto pods = pods_from_list(list_of({trainer, other}));
+  ASSERT_TRUE(pods.has_value());
+  auto request = reset;
+  request.gpu_mapping_note = apply_gpu_allocations(*pods, report);
+  EXPECT_EQ(request.gpu_mapping_note, "");
+  EXPECT_EQ((*pods)[0].gpu_source, "kubelet");
+  auto plan = plan_drain(*pods, request, config);
+  EXPECT_EQ(plan.scope, drain_scope::partial);
+  ASSERT_EQ(plan.evict.size(), 1u);
+  EXPECT_EQ(plan.evict[0].pod.name, "trainer");
+  auto row = drain_started_body(plan, drain_key(request), false);
+  EXPECT_EQ(row["evict"][0]["gpus"], json::array({"GPU-a", "GPU-b"}));
+  EXPECT_EQ(row["evict"][0]["gpuSource"], "kubelet");
+
+  // A GPU pod the report does not cover: full drain, and the row says why.
+  pods = pods_from_list(body);
+  request = reset;
+  request.gpu_mapping_note = apply_gpu_allocations(*pods, report);
+  plan = plan_drain(*pods, request, config);
+  EXPECT_EQ(plan.scope, drain_scope::full);
+  EXPECT_EQ(plan.why, "GPU mapping of pod infer/mig unknown: full drain");
+
+  // The kubelet's socket was unavailable: full drain, with the agent's reason.
+  gpu_allocations down;
+  down.node = "node-1";
+  down.available = false;
+  down.error = "/var/lib/kubelet/pod-resources/kubelet.sock: List: UNAVAILABLE";
+  pods = pods_from_list(list_of({trainer, other}));
+  request = reset;
+  request.gpu_mapping_note = apply_gpu_allocations(*pods, down);
+  plan = plan_drain(*pods, request, config);
+  EXPECT_EQ(plan.scope, drain_scope::full);
+  EXPECT_NE(
+    plan.why.find("PodResources API was unavailable to the node's agent: "
+                  "/var/lib/kubelet/pod-resources/kubelet.sock: List: UNAVAILABLE"),
+    std::string::npos)
+    << plan.why;
+
+  // No report at all.
+  pods = pods_from_list(list_of({trainer}));
+  request = reset;
+  request.gpu_mapping_note = apply_gpu_allocations(*pods, std::nullopt);
+  plan = plan_drain(*pods, request, config);
+  EXPECT_EQ(plan.scope, drain_scope::full);
+  EXPECT_NE(plan.why.find("has not reported"), std::string::npos) << plan.why;
 }
 
 TEST(drain_resource, devices_annotation_in_both_forms_and_garbage) {

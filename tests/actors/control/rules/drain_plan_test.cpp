@@ -49,7 +49,8 @@ pod_info vigil_job_pod(std::string ns, std::string name) {
 }
 
 drain_request reset_of(const std::string& uuid) {
-  return {recommended_action::component_reset, {uuid}, std::nullopt, drain_history::none};
+  return {
+    recommended_action::component_reset, {uuid}, std::nullopt, drain_history::none, ""};
 }
 
 std::vector<std::string> evicted_names(const drain_plan& plan) {
@@ -91,7 +92,7 @@ TEST(drain_plan, reset_without_gpu_uuid_and_reboot_are_full_drains) {
   no_uuid.gpu_uuids.clear();
   EXPECT_EQ(plan_drain(node_pods(), no_uuid, drain_config{}).scope, drain_scope::full);
   drain_request reboot{
-    recommended_action::restart_bm, {bad_gpu}, std::nullopt, drain_history::none};
+    recommended_action::restart_bm, {bad_gpu}, std::nullopt, drain_history::none, ""};
   auto plan = plan_drain(node_pods(), reboot, drain_config{});
   EXPECT_EQ(plan.scope, drain_scope::full);
   // DaemonSet, mirror and system-namespace pods are skipped even then.
@@ -180,7 +181,8 @@ TEST(drain_plan, full_drain_never_evicts_or_deletes_vigils_job_pods) {
   drain_request reboot{recommended_action::restart_bm,
                        {bad_gpu},
                        stage_override{true, false},
-                       drain_history::none};
+                       drain_history::none,
+                       ""};
   auto plan = plan_drain(pods, reboot, drain_config{});
   EXPECT_EQ(plan.scope, drain_scope::full);
   EXPECT_EQ(evicted_names(plan), (std::vector<std::string>{"job-a", "job-b", "web-1"}));
@@ -206,7 +208,7 @@ TEST(drain_plan, full_drain_never_evicts_or_deletes_vigils_job_pods) {
 drain_plan one_pod_plan(drain_mode mode, std::chrono::minutes timeout = 0min) {
   drain_plan plan;
   plan.scope = drain_scope::partial;
-  plan.evict = {{{"train", "job-a"}, mode, timeout, true}};
+  plan.evict = {{{"train", "job-a"}, mode, timeout, true, "Job", std::nullopt, ""}};
   return plan;
 }
 
