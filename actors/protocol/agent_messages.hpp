@@ -18,6 +18,12 @@ using forward_atom = caf::atom_constant<caf::atom("forward")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 /// (post_atom, std::string ndjson) → agent::post_result.
 using post_atom = caf::atom_constant<caf::atom("post")>;
+/// (report_now_atom) to the allocation_monitor: a GPU fault was seen; report
+/// which pods hold the GPUs now.
+using report_now_atom = caf::atom_constant<caf::atom("reportnow")>;
+/// (fault_watch_atom, actor) to the forwarder: send that actor report_now_atom
+/// whenever an unhealthy GPU event passes.
+using fault_watch_atom = caf::atom_constant<caf::atom("faultwatch")>;
 /// The forwarder's timer (with a generation, so stale timers are ignored).
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
 

@@ -12,6 +12,7 @@
 #include "actors/agent/logsource/kmsg_source.hpp"
 #include "actors/agent/logsource/syslog_file_source.hpp"
 #include "actors/agent/nic/nic_monitor.hpp"
+#include "actors/agent/podresources/allocation_monitor.hpp"
 #include "actors/agent/topology/device_inventory.hpp"
 #include "actors/agent/topology/topology_collector.hpp"
 #include "actors/agent/xid/xid_monitor.hpp"
@@ -257,6 +258,15 @@ std::vector<option_spec> agent_option_specs() {
     {"nvidia-smi-timeout", "DURATION",
      "how long each nvidia-smi call may run before it is killed (default 30s); on "
      "failure an earlier --metadata file is used"},
+    {"pod-resources-socket", "PATH",
+     "the kubelet's PodResources socket, for which pod holds which GPU (default "
+     "/var/lib/kubelet/pod-resources/kubelet.sock)"},
+    {"pod-resources-interval", "DURATION",
+     "how often the kubelet's GPU allocations are read (default 10s)"},
+    {"gpu-resources", "LIST",
+     "resource names that are GPUs, a trailing * a prefix (default "
+     "nvidia.com/gpu,nvidia.com/mig-*)"},
+    {"no-pod-resources", "", "do not read the kubelet's GPU allocations"},
     {"metrics-port", "PORT",
      "serves /metrics and /healthz (default 2112, seed 002 §12.1; 0 picks a free one)"},
     {"metrics-address", "ADDR", "address the metrics port listens on (default 0.0.0.0)"},
@@ -333,6 +343,23 @@ int run_agent(command_context& ctx) {
     ctx.err << "vigil agent: spool: " << problem->to_string() << "\n";
   check_device_inventory(node, *boot_id, *fresh_metadata, *metadata_path,
                          state_dir + "/device-inventory.json", *spool, ctx.err);
+  std::optional<allocation_monitor_config> allocations;
+  if (!ctx.args.has("no-pod-resources")) {
+    allocation_monitor_config config;
+    config.node = node;
+    if (ctx.args.has("gpu-resources")) {
+      auto names = agent::parse_gpu_resource_names(option(ctx.args, "gpu-resources", ""));
+      if (!names)
+        return fail(names.error());
+      config.resources = std::move(*names);
+    }
+    auto interval =
+      duration_flag(ctx.args, "pod-resources-interval", config.poll_interval, false);
+    if (!interval)
+      return fail(interval.error());
+    config.poll_interval = *interval;
+    allocations = std::move(config);
+  }
   agent::http_poster_options post;
   post.url = *control;
   post.token_file = option(ctx.args, "token-file", "");
@@ -356,6 +383,21 @@ int run_agent(command_context& ctx) {
     };
     adopt("poster", poster);
     adopt("forwarder", fwd);
+    if (allocations) {
+      auto metadata = agent::load_gpu_metadata(*metadata_path);
+      if (!metadata)
+        component_logger("agent")->warn(
+          "GPU allocations: no gpu_metadata ({}); device index ids stay unresolved",
+          metadata.error().to_string());
+      auto monitor = p.system.spawn<caf::detached>(
+        allocation_monitor, *allocations,
+        std::make_shared<agent::pod_resources_client>(
+          option(ctx.args, "pod-resources-socket", agent::default_pod_resources_socket)),
+        metadata ? *metadata : agent::gpu_metadata{},
+        std::make_shared<agent::http_event_poster>(post), wall);
+      caf::anon_send(fwd, fault_watch_atom::value, monitor);
+      adopt("allocation_monitor", monitor);
+    }
     agent_components components;
     components.forwarder = fwd;
     components.xid_monitor = p.system.spawn<caf::detached>(

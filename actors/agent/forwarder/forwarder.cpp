@@ -175,7 +175,13 @@ caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spoo
   else
     probe_control_plane(self);
   return {
+    [=](fault_watch_atom, caf::actor watcher) {
+      self->state.fault_watcher = std::move(watcher);
+    },
     [=](forward_atom, health_event& event) -> caf::result<bool> {
+      if (self->state.fault_watcher && !event.is_healthy
+          && event.component_class == "GPU")
+        self->send(self->state.fault_watcher, report_now_atom::value);
       auto result = self->state.logic->submit(std::move(event), self->clock().now());
       if (result.dropped > 0)
         component_logger("forwarder")

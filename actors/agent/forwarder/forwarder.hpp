@@ -40,6 +40,7 @@ struct forwarder_state {
   std::optional<wall_time> last_accepted;
   std::uint64_t wake_generation = 0;
   std::uint64_t failing_batches = 0; ///< consecutive batches not delivered
+  caf::actor fault_watcher;          ///< told of each unhealthy GPU event (may be null)
   static inline const char* name = "forwarder";
 };
 
@@ -50,7 +51,8 @@ using forwarder_actor = caf::stateful_actor<forwarder_state>;
 /// (heartbeat_atom, json) with a post_result. The first heartbeat goes out
 /// at once, then one every `heartbeat.interval`; when that is 0, one all the
 /// same as the start-up check of the control plane. Answers (figures_atom)
-/// with agent::forwarder_figures.
+/// with agent::forwarder_figures. (fault_watch_atom, actor) names the actor
+/// that gets report_now_atom for each unhealthy GPU event.
 caf::behavior forwarder(forwarder_actor* self, std::shared_ptr<agent::event_spool> spool,
                         std::shared_ptr<agent::rejected_event_log> rejected_log,
                         agent::forwarder_options options,

@@ -199,6 +199,10 @@ post_result http_event_poster::post_heartbeat(const std::string& json) {
   return send("/v1/heartbeat", "application/json", json);
 }
 
+post_result http_event_poster::post_allocations(const std::string& json) {
+  return send("/v1/allocations", "application/json", json);
+}
+
 post_result http_event_poster::send(const std::string& path, const char* content_type,
                                     const std::string& payload) {
   auto result = exchange(path, content_type, payload);

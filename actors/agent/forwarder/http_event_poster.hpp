@@ -106,6 +106,10 @@ public:
   /// <url>/v1/heartbeat; any 2xx is `accepted`.
   post_result post_heartbeat(const std::string& json);
 
+  /// POSTs the node's GPU allocations (messages/gpu_allocations.hpp's JSON) to
+  /// <url>/v1/allocations; any 2xx is `accepted`.
+  post_result post_allocations(const std::string& json);
+
   /// Reads the token file if it changed since the last read.
   expected<std::string> current_token();
 

@@ -167,6 +167,20 @@ struct control_fixture : test_coordinator_fixture<> {
     sched.advance_time(d);
     run();
   }
+  /// The body of the first "started" drain row.
+  json drain_started_row() {
+    auto rows = journal_db->read({});
+    CAF_REQUIRE(rows.has_value());
+    for (const auto& r : *rows)
+      if (r.kind == control::drain_row) {
+        auto body = json::parse(r.body);
+        if (body["phase"] == "started")
+          return body;
+      }
+    CAF_FAIL("no drain started");
+    return {};
+  }
+
   std::size_t drain_rows(const std::string& phase) {
     auto rows = journal_db->read({});
     CAF_REQUIRE(rows.has_value());

@@ -44,6 +44,60 @@ CAF_TEST(a_partial_drain_evicts_only_the_pod_on_the_bad_gpu) {
   CAF_CHECK_EQUAL(rebuilt["drainedKey"], "partial:GPU-a");
 }
 
+namespace {
+
+// A pod as a real cluster has it: the GPUs it requests, no devices annotation.
+json unannotated_pod(const std::string& name, std::vector<std::string> gpus) {
+  auto pod = pod_object(name, "node-1", std::move(gpus));
+  pod["metadata"].erase("annotations");
+  return pod;
+}
+
+} // namespace
+
+// seed 000 §3.1 in production: the node's agent reports the kubelet's
+// PodResources allocations; with them the drain for a GPU reset is partial.
+CAF_TEST(the_agents_gpu_allocations_make_the_drain_partial) {
+  add_pod("train", unannotated_pod("job-a", {"GPU-a"}));
+  add_pod("train", unannotated_pod("job-b", {"GPU-b"}));
+  start();
+  gpu_allocations report;
+  report.node = "node-1";
+  report.observed = from_unix(1'700'000'000, 0);
+  report.allocations = {{"train", "job-a", "main", "nvidia.com/gpu", {"GPU-a"}, {}},
+                        {"train", "job-b", "main", "nvidia.com/gpu", {"GPU-b"}, {}}};
+  self->send(fleet, allocations_atom::value, report);
+  sched.run();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("train", "job-a"));
+  CAF_CHECK(!terminating("train", "job-b"));
+  auto started = drain_started_row();
+  CAF_CHECK_EQUAL(started["scope"], "partial");
+  CAF_CHECK_EQUAL(started["evict"][0]["gpuSource"], "kubelet");
+}
+
+// Without them (the agent could not ask the kubelet), the drain is full and
+// its journal row says why.
+CAF_TEST(without_the_kubelets_allocations_the_drain_is_full_and_says_why) {
+  add_pod("train", unannotated_pod("job-a", {"GPU-a"}));
+  add_pod("train", unannotated_pod("job-b", {"GPU-b"}));
+  start();
+  gpu_allocations down;
+  down.node = "node-1";
+  down.observed = from_unix(1'700'000'000, 0);
+  down.available = false;
+  down.error = "kubelet.sock: List: UNAVAILABLE: failed to connect";
+  self->send(fleet, allocations_atom::value, down);
+  sched.run();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("train", "job-a"));
+  CAF_CHECK(terminating("train", "job-b"));
+  auto started = drain_started_row();
+  CAF_CHECK_EQUAL(started["scope"], "full");
+  auto why = started["why"].get<std::string>();
+  CAF_CHECK(why.find("List: UNAVAILABLE: failed to connect") != std::string::npos);
+}
+
 CAF_TEST(a_full_drain_waits_for_the_disruption_budget_and_skips_daemonsets) {
   add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
   add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));
