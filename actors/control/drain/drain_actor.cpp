@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/control/drain/dra_allocations.hpp"
 #include "actors/control/drain/drain_resource.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
@@ -37,6 +38,8 @@ journal_record drain_record(const drain_state& st, const nlohmann::json& body) {
 }
 
 void list_pods(drain_actor* self);
+void read_dra(drain_actor* self, std::vector<control::pod_info> pods,
+              std::size_t version);
 void send_due(drain_actor* self);
 
 // Journals the outcome row, then reports to the node actor and quits. A failed
@@ -197,6 +200,54 @@ void take_listing(drain_actor* self, const std::vector<control::pod_info>& pods)
   send_due(self);
 }
 
+// Plans with the GPU holders from every source there is.
+void plan_with_allocations(drain_actor* self, std::vector<control::pod_info> pods) {
+  auto& st = self->state;
+  st.request.gpu_mapping_note =
+    control::apply_gpu_allocations(pods, st.allocations, st.dra);
+  start(self, std::move(pods));
+}
+
+// The node's DRA allocations before the plan: ResourceClaims, then this
+// node's ResourceSlices, at the newest resource.k8s.io version served. A
+// cluster without DRA (404 at every version) or a failed read plans without
+// them: pods whose GPUs are then unknown make the drain full.
+void read_dra(drain_actor* self, std::vector<control::pod_info> pods,
+              std::size_t version) {
+  auto& st = self->state;
+  if (!st.settings->read_dra || version >= std::size(control::dra_versions))
+    return plan_with_allocations(self, std::move(pods));
+  const auto api = control::dra_versions[version];
+  self->request(st.gateway, caf::infinite, control::resource_claims_request(api))
+    .then([=](const kube::kube_result& claims) mutable {
+      if (!claims.ok() && claims.error().not_found())
+        return read_dra(self, std::move(pods), version + 1);
+      if (!claims.ok()) {
+        logger()->warn("node {}: ResourceClaims not read ({}); planning without them",
+                       self->state.node_name, claims.error().to_string());
+        return plan_with_allocations(self, std::move(pods));
+      }
+      auto& st = self->state;
+      self
+        ->request(st.gateway, caf::infinite,
+                  control::resource_slices_request(api, st.node_name))
+        .then([=](const kube::kube_result& slices) mutable {
+          auto& st = self->state;
+          auto dra = slices.ok() ? control::dra_gpu_allocations(
+                       claims.response().body, slices.response().body, st.node_name)
+                                 : expected<gpu_allocations>(
+                                   failure{"ResourceSlices", slices.error().to_string()});
+          if (dra)
+            st.dra = std::move(*dra);
+          else
+            logger()->warn(
+              "node {}: DRA allocations not read ({}); planning without them",
+              st.node_name, dra.error().to_string());
+          plan_with_allocations(self, std::move(pods));
+        });
+    });
+}
+
 void list_pods(drain_actor* self) {
   auto& st = self->state;
   if (st.listing || st.ending)
@@ -214,11 +265,8 @@ void list_pods(drain_actor* self) {
       if (!pods)
         return retry_later(self, "unreadable pod list: " + pods.error().to_string());
       st.backoff = {};
-      if (!st.progress) {
-        st.request.gpu_mapping_note =
-          control::apply_gpu_allocations(*pods, st.allocations);
-        return start(self, std::move(*pods));
-      }
+      if (!st.progress)
+        return read_dra(self, std::move(*pods), 0);
       take_listing(self, *pods);
     });
 }

@@ -31,6 +31,10 @@ struct drain_settings {
   caf::timespan retry_initial = std::chrono::seconds{1};
   caf::timespan retry_max = std::chrono::seconds{60};
   bool dry_run = false; ///< plan and journal; evict nothing
+  /// Read the node's ResourceClaims and ResourceSlices (Dynamic Resource
+  /// Allocation) for the GPU-to-pod mapping; a cluster without DRA answers
+  /// 404 and is skipped.
+  bool read_dra = true;
 };
 
 struct drain_state {
@@ -40,6 +44,7 @@ struct drain_state {
   /// The node agent's PodResources report when the drain started (seed 000
   /// §3.1); nullopt when the agent has sent none.
   std::optional<gpu_allocations> allocations;
+  std::optional<gpu_allocations> dra; ///< from the node's ResourceClaims, when read
   std::shared_ptr<const drain_settings> settings;
   caf::actor gateway;
   caf::actor journal;

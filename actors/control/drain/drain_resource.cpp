@@ -126,17 +126,27 @@ expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json)
 }
 
 std::string apply_gpu_allocations(std::vector<pod_info>& pods,
-                                  const std::optional<gpu_allocations>& report) {
+                                  const std::optional<gpu_allocations>& report,
+                                  const std::optional<gpu_allocations>& dra) {
+  const bool report_usable = report && report->available;
+  for (auto& pod : pods) {
+    if (dra)
+      if (auto held = gpus_held_by(*dra, pod.ns, pod.name)) {
+        pod.gpu_uuids = std::move(*held);
+        pod.gpu_source = "dra";
+        continue;
+      }
+    if (report_usable)
+      if (auto held = gpus_held_by(*report, pod.ns, pod.name)) {
+        pod.gpu_uuids = std::move(*held);
+        pod.gpu_source = "kubelet";
+      }
+  }
   if (!report)
     return "the node's agent has not reported the kubelet's GPU allocations";
   if (!report->available)
     return "the kubelet's PodResources API was unavailable to the node's agent: "
            + report->error;
-  for (auto& pod : pods)
-    if (auto held = gpus_held_by(*report, pod.ns, pod.name)) {
-      pod.gpu_uuids = std::move(*held);
-      pod.gpu_source = "kubelet";
-    }
   return "";
 }
 

@@ -33,12 +33,16 @@ kube::kube_request node_pods_request(const std::string& node);
 /// full); a List that is not one fails naming what is wrong.
 expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json);
 
-/// Seed 000 §3.1's GPU-to-pod mapping from the kubelet: each pod the node
-/// agent's PodResources `report` lists with resolved GPUs gets them (the
-/// annotation is the fallback for the others). Returns why the report could
-/// not be used ("" when it could), for the drain's journal row.
-std::string apply_gpu_allocations(std::vector<pod_info>& pods,
-                                  const std::optional<gpu_allocations>& report);
+/// Seed 000 §3.1's GPU-to-pod mapping from the real sources: each pod that
+/// `dra` (the node's ResourceClaims) lists with resolved GPUs gets them
+/// (source "dra"), else each pod the node agent's PodResources `report`
+/// lists (source "kubelet"); the annotation is the fallback for the others.
+/// Returns why the agent's report could not be used ("" when it could), for
+/// the drain's journal row.
+std::string
+apply_gpu_allocations(std::vector<pod_info>& pods,
+                      const std::optional<gpu_allocations>& report,
+                      const std::optional<gpu_allocations>& dra = std::nullopt);
 
 /// GPU UUIDs of an annotation value; nullopt when it is not the format above.
 std::optional<std::vector<std::string>>

@@ -45,6 +45,8 @@ std::vector<resource_type> builtin_resource_types() {
     {"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, true, {"pdb"}},
     {"batch", "v1", "jobs", "Job", true, true, {}},
     {"coordination.k8s.io", "v1", "leases", "Lease", true, false, {}},
+    {"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true, true, {}},
+    {"resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false, false, {}},
   };
 }
 

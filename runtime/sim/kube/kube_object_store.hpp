@@ -38,7 +38,8 @@ struct resource_type {
 
 /// The built-in types: core/v1 nodes, pods, events, namespaces,
 /// configmaps, secrets; policy/v1 poddisruptionbudgets; batch/v1 jobs;
-/// coordination.k8s.io/v1 leases.
+/// coordination.k8s.io/v1 leases; resource.k8s.io/v1 resourceclaims and
+/// resourceslices (Dynamic Resource Allocation, read by the drain).
 std::vector<resource_type> builtin_resource_types();
 
 /// A failure shaped like the API server's Status object.

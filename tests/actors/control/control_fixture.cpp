@@ -2,7 +2,10 @@
 // events, pods and Nodes the control actor tests are made of.
 #include "tests/actors/control/control_fixture.hpp"
 
+#include <sstream>
 #include <utility>
+
+#include "runtime/sim/kube/kube_rest.hpp"
 
 namespace vigil::test {
 
@@ -103,6 +106,21 @@ kube::kube_result pod_request(kube::object_store& store,
     if (request.verb == "PUT" && parts.size() == 7)
       return to_result(
         store.update(*leases, parts[4], parts[6], json::parse(request.body), false), 200);
+  }
+  // Dynamic Resource Allocation's objects, read as the API test server serves them.
+  if (request.path.rfind("/apis/resource.k8s.io/", 0) == 0) {
+    kube::rest_request rest;
+    rest.verb = request.verb;
+    rest.path = request.path;
+    rest.body = request.body;
+    std::istringstream terms(request.query);
+    for (std::string term; std::getline(terms, term, '&');)
+      if (auto eq = term.find('='); eq != std::string::npos)
+        rest.query[term.substr(0, eq)] = unescape(term.substr(eq + 1));
+    auto reply = kube::serve_rest(store, rest);
+    if (reply.status >= 200 && reply.status < 300)
+      return kube::kube_response{reply.status, reply.body};
+    return kube::kube_error{reply.status, "NotFound", reply.body, {}};
   }
   kube::kube_error e;
   e.status = 404;

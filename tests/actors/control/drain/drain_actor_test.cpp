@@ -98,6 +98,49 @@ CAF_TEST(without_the_kubelets_allocations_the_drain_is_full_and_says_why) {
   CAF_CHECK(why.find("List: UNAVAILABLE: failed to connect") != std::string::npos);
 }
 
+// On a cluster with Dynamic Resource Allocation the control plane finds the
+// holders itself: the pod's ResourceClaim names a device of the node's
+// ResourceSlice, whose uuid attribute is the failing GPU.
+CAF_TEST(dra_claims_make_the_drain_partial_without_the_agent) {
+  add_pod("train", unannotated_pod("job-a", {"GPU-a"}));
+  add_pod("train", unannotated_pod("job-b", {"GPU-b"}));
+  const auto* slices = store->find_type("resource.k8s.io", "v1", "resourceslices");
+  const auto* claims = store->find_type("resource.k8s.io", "v1", "resourceclaims");
+  CAF_REQUIRE(slices != nullptr && claims != nullptr);
+  json devices = json::array();
+  for (const auto& [name, uuid] : {std::pair{"gpu-0", "GPU-a"}, {"gpu-1", "GPU-b"}})
+    devices.push_back({{"name", name}, {"attributes", {{"uuid", {{"string", uuid}}}}}});
+  CAF_REQUIRE(store
+                ->create(*slices, "",
+                         {{"metadata", {{"name", "node-1-gpu.nvidia.com"}}},
+                          {"spec",
+                           {{"driver", "gpu.nvidia.com"},
+                            {"nodeName", "node-1"},
+                            {"pool", {{"name", "node-1"}}},
+                            {"devices", devices}}}})
+                .ok());
+  for (const auto& [pod, device] : {std::pair{"job-a", "gpu-0"}, {"job-b", "gpu-1"}}) {
+    json result = {{"request", "gpu"},
+                   {"driver", "gpu.nvidia.com"},
+                   {"pool", "node-1"},
+                   {"device", device}};
+    json claim = {
+      {"metadata", {{"name", std::string(pod) + "-gpu"}}},
+      {"spec", json::object()},
+      {"status",
+       {{"allocation", {{"devices", {{"results", {result}}}}}},
+        {"reservedFor", {{{"resource", "pods"}, {"name", pod}, {"uid", "u"}}}}}}};
+    CAF_REQUIRE(store->create(*claims, "train", claim).ok());
+  }
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("train", "job-a"));
+  CAF_CHECK(!terminating("train", "job-b"));
+  auto started = drain_started_row();
+  CAF_CHECK_EQUAL(started["scope"], "partial");
+  CAF_CHECK_EQUAL(started["evict"][0]["gpuSource"], "dra");
+}
+
 CAF_TEST(a_full_drain_waits_for_the_disruption_budget_and_skips_daemonsets) {
   add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
   add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));

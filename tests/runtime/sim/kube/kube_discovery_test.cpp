@@ -108,8 +108,9 @@ TEST(kube_discovery, group_list_prefers_the_highest_version) {
   std::vector<std::string> names;
   for (const auto& group : list["groups"])
     names.push_back(group["name"]);
-  EXPECT_EQ(names, (strings{"policy", "batch", "coordination.k8s.io", "vigil.dev"}));
-  const auto& vigil = list["groups"][3];
+  EXPECT_EQ(names, (strings{"policy", "batch", "coordination.k8s.io", "resource.k8s.io",
+                            "vigil.dev"}));
+  const auto& vigil = list["groups"][4];
   EXPECT_EQ(vigil["versions"][0],
             (json{{"groupVersion", "vigil.dev/v1"}, {"version", "v1"}}));
   EXPECT_EQ(vigil["versions"][1]["version"], "v1alpha1");
