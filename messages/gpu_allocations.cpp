@@ -1,6 +1,8 @@
 #include "messages/gpu_allocations.hpp"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -154,18 +156,24 @@ gpus_held_by(const gpu_allocations& report, std::string_view ns, std::string_vie
   return held;
 }
 
-std::vector<std::string> pods_holding(const gpu_allocations& report,
-                                      const std::vector<std::string>& gpu_uuids) {
-  std::vector<std::string> pods;
+std::vector<gpu_holder> gpu_holders(const gpu_allocations& report,
+                                    const std::vector<std::string>& gpu_uuids) {
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> held;
   for (const auto& a : report.allocations)
-    for (const auto& uuid : a.gpu_uuids)
-      if (std::find(gpu_uuids.begin(), gpu_uuids.end(), uuid) != gpu_uuids.end()) {
-        pods.push_back(a.ns + "/" + a.pod);
-        break;
-      }
-  std::sort(pods.begin(), pods.end());
-  pods.erase(std::unique(pods.begin(), pods.end()), pods.end());
-  return pods;
+    held[{a.ns, a.pod}].insert(held[{a.ns, a.pod}].end(), a.gpu_uuids.begin(),
+                               a.gpu_uuids.end());
+  std::vector<gpu_holder> out;
+  for (auto& [pod, gpus] : held) {
+    const bool holds_one = std::any_of(gpus.begin(), gpus.end(), [&](const auto& uuid) {
+      return std::find(gpu_uuids.begin(), gpu_uuids.end(), uuid) != gpu_uuids.end();
+    });
+    if (!holds_one)
+      continue;
+    std::sort(gpus.begin(), gpus.end());
+    gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+    out.push_back({pod.first, pod.second, std::move(gpus)});
+  }
+  return out;
 }
 
 } // namespace vigil

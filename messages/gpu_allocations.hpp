@@ -54,8 +54,16 @@ expected<gpu_allocations> decode_gpu_allocations(std::string_view json);
 std::optional<std::vector<std::string>>
 gpus_held_by(const gpu_allocations& report, std::string_view ns, std::string_view pod);
 
-/// The pods ("ns/name") holding any of `gpu_uuids`, sorted, without repeats.
-std::vector<std::string> pods_holding(const gpu_allocations& report,
-                                      const std::vector<std::string>& gpu_uuids);
+/// A pod holding one of a fault's GPUs, with every GPU it holds on the node
+/// (a job on it loses them all): what the journal keeps for attribution.
+struct gpu_holder {
+  std::string ns;
+  std::string pod;
+  std::vector<std::string> gpus; ///< sorted
+};
+
+/// The pods holding any of `gpu_uuids`, sorted by namespace and name.
+std::vector<gpu_holder> gpu_holders(const gpu_allocations& report,
+                                    const std::vector<std::string>& gpu_uuids);
 
 } // namespace vigil

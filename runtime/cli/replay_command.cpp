@@ -1,6 +1,7 @@
 #include "runtime/cli/replay_command.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,10 @@ std::vector<option_spec> replay_option_specs() {
           {"what-if", "FILE",
            "replay the events under the configuration in FILE; list the "
            "decisions that would differ"},
+          {"by-namespace", "",
+           "GPU-hours each namespace's pods lost to faults (from the gpu_holders rows: "
+           "every GPU a pod held, from the fault until its node's quarantine was "
+           "released, or until --until / the last row)"},
           {"json", "", "JSON output"}};
 }
 
@@ -169,6 +174,39 @@ int print_what_if(command_context& ctx, const std::vector<journal_record>& rows,
   return 0;
 }
 
+int print_by_namespace(command_context& ctx, const std::vector<journal_record>& rows,
+                       std::optional<wall_time> until) {
+  const wall_time end = until          ? *until
+                        : rows.empty() ? wall_time{}
+                                       : rows.back().recorded_at;
+  const auto losses = losses_by_namespace(rows, end);
+  if (ctx.args.has("json")) {
+    auto list = nlohmann::json::array();
+    for (const auto& l : losses)
+      list.push_back({{"namespace", l.ns},
+                      {"gpuHours", l.gpu_hours},
+                      {"pods", l.pods},
+                      {"faults", l.faults},
+                      {"stillQuarantined", l.open}});
+    ctx.out << nlohmann::json{{"end", format_rfc3339(end)}, {"namespaces", list}}.dump(2)
+            << "\n";
+    return 0;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "%-32s %10s %6s %7s %s\n", "NAMESPACE", "GPU-HOURS",
+                "PODS", "FAULTS", "STILL-QUARANTINED");
+  ctx.out << line;
+  for (const auto& l : losses) {
+    std::snprintf(line, sizeof line, "%-32s %10.2f %6zu %7zu %zu\n", l.ns.c_str(),
+                  l.gpu_hours, l.pods, l.faults, l.open);
+    ctx.out << line;
+  }
+  if (losses.empty())
+    ctx.out << "no gpu_holders rows: the agents reported no GPU allocations for the "
+               "faults in this range\n";
+  return 0;
+}
+
 } // namespace
 
 int run_replay(command_context& ctx) {
@@ -198,6 +236,14 @@ int run_replay(command_context& ctx) {
     return 1;
   }
   const bool as_json = ctx.args.has("json");
+  if (ctx.args.has("by-namespace")) {
+    auto rows = read_all(**store, query);
+    if (!rows) {
+      ctx.err << "vigil replay: " << rows.error().to_string() << "\n";
+      return 1;
+    }
+    return print_by_namespace(ctx, *rows, query.until);
+  }
   if (ctx.args.has("at") || ctx.args.has("what-if")) {
     // State needs every row before the moment, of every node (fabric
     // incidents are fleet-wide rows): --node filters what is printed.

@@ -1,5 +1,7 @@
 #include "runtime/replay/replay_analysis.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <set>
@@ -9,6 +11,7 @@
 #include "actors/control/remediation/remediation_machine.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/control/rules/drain_plan.hpp"
+#include "messages/json_path.hpp"
 #include "runtime/journal/fleet_view.hpp"
 
 namespace vigil {
@@ -250,6 +253,71 @@ std::vector<decision_difference> compare_policies(const std::vector<journal_reco
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
     if (a[i].decision != b[i].decision)
       out.push_back({a[i].seq, a[i].node, a[i].event, a[i].decision, b[i].decision});
+  return out;
+}
+
+std::vector<namespace_loss> losses_by_namespace(const std::vector<journal_record>& rows,
+                                                wall_time end) {
+  struct held_since {
+    std::size_t gpus = 0;
+    wall_time since{};
+  };
+  // node → "ns/pod" → its GPUs and when its node's fault began
+  std::map<std::string, std::map<std::pair<std::string, std::string>, held_since>> open;
+  std::map<std::string, namespace_loss> by_ns;
+  std::set<std::pair<std::string, std::string>> pods_hit;
+  const auto close = [&](const std::pair<std::string, std::string>& pod,
+                         const held_since& held, wall_time at) {
+    const auto seconds =
+      std::chrono::duration_cast<std::chrono::duration<double>>(at - held.since).count();
+    by_ns[pod.first].gpu_hours +=
+      static_cast<double>(held.gpus) * std::max(0.0, seconds) / 3600.0;
+  };
+  for (const auto& row : rows) {
+    if (row.kind == gpu_holders_row) {
+      auto body = nlohmann::json::parse(row.body, nullptr, false);
+      const auto* holders = body.is_object() ? json_at(body, {"holders"}) : nullptr;
+      if (holders == nullptr || !holders->is_array())
+        continue;
+      std::set<std::string> namespaces;
+      for (const auto& h : *holders) {
+        const auto* gpus = json_at(h, {"gpus"});
+        std::pair<std::string, std::string> pod{json_text(h, {"namespace"}),
+                                                json_text(h, {"pod"})};
+        if (pod.first.empty())
+          continue;
+        namespaces.insert(pod.first);
+        pods_hit.insert(pod);
+        open[row.node].emplace(
+          pod, held_since{gpus != nullptr && gpus->is_array() ? gpus->size() : 0,
+                          row.recorded_at});
+      }
+      for (const auto& ns : namespaces)
+        ++by_ns[ns].faults;
+    } else if (row.kind == quarantine_row) {
+      auto body = nlohmann::json::parse(row.body, nullptr, false);
+      if (!body.is_object() || !body.value("uncordon", false))
+        continue;
+      for (const auto& [pod, held] : open[row.node])
+        close(pod, held, row.recorded_at);
+      open.erase(row.node);
+    }
+  }
+  for (const auto& [node, pods] : open)
+    for (const auto& [pod, held] : pods) {
+      close(pod, held, end);
+      ++by_ns[pod.first].open;
+    }
+  for (const auto& pod : pods_hit)
+    ++by_ns[pod.first].pods;
+  std::vector<namespace_loss> out;
+  for (auto& [ns, loss] : by_ns) {
+    loss.ns = ns;
+    out.push_back(loss);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.gpu_hours > b.gpu_hours;
+  });
   return out;
 }
 

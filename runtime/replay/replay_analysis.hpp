@@ -61,4 +61,21 @@ std::vector<decision_difference> compare_policies(const std::vector<journal_reco
                                                   const decision_policy& now,
                                                   const decision_policy& what_if);
 
+/// GPU time a namespace's jobs lost to faults (job attribution), from the
+/// gpu_holders rows: each pod holding a failing GPU loses every GPU it held on
+/// that node from the fault until the node's quarantine was released (a
+/// quarantine row with "uncordon": true), or until `end` when it was not. A
+/// pod counts once per quarantine however many faults hit it.
+struct namespace_loss {
+  std::string ns;
+  double gpu_hours = 0;
+  std::size_t pods = 0;   ///< distinct pods hit
+  std::size_t faults = 0; ///< gpu_holders rows naming the namespace
+  std::size_t open = 0;   ///< pods whose node was still quarantined at `end`
+};
+
+/// Sorted by GPU-hours, most first. Rows must be in journal order.
+std::vector<namespace_loss> losses_by_namespace(const std::vector<journal_record>& rows,
+                                                wall_time end);
+
 } // namespace vigil

@@ -11,6 +11,7 @@
 #include "actors/control/node/node_actor_internal.hpp"
 #include "actors/control/node/node_remediation.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
 
@@ -112,6 +113,42 @@ std::string summary_of(const node_state& st) {
   return out.dump();
 }
 
+// Job attribution: which pods held a failing GPU at the moment of the fault,
+// from the agent's latest PodResources report (`vigil replay --by-namespace`
+// reads these rows). Nothing is written without a usable report.
+void journal_gpu_holders(node_actor* self, const health_event& event) {
+  auto& st = self->state;
+  if (event.is_healthy || !st.allocations || !st.allocations->available)
+    return;
+  std::vector<std::string> gpus;
+  for (const auto& entity : event.entities)
+    if (entity.type == "GPU_UUID")
+      gpus.push_back(entity.value);
+  auto holders = gpu_holders(*st.allocations, gpus);
+  if (holders.empty())
+    return;
+  nlohmann::json listed = nlohmann::json::array();
+  for (const auto& h : holders)
+    listed.push_back({{"namespace", h.ns}, {"pod", h.pod}, {"gpus", h.gpus}});
+  journal_record row;
+  row.recorded_at = st.time->wall_now();
+  row.node = st.node_name;
+  row.kind = gpu_holders_row;
+  row.body =
+    nlohmann::json{{"eventId", event.id},
+                   {"gpus", gpus},
+                   {"holders", listed},
+                   {"allocationsObservedAt", format_rfc3339(st.allocations->observed)}}
+      .dump();
+  row.idempotency_key = st.node_name + "/gpu_holders/" + event.id;
+  self->request(st.journal, caf::infinite, append_atom::value, std::move(row))
+    .then([](const append_outcome&) {},
+          [=](const caf::error& err) {
+            logger()->warn("node {}: GPU holders not journaled: {}",
+                           self->state.node_name, caf::to_string(err));
+          });
+}
+
 } // namespace
 
 void post_node_event(node_actor* self, const std::string& reason,
@@ -152,6 +189,8 @@ caf::behavior node(node_actor* self, std::string name,
       }
       if (event.is_healthy)
         node_remediation_steps::on_healthy_event(self, event);
+      else
+        journal_gpu_holders(self, event);
       auto apply = [=](const std::vector<health_event>& events) {
         if (apply_events(self, events))
           reconcile(self);

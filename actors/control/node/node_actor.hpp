@@ -208,6 +208,8 @@ void post_node_event(node_actor* self, const std::string& reason,
 constexpr const char* quarantine_row = "quarantine";
 /// Journal row kind of a correlation rule's firing.
 constexpr const char* correlation_row = "correlation";
+/// Journal row kind of the pods holding a failing GPU when its fault arrived.
+constexpr const char* gpu_holders_row = "gpu_holders";
 /// Journal row kind of a fabric-wide NIC incident (fleet-wide: node "").
 constexpr const char* fabric_row = "fabric_incident";
 

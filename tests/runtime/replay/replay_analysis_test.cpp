@@ -60,6 +60,45 @@ health_event port_down(const std::string& node, int n) {
   return e;
 }
 
+// Job attribution: a pod holding a failing GPU loses every GPU it held until
+// its node is released; a second fault in the same quarantine does not count
+// the same pod twice; a node still quarantined counts until the end.
+TEST(replay_by_namespace, gpu_hours_from_the_fault_until_the_release) {
+  rows_builder b;
+  const auto holders = [](json list) {
+    return json{{"eventId", "e"}, {"gpus", {"GPU-a"}}, {"holders", std::move(list)}}
+      .dump();
+  };
+  b.add(
+    "node-1", "gpu_holders",
+    holders({{{"namespace", "team-a"}, {"pod", "train-0"}, {"gpus", {"GPU-a", "GPU-b"}}},
+             {{"namespace", "team-b"}, {"pod", "infer-0"}, {"gpus", {"GPU-a"}}}}),
+    std::chrono::seconds{0});
+  b.add("node-1", "gpu_holders",
+        holders(
+          {{{"namespace", "team-a"}, {"pod", "train-0"}, {"gpus", {"GPU-a", "GPU-b"}}}}),
+        std::chrono::seconds{1800}); // the same quarantine: not counted again
+  b.add("node-1", "quarantine", json{{"uncordon", false}}.dump(),
+        std::chrono::seconds{60});
+  b.add("node-1", "quarantine", json{{"uncordon", true}}.dump(),
+        std::chrono::seconds{3600});
+  b.add("node-2", "gpu_holders",
+        holders({{{"namespace", "team-a"}, {"pod", "train-1"}, {"gpus", {"GPU-c"}}}}),
+        std::chrono::seconds{3600});
+  b.add("node-2", "gpu_holders", "garbage", std::chrono::seconds{3601});
+  auto losses = losses_by_namespace(b.rows, t0 + std::chrono::seconds{3 * 3600});
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_EQ(losses[0].ns, "team-a");
+  EXPECT_DOUBLE_EQ(losses[0].gpu_hours,
+                   2.0 * 1 + 1.0 * 2); // node-1 1 h, node-2 2 h (open)
+  EXPECT_EQ(losses[0].pods, 2u);
+  EXPECT_EQ(losses[0].faults, 3u);
+  EXPECT_EQ(losses[0].open, 1u);
+  EXPECT_EQ(losses[1].ns, "team-b");
+  EXPECT_DOUBLE_EQ(losses[1].gpu_hours, 1.0);
+  EXPECT_TRUE(losses_by_namespace({}, t0).empty());
+}
+
 TEST(replay_at, active_events_latest_steps_and_timelines_per_node) {
   using namespace std::chrono_literals;
   rows_builder b;

@@ -73,8 +73,13 @@ TEST(gpu_allocation_reader, device_plugin_answers_become_gpu_allocations) {
             (std::vector<std::string>{gpu_a, gpu_b}));
   EXPECT_EQ(gpus_held_by(report, "team-c", "mig-0"), std::nullopt); // unresolved
   EXPECT_EQ(gpus_held_by(report, "team-z", "absent"), std::nullopt);
-  EXPECT_EQ(pods_holding(report, {gpu_b, gpu_c}),
-            (std::vector<std::string>{"team-a/train-0", "team-b/infer-0"}));
+  auto holders = gpu_holders(report, {gpu_b, gpu_c});
+  ASSERT_EQ(holders.size(), 2u);
+  EXPECT_EQ(holders[0].ns, "team-a");
+  EXPECT_EQ(holders[0].pod, "train-0");
+  EXPECT_EQ(holders[0].gpus, (std::vector<std::string>{gpu_a, gpu_b})); // all it holds
+  EXPECT_EQ(holders[1].pod, "infer-0");
+  EXPECT_TRUE(gpu_holders(report, {"GPU-none"}).empty());
 }
 
 TEST(gpu_allocation_reader, device_ids_resolve_only_to_known_gpus) {

@@ -74,6 +74,8 @@ CAF_TEST(the_agents_gpu_allocations_make_the_drain_partial) {
   auto started = drain_started_row();
   CAF_CHECK_EQUAL(started["scope"], "partial");
   CAF_CHECK_EQUAL(started["evict"][0]["gpuSource"], "kubelet");
+  // Job attribution: the pod that held the failing GPU at the fault.
+  CAF_CHECK_EQUAL(journal_rows(gpu_holders_row), 1u);
 }
 
 // Without them (the agent could not ask the kubelet), the drain is full and
