@@ -169,6 +169,9 @@ void start(drain_actor* self, std::vector<control::pod_info> pods) {
     .then(
       [=](const append_outcome&) {
         auto& st = self->state;
+        st.planning = false;
+        if (st.ending)
+          return; // cancelled while the plan was being journaled: evict nothing
         st.backoff = {};
         logger()->info("node {}: drain {} started: {} ({} pods to evict, {} skipped){}",
                        st.node_name, st.key, plan.why, plan.evict.size(),
@@ -182,6 +185,7 @@ void start(drain_actor* self, std::vector<control::pod_info> pods) {
         send_due(self);
       },
       [=](const caf::error& err) {
+        self->state.planning = false;
         retry_later(self,
                     "the plan could not be journaled (" + caf::to_string(err) + ")");
       });
@@ -203,6 +207,10 @@ void take_listing(drain_actor* self, const std::vector<control::pod_info>& pods)
 // Plans with the GPU holders from every source there is.
 void plan_with_allocations(drain_actor* self, std::vector<control::pod_info> pods) {
   auto& st = self->state;
+  if (st.ending) { // cancelled while the GPU holders were being read
+    st.planning = false;
+    return;
+  }
   st.request.gpu_mapping_note =
     control::apply_gpu_allocations(pods, st.allocations, st.dra);
   start(self, std::move(pods));
@@ -250,7 +258,7 @@ void read_dra(drain_actor* self, std::vector<control::pod_info> pods,
 
 void list_pods(drain_actor* self) {
   auto& st = self->state;
-  if (st.listing || st.ending)
+  if (st.listing || st.planning || st.ending)
     return;
   st.listing = true;
   self->request(st.gateway, caf::infinite, control::node_pods_request(st.node_name))
@@ -265,8 +273,10 @@ void list_pods(drain_actor* self) {
       if (!pods)
         return retry_later(self, "unreadable pod list: " + pods.error().to_string());
       st.backoff = {};
-      if (!st.progress)
+      if (!st.progress) {
+        st.planning = true; // until the plan is journaled (or fails to be)
         return read_dra(self, std::move(*pods), 0);
+      }
       take_listing(self, *pods);
     });
 }

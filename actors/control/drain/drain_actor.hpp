@@ -57,6 +57,7 @@ struct drain_state {
   std::size_t deletions = 0;                       ///< deletions after a timeout
   std::size_t in_flight = 0;                       ///< eviction/deletion requests
   bool listing = false;                            ///< a pod list request is out
+  bool planning = false; ///< GPU holders being read, or the plan being journaled
   bool tick_armed = false;
   bool ending = false;      ///< the outcome row is being journaled
   std::string end_outcome;  ///< "succeeded", "cancelled", "skipped", "dry_run"
