@@ -49,10 +49,6 @@ struct api_server {
 /// handled signals first: the client's I/O thread must not receive them.
 expected<api_server> connect_api_server(const std::string& kubeconfig);
 
-/// "HOST:PORT" (IPv6 in brackets) of the config key `key`, or a failure naming it.
-expected<std::pair<std::string, std::uint16_t>> split_listen(const std::string& listen,
-                                                             const char* key);
-
 /// $POD_NAME (the Deployment sets it from the downward API), else the host name.
 std::string replica_identity();
 

@@ -1,6 +1,7 @@
 #include "runtime/config.hpp"
 
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -505,6 +506,21 @@ expected<vigil_config> load_config_file(const std::string& path) {
   if (!parsed)
     return failure{path + ": " + parsed.error().where, parsed.error().what};
   return parsed;
+}
+
+expected<std::pair<std::string, std::uint16_t>> split_listen(const std::string& listen,
+                                                             const char* key) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos)
+    return failure{key, "'" + listen + "' is not HOST:PORT"};
+  auto host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  auto port = std::strtoul(listen.c_str() + colon + 1, &end, 10);
+  if (end == listen.c_str() + colon + 1 || *end != '\0' || port > 65535)
+    return failure{key, "'" + listen + "' has no valid port"};
+  return std::make_pair(host, static_cast<std::uint16_t>(port));
 }
 
 } // namespace vigil

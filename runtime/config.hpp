@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "messages/expected.hpp"
@@ -225,5 +226,9 @@ expected<vigil_config> parse_config(const std::string& yaml_text);
 
 /// Reads and parses a file; an unreadable file fails with its name.
 expected<vigil_config> load_config_file(const std::string& path);
+
+/// "HOST:PORT" (IPv6 in brackets) of the config key `key`, or a failure naming it.
+expected<std::pair<std::string, std::uint16_t>> split_listen(const std::string& listen,
+                                                             const char* key);
 
 } // namespace vigil

@@ -154,7 +154,7 @@ inline constexpr std::string_view timeout = "timeout";
 inline constexpr std::string_view redeploy_failed = "redeploy_failed";
 } // namespace failure_reason
 
-/// gpu-reset.sh's exit codes (deploy/janitor/gpu-reset.sh).
+/// gpu-reset.sh's exit codes (runtime/install/assets/gpu-reset.sh).
 namespace reset_exit_code {
 inline constexpr int usage = 64;
 inline constexpr int reset_command_failed = 2;

@@ -32,7 +32,7 @@ std::string option(const command_line& args, const char* name, std::string fallb
 }
 
 // How long /healthz and /metrics wait for each component to answer: well
-// inside the probes' timeoutSeconds (deploy/agent/daemonset.yaml).
+// inside the probes' timeoutSeconds (the DaemonSet of `vigil install`).
 constexpr auto component_answer_timeout = std::chrono::seconds{2};
 
 // A Go duration flag ("30s", "500ms"); `zero_allowed`: "0" too (off).

@@ -8,6 +8,7 @@
 #include "runtime/cli/breaker_command.hpp"
 #include "runtime/cli/control_command.hpp"
 #include "runtime/cli/demo_command.hpp"
+#include "runtime/cli/install_command.hpp"
 #include "runtime/cli/janitor_command.hpp"
 #include "runtime/cli/nic_command.hpp"
 #include "runtime/cli/parse_command.hpp"
@@ -31,6 +32,8 @@ std::vector<subcommand> command_table() {
      "reset [options]", breaker_option_specs(), run_breaker_reset},
     {"janitor", "GPUReset and RebootNode controllers on their own", "[options]",
      janitor_option_specs(), run_janitor},
+    {"install", "print every manifest a cluster needs (kubectl apply -f -)", "[options]",
+     install_option_specs(), run_install},
     {"demo", "a simulated GPU cluster healed end to end (virtual time)", "[options]",
      demo::demo_option_specs(), demo::run_demo},
     {"replay", "print a journal's timeline; rebuild state at a moment", "[options]",

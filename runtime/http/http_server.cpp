@@ -62,8 +62,24 @@ public:
       auto context = detail::make_tls_context(o);
       if (!context)
         return context.error();
-      core_.tls.emplace(std::move(*context));
+      core_.tls = std::make_shared<asio::ssl::context>(std::move(*context));
     }
+    return ok();
+  }
+
+  status reload_tls(const std::string& cert_pem, const std::string& key_pem) {
+    if (!core_.current_tls())
+      return failure{"http server",
+                     "serves plain HTTP: there is no certificate to reload"};
+    server_options replacement = core_.options;
+    replacement.cert_pem = cert_pem;
+    replacement.key_pem = key_pem;
+    auto context = detail::make_tls_context(replacement);
+    if (!context)
+      return context.error();
+    auto fresh = std::make_shared<asio::ssl::context>(std::move(*context));
+    std::lock_guard<std::mutex> guard(core_.tls_mutex);
+    core_.tls = std::move(fresh);
     return ok();
   }
 
@@ -198,6 +214,10 @@ std::uint16_t server::port() const {
 
 server_stats server::stats() const {
   return impl_->stats();
+}
+
+status server::reload_tls(const std::string& cert_pem, const std::string& key_pem) {
+  return impl_->reload_tls(cert_pem, key_pem);
 }
 
 void server::stop() {

@@ -96,6 +96,10 @@ public:
   /// The bound port (the one picked when options.port was 0).
   std::uint16_t port() const;
   server_stats stats() const;
+  /// Serves new connections with this certificate and key from now on (open
+  /// ones keep theirs); an unusable pair fails naming it and changes
+  /// nothing, as does a server started without TLS. Any thread.
+  status reload_tls(const std::string& cert_pem, const std::string& key_pem);
   /// Closes the listener and every connection, answered or not, and joins the
   /// I/O threads; idempotent. Must not be called from the handler.
   void stop();

@@ -56,9 +56,17 @@ struct connection_registry {
 struct server_core {
   server_options options;
   handler on_request;
-  std::optional<asio::ssl::context> tls;
+  // The TLS context a new connection takes (null: plain HTTP); replaced
+  // whole by server::reload_tls, while each open connection keeps its own.
+  std::shared_ptr<asio::ssl::context> tls;
+  mutable std::mutex tls_mutex;
   counters stats;
   std::shared_ptr<connection_registry> registry = std::make_shared<connection_registry>();
+
+  std::shared_ptr<asio::ssl::context> current_tls() const {
+    std::lock_guard<std::mutex> guard(tls_mutex);
+    return tls;
+  }
 
   void forget(const connection* closed) {
     std::lock_guard<std::mutex> guard(registry->mutex);

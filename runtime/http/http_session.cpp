@@ -83,7 +83,8 @@ class session : public connection, public std::enable_shared_from_this<session<S
 
 public:
   session(server_core& core, tcp::socket&& socket, std::string peer)
-    : core_(core), stream_(make_stream(core, std::move(socket))),
+    : core_(core), tls_(is_tls ? core.current_tls() : nullptr),
+      stream_(make_stream(tls_.get(), std::move(socket))),
       executor_(stream_.get_executor()), peer_(std::move(peer)) {}
 
   void start() {
@@ -107,9 +108,10 @@ public:
   }
 
 private:
-  static Stream make_stream(server_core& core, tcp::socket&& socket) {
+  static Stream make_stream([[maybe_unused]] asio::ssl::context* tls,
+                            tcp::socket&& socket) {
     if constexpr (is_tls)
-      return Stream(std::move(socket), *core.tls);
+      return Stream(std::move(socket), *tls);
     else
       return Stream(std::move(socket));
   }
@@ -286,6 +288,7 @@ private:
   }
 
   server_core& core_;
+  std::shared_ptr<asio::ssl::context> tls_; // the certificate it was opened with
   Stream stream_;
   asio::any_io_executor executor_; // the connection's strand
   std::string peer_;
@@ -319,7 +322,7 @@ void open_as(server_core& core, tcp::socket&& socket, std::string peer) {
 } // namespace
 
 void open_session(server_core& core, tcp::socket&& socket, std::string peer) {
-  if (core.tls)
+  if (core.current_tls())
     open_as<tls_stream>(core, std::move(socket), std::move(peer));
   else
     open_as<plain_stream>(core, std::move(socket), std::move(peer));

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# deploy/janitor/gpu-reset.sh against a fake nvidia-smi on PATH: the order of
+# runtime/install/assets/gpu-reset.sh against a fake nvidia-smi on PATH: the order of
 # its calls, its exit codes (the GPUReset controller reads them) and its
 # kernel-log lines (the agent reads them). Run as the reset Job runs it,
 # `/bin/sh gpu-reset.sh <UUID>`, under every POSIX shell found here (sh, dash,
 # bash, busybox sh), so no bashism slips in. No GPU, no network.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-script=$root/deploy/janitor/gpu-reset.sh
+script=$root/runtime/install/assets/gpu-reset.sh
 uuid=GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d
 
 work=$(mktemp -d)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy/prometheus/vigil-rules.yaml under promtool: `promtool check rules` and
+# runtime/install/assets/vigil-rules.yaml under promtool: `promtool check rules` and
 # `promtool test rules` (vigil-rules.test.yaml, vigil-rules-weekly.test.yaml
 # here: each alert fires, and does not, on series shaped as the janitor
 # exports them). promtool reads plain rule files, not PrometheusRule objects:
@@ -7,7 +7,7 @@
 # promtool is missing; scripts/install-deps installs it (Debian's prometheus).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-rules=$root/deploy/prometheus/vigil-rules.yaml
+rules=$root/runtime/install/assets/vigil-rules.yaml
 
 if ! command -v promtool >/dev/null 2>&1; then
   echo "promtool not found (Debian package prometheus, see scripts/install-deps): skipped"

@@ -108,7 +108,7 @@ protected:
     api_ = std::move(*server);
     api_->with_store([](kube::object_store& store) {
       store.create_system_namespaces();
-      // The CRDs of deploy/crds, installed; the janitor's namespace.
+      // The CRDs vigil install prints, installed; the janitor's namespace.
       for (auto [plural, kind] :
            {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
             {"rebootnodes", "RebootNode"},

@@ -39,7 +39,12 @@ struct resource_type {
 /// The built-in types: core/v1 nodes, pods, events, namespaces,
 /// configmaps, secrets; policy/v1 poddisruptionbudgets; batch/v1 jobs;
 /// coordination.k8s.io/v1 leases; resource.k8s.io/v1 resourceclaims and
-/// resourceslices (Dynamic Resource Allocation, read by the drain).
+/// resourceslices (Dynamic Resource Allocation, read by the drain); and the
+/// kinds `vigil install` prints, stored but not acted on (as on a cluster
+/// without their controllers): serviceaccounts, services, apps/v1
+/// daemonsets and deployments, RBAC, NetworkPolicies and
+/// apiextensions.k8s.io/v1 customresourcedefinitions, whose creation serves
+/// the resource they define (kube_crds.hpp).
 std::vector<resource_type> builtin_resource_types();
 
 /// A failure shaped like the API server's Status object.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "runtime/sim/kube/kube_crds.hpp"
 #include "runtime/sim/kube/kube_store_support.hpp"
 
 namespace vigil::kube {
@@ -239,6 +240,13 @@ store_result object_store::create_object(const resource_type& type, const std::s
   object["apiVersion"] = type.api_version();
   object["kind"] = type.kind;
   prepare_status(type, builtin, object);
+  if (is_crd_type(type)) {
+    if (auto problem = crd_problem(object))
+      return failure(invalid(type, name, "spec", "Invalid value", *problem));
+    object["status"] = established_crd_status(object);
+    for (const auto& served : crd_resource_types(object))
+      register_type(served);
+  }
   json created = commit(key, std::move(object), "ADDED");
   after_write(key);
   return success(present(type, std::move(created)));

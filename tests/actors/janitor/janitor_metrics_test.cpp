@@ -31,7 +31,7 @@ const std::string per_gpu =
 const std::string per_type = R"(gpu_type="NVIDIA-H100-80GB-HBM3",node="node-1")";
 
 // seed 001 "Metrics": the five families with the seed's labels and the status
-// values "success" and "failure" (deploy/prometheus/vigil-rules.yaml uses them).
+// values "success" and "failure" (runtime/install/assets/vigil-rules.yaml uses them).
 TEST(janitor_metrics, gpu_resets_carry_the_seed_labels_and_status_values) {
   janitor_metrics m;
   m.reset_started(gpu_a);

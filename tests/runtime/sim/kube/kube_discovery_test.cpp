@@ -108,9 +108,11 @@ TEST(kube_discovery, group_list_prefers_the_highest_version) {
   std::vector<std::string> names;
   for (const auto& group : list["groups"])
     names.push_back(group["name"]);
-  EXPECT_EQ(names, (strings{"policy", "batch", "coordination.k8s.io", "resource.k8s.io",
-                            "vigil.dev"}));
-  const auto& vigil = list["groups"][4];
+  EXPECT_EQ(names, (strings{"apps", "rbac.authorization.k8s.io", "networking.k8s.io",
+                            "apiextensions.k8s.io", "policy", "batch",
+                            "coordination.k8s.io", "resource.k8s.io", "vigil.dev"}));
+  ASSERT_EQ(list["groups"].size(), 9u);
+  const auto& vigil = list["groups"][8];
   EXPECT_EQ(vigil["versions"][0],
             (json{{"groupVersion", "vigil.dev/v1"}, {"version", "v1"}}));
   EXPECT_EQ(vigil["versions"][1]["version"], "v1alpha1");
@@ -167,7 +169,7 @@ TEST(kube_discovery, group_resource_lists_cover_custom_types) {
   EXPECT_EQ(find_resource(policy, "poddisruptionbudgets")["shortNames"],
             json::array({"pdb"}));
   EXPECT_TRUE(api_resource_list(types, "vigil.dev", "v9").is_null());
-  EXPECT_TRUE(api_resource_list(types, "apps", "v1").is_null());
+  EXPECT_TRUE(api_resource_list(types, "storage.k8s.io", "v1").is_null());
 }
 
 TEST(kube_discovery, node_table_matches_kubectl_get_nodes) {

@@ -18,7 +18,7 @@ namespace {
 TEST_F(kube_store, serves_the_builtin_types_and_registered_ones) {
   for (const auto& t : builtin_resource_types())
     EXPECT_NE(store.find_type(t.group, t.version, t.plural), nullptr) << t.plural;
-  EXPECT_EQ(store.find_type("", "v1", "services"), nullptr);
+  EXPECT_EQ(store.find_type("", "v1", "replicationcontrollers"), nullptr);
   auto replaced = gpu_resets;
   replaced.short_names = {"gpr"};
   store.register_type(replaced);
@@ -42,6 +42,46 @@ TEST_F(kube_store, create_fills_server_owned_metadata) {
   EXPECT_EQ(uid[14], '4');
   EXPECT_NE(uid, create(pods(), "gpu", pod_object("other", "node-a"))["metadata"]["uid"]);
   EXPECT_EQ(get(pods(), "gpu", "worker"), created);
+}
+
+// As on a real server, creating a CustomResourceDefinition serves its
+// resource (each served version) and reports it Established.
+TEST_F(kube_store, a_created_crd_serves_its_resource) {
+  const auto* crds =
+    store.find_type("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+  ASSERT_NE(crds, nullptr);
+  json crd = {
+    {"metadata", {{"name", "widgets.example.com"}}},
+    {"spec",
+     {{"group", "example.com"},
+      {"scope", "Namespaced"},
+      {"names", {{"plural", "widgets"}, {"kind", "Widget"}, {"shortNames", {"wd"}}}},
+      {"versions",
+       {{{"name", "v1"},
+         {"served", true},
+         {"storage", true},
+         {"subresources", {{"status", json::object()}}}},
+        {{"name", "v1beta1"}, {"served", false}, {"storage", false}}}}}}};
+  EXPECT_EQ(store.find_type("example.com", "v1", "widgets"), nullptr);
+  auto created = create(*crds, "", crd);
+  const auto* widgets = store.find_type("example.com", "v1", "widgets");
+  ASSERT_NE(widgets, nullptr);
+  EXPECT_EQ(widgets->kind, "Widget");
+  EXPECT_TRUE(widgets->namespaced);
+  EXPECT_TRUE(widgets->has_status);
+  EXPECT_EQ(widgets->short_names, strings{"wd"});
+  EXPECT_EQ(store.find_type("example.com", "v1beta1", "widgets"), nullptr); // not served
+  EXPECT_EQ(created["status"]["conditions"][1]["type"], "Established");
+  EXPECT_EQ(created["status"]["conditions"][1]["status"], "True");
+  EXPECT_EQ(created["status"]["storedVersions"], json::array({"v1"}));
+  create(*widgets, "team", {{"metadata", {{"name", "w1"}}}, {"spec", json::object()}});
+  EXPECT_TRUE(exists(*widgets, "team", "w1"));
+
+  auto misnamed = crd;
+  misnamed["metadata"]["name"] = "gadgets.example.com";
+  auto refused = store.create(*crds, "", misnamed);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error.code, 422);
 }
 
 TEST_F(kube_store, cluster_scoped_objects_ignore_the_namespace) {
