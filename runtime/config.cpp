@@ -241,6 +241,7 @@ void read_control(section_reader s, control_config& c) {
   if (c.tls_cert_file.empty() != c.tls_key_file.empty())
     s.error(c.tls_cert_file.empty() ? "tls_cert_file" : "tls_key_file",
             "tls_cert_file and tls_key_file go together");
+  s.read("plain_http", c.plain_http);
   s.read("token_file", c.token_file);
   s.read("kubeconfig", c.kubeconfig);
   s.read("dry_run", c.dry_run);
@@ -255,6 +256,13 @@ void read_control(section_reader s, control_config& c) {
   s.read("renew_deadline_seconds", c.renew_deadline_seconds, 1u, 3600u);
   s.read("retry_period_seconds", c.retry_period_seconds, 1u, 3600u);
   s.read("agent_silence_seconds", c.agent_silence_seconds, 0u, 86400u);
+  auto review = s.section("token_review");
+  review.read("enabled", c.token_review.enabled);
+  review.read("audience", c.token_review.audience);
+  review.read("agent_service_account", c.token_review.agent_service_account);
+  if (c.token_review.enabled && c.token_review.audience.empty())
+    review.error("audience", "must not be empty");
+  review.finish();
   if (c.renew_deadline_seconds >= c.lease_seconds)
     s.error("renew_deadline_seconds", "must be less than lease_seconds");
   if (c.retry_period_seconds >= c.renew_deadline_seconds)

@@ -48,11 +48,12 @@ struct ingest_config {
 /// `vigil control`: where it listens, how it reaches the API server.
 struct control_config {
   std::string listen = "0.0.0.0:8443"; ///< ingest, /metrics, /healthz, /readyz
-  std::string tls_cert_file;           ///< both set: HTTPS; both empty: plain HTTP
+  std::string tls_cert_file;           ///< HTTPS; re-read when the files change
   std::string tls_key_file;
-  std::string token_file; ///< bearer token for POST /v1/events; empty: no authentication
-  std::string kubeconfig; ///< empty: in-cluster, else $KUBECONFIG, else ~/.kube/config
-  bool dry_run = false;   ///< decide and journal; write nothing to the API server
+  bool plain_http = false; ///< serve without TLS (a warning); else the files are required
+  std::string token_file;  ///< bearer token for POST /v1/events; empty: no authentication
+  std::string kubeconfig;  ///< empty: in-cluster, else $KUBECONFIG, else ~/.kube/config
+  bool dry_run = false;    ///< decide and journal; write nothing to the API server
   std::string events_namespace = "default";
   std::string gpu_node_label = "nvidia.com/gpu.present=true"; ///< a label selector
   std::uint32_t ingest_deadline_ms = 5000; ///< answer 503 when the journal is slower
@@ -67,6 +68,13 @@ struct control_config {
   /// A GPU node whose agent sent no heartbeat or event for this long gets
   /// the VigilAgentReporting=False condition and an Event; 0: not watched.
   std::uint32_t agent_silence_seconds = 300;
+  /// Agents' projected ServiceAccount tokens checked by TokenReview; each
+  /// agent may report for its own node only.
+  struct token_review_config {
+    bool enabled = false;
+    std::string audience = "vigil";
+    std::string agent_service_account = "vigil-agent"; ///< in lease_namespace
+  } token_review;
 };
 
 /// One quarantine rule as configured (quarantine.rules[]); every match list

@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/control/auth/authenticator.hpp"
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
@@ -249,6 +250,14 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
     auto janitor = system.spawn(janitor_controllers, janitor_options, gateway, time);
     followers.push_back(janitor);
     plane.named.emplace_back("janitor", janitor);
+  }
+  if (cc.token_review.enabled) {
+    control::token_review_settings review;
+    review.audience = cc.token_review.audience;
+    review.agent_username = "system:serviceaccount:" + cc.lease_namespace + ":"
+                            + cc.token_review.agent_service_account;
+    plane.authenticator = system.spawn(authenticator, gateway, review, time);
+    plane.named.emplace_back("authenticator", plane.authenticator);
   }
   if (cc.leader_election)
     plane.named.emplace_back(

@@ -27,6 +27,8 @@ namespace vigil {
 /// in-process janitor and, with leader election, the elector.
 struct control_plane {
   control_actors actors;
+  /// Checks agents' tokens by TokenReview (control.token_review); null when off.
+  caf::actor authenticator;
   /// Every actor, named, for the root supervisor to adopt.
   std::vector<std::pair<std::string, caf::actor>> named;
 };

@@ -1,5 +1,6 @@
 #include "runtime/cli/control_command.hpp"
 
+#include <optional>
 #include <ostream>
 
 #include <caf/all.hpp>
@@ -20,6 +21,7 @@ std::vector<option_spec> control_option_specs() {
     {"journal", "URL", "overrides journal.url (sqlite:PATH or postgresql://…)"},
     {"kubeconfig", "FILE", "overrides control.kubeconfig"},
     {"token-file", "FILE", "overrides control.token_file"},
+    {"plain-http", "", "serve plain HTTP without a certificate (control.plain_http)"},
     {"dry-run", "", "decide and journal only; write nothing to the API server"},
   };
 }
@@ -36,6 +38,7 @@ int run_control(command_context& ctx) {
   cc.token_file = ctx.args.value("token-file").value_or(cc.token_file);
   config.journal.url = ctx.args.value("journal").value_or(config.journal.url);
   cc.dry_run = cc.dry_run || ctx.args.has("dry-run");
+  cc.plain_http = cc.plain_http || ctx.args.has("plain-http");
 
   auto listen = split_listen(cc.listen, "control.listen");
   if (!listen)
@@ -49,13 +52,16 @@ int run_control(command_context& ctx) {
     if (!token)
       return fail(token.error());
     http_options.token = std::move(*token);
-  } else {
-    ctx.err << "vigil control: no control.token_file: POST /v1/events accepts anyone\n";
+  } else if (!cc.token_review.enabled) {
+    ctx.err << "vigil control: neither control.token_file nor control.token_review: "
+               "POST /v1/events accepts anyone\n";
   }
   http::server_options server_options;
   server_options.address = listen->first;
   server_options.port = listen->second;
   server_options.max_body_bytes = config.ingest.max_body_bytes;
+  // HTTPS unless plain HTTP is asked for by name.
+  std::optional<http::certificate_files> certificate;
   if (!cc.tls_cert_file.empty()) {
     auto cert = http::read_pem_file(cc.tls_cert_file);
     auto key = http::read_pem_file(cc.tls_key_file);
@@ -65,6 +71,15 @@ int run_control(command_context& ctx) {
       return fail(key.error());
     server_options.cert_pem = *cert;
     server_options.key_pem = *key;
+    certificate.emplace(cc.tls_cert_file, cc.tls_key_file, *cert, *key);
+  } else if (!cc.plain_http) {
+    return fail({"control.tls_cert_file",
+                 "not set: vigil control serves HTTPS; mount a certificate and key "
+                 "(vigil install does) or set control.plain_http: true (--plain-http) "
+                 "to serve plain HTTP behind a proxy that terminates TLS"});
+  } else {
+    ctx.err << "vigil control: control.plain_http: serving plain HTTP; bearer tokens "
+               "and events cross the network unencrypted\n";
   }
   auto store = make_journal_store(config.journal.url);
   if (!store)
@@ -89,6 +104,8 @@ int run_control(command_context& ctx) {
     for (const auto& [name, actor] : plane->named)
       caf::anon_send(p.root, adopt_atom::value, name, actor);
     auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
+    http_options.authenticator = plane->authenticator;
+    http_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
     auto server = http::server::start(
       server_options, make_control_handler(plane->actors, endpoints_actor, http_options));
     if (!server)
@@ -102,7 +119,7 @@ int run_control(command_context& ctx) {
                                   : "");
     caf::anon_send(p.root, adopt_atom::value, std::string("endpoints"), endpoints_actor);
     caf::anon_send(p.root, adopt_atom::value, std::string("http"),
-                   spawn_http_host(p.system, std::move(*server)));
+                   spawn_http_host(p.system, std::move(*server), std::move(certificate)));
     return ok();
   });
 }

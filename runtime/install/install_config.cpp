@@ -111,6 +111,16 @@ expected<install_context> make_context(const install_options& options,
       return *problem;
   }
 
+  // Agents prove their node with a projected token unless the file turns it
+  // off (clusters before Kubernetes 1.30 cannot: their tokens name no node).
+  YAML::Node control_section = document["control"]; // a map: the owned keys are set
+  const YAML::Node& read = control_section;
+  const auto review = read["token_review"];
+  if (review && !review.IsMap())
+    return failure{source + ": control.token_review", "must be a map"};
+  if (!review || !review["enabled"])
+    control_section["token_review"]["enabled"] = true;
+
   YAML::Emitter out;
   out << document;
   ctx.config_yaml =

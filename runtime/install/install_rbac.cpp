@@ -66,6 +66,8 @@ object control_rules() {
     rule({"resource.k8s.io"}, {"resourceclaims", "resourceslices"}, {"get", "list"}),
     rule({""}, {"events"}, {"create"}),
     rule({"vigil.dev"}, crd_plurals, {"get", "list", "create"}),
+    // Agents' tokens (control.token_review).
+    rule({"authentication.k8s.io"}, {"tokenreviews"}, {"create"}),
   };
 }
 
@@ -96,7 +98,9 @@ std::vector<manifest> rbac_manifests(const install_context& ctx) {
   out.push_back({"`vigil control`: the API calls below, and its Lease.",
                  service_account("vigil-control", ctx.ns, "control", true)});
   out.push_back({"`vigil agent` calls no Kubernetes API (its node's events go to\n"
-                 "vigil-control; the kubelet's PodResources socket needs no token).",
+                 "vigil-control; the kubelet's PodResources socket needs no token). Its\n"
+                 "projected token (audience control.token_review.audience) only proves\n"
+                 "to vigil-control which node it runs on.",
                  service_account("vigil-agent", ctx.ns, "agent", false)});
   if (!janitor.in_process)
     out.push_back({"`vigil janitor` on its own (janitor.in_process: false).",
@@ -111,7 +115,8 @@ std::vector<manifest> rbac_manifests(const install_context& ctx) {
      service_account(janitor.reboot_service_account, ctx.job_ns, "reboot-job", false)});
 
   out.push_back({"Quarantine (Nodes, their status), drain (pods, evictions), DRA\n"
-                 "allocations, an Event per decision, the maintenance CRs.",
+                 "allocations, an Event per decision, the maintenance CRs, TokenReviews\n"
+                 "of the agents' tokens.",
                  role("ClusterRole", "vigil-control", "", "control", control_rules())});
   out.push_back({"", binding("ClusterRoleBinding", "vigil-control", "", "control",
                              "ClusterRole", "vigil-control", {control})});

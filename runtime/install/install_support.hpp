@@ -18,6 +18,7 @@ inline constexpr const char* config_dir = "/etc/vigil";
 inline constexpr const char* tls_dir = "/etc/vigil/tls";
 inline constexpr const char* ca_dir = "/etc/vigil/ca";
 inline constexpr const char* ingest_token_dir = "/var/run/vigil/ingest";
+inline constexpr const char* agent_token_dir = "/var/run/secrets/vigil";
 
 /// The Secrets the operator creates (README "Deploy to a cluster"); vigil
 /// install never prints key material.

@@ -61,6 +61,19 @@ object restricted_security() {
 
 manifest agent_daemon_set(const install_context& ctx) {
   const auto metrics = std::to_string(agent_metrics_port);
+  // With TokenReview the agent's credential is its own projected token, bound
+  // to its pod (so to its node) and rotated by the kubelet; else the shared
+  // static token.
+  const auto& review = ctx.config.control.token_review;
+  const std::string token_dir = review.enabled ? agent_token_dir : ingest_token_dir;
+  object token_volume =
+    review.enabled ? object{{"name", "agent-token"},
+                            {"projected",
+                             {{"sources", object::array({{{"serviceAccountToken",
+                                                           {{"audience", review.audience},
+                                                            {"expirationSeconds", 3600},
+                                                            {"path", "token"}}}}})}}}}
+                   : secret_volume("ingest-token", ingest_token_secret);
   object container = {
     {"name", "agent"},
     {"image", ctx.image},
@@ -69,7 +82,7 @@ manifest agent_daemon_set(const install_context& ctx) {
        "agent",
        "--control-url=https://" + ctx.control_service_host() + ":"
          + std::to_string(ctx.control_port),
-       "--token-file=" + std::string(ingest_token_dir) + "/token",
+       "--token-file=" + token_dir + "/token",
        "--ca-file=" + std::string(ca_dir) + "/ca.crt",
        "--state-dir=/var/lib/vigil",
        "--log-source=kmsg",
@@ -107,7 +120,7 @@ manifest agent_daemon_set(const install_context& ctx) {
                     volume_mount("kmsg", "/dev/kmsg", true),
                     volume_mount("state", "/var/lib/vigil", false),
                     volume_mount("pod-resources", "/var/lib/kubelet/pod-resources", true),
-                    volume_mount("ingest-token", ingest_token_dir, true),
+                    volume_mount(token_volume["name"], token_dir, true),
                     volume_mount("control-ca", ca_dir, true)})},
   };
   object spec = {
@@ -124,8 +137,7 @@ manifest agent_daemon_set(const install_context& ctx) {
         host_path("kmsg", "/dev/kmsg", "CharDevice"),
         host_path("state", "/var/lib/vigil", "DirectoryOrCreate"),
         host_path("pod-resources", "/var/lib/kubelet/pod-resources", "Directory"),
-        secret_volume("ingest-token", ingest_token_secret),
-        secret_volume("control-ca", control_ca_secret)})},
+        token_volume, secret_volume("control-ca", control_ca_secret)})},
   };
   auto ds = header("apps/v1", "DaemonSet", "vigil-agent", ctx.ns, "agent");
   ds["spec"] = {

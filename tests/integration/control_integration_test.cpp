@@ -37,6 +37,7 @@ namespace {
 using nlohmann::json;
 using test::child_process;
 using test::post_events;
+using test::post_to;
 
 json xid_event(const std::string& id, const std::string& gpu, bool healthy) {
   json e = {{"id", id},
@@ -149,7 +150,9 @@ protected:
     std::ofstream(dir_ + "/vigil.yaml")
       << "log: {format: json, level: info}\n"
       << "journal: {url: \"" << journal_url_ << "\"}\n"
-      << "control:\n  listen: 127.0.0.1:0\n  token_file: " << dir_ << "/token\n"
+      << "control:\n  listen: 127.0.0.1:0\n  plain_http: true\n  token_file: " << dir_
+      << "/token\n"
+      << "  token_review: {enabled: " << (token_review_ ? "true" : "false") << "}\n"
       << "  kubeconfig: " << dir_ << "/kubeconfig\n"
       << "drain: {poll_seconds: 1}\n"
       << "remediation: {poll_seconds: 1, enabled: " << (remediate_ ? "true" : "false")
@@ -315,6 +318,7 @@ protected:
   std::string dir_;
   std::string journal_url_;
   bool remediate_ = true;
+  bool token_review_ = false;
   std::thread cluster_hand_;
   std::atomic<bool> stop_hand_{false};
 };
@@ -410,6 +414,60 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
 // by the test), restores the labels → the agent reads "GPU reset occurred"
 // → uncordon. Then a second GPU whose reset Job fails falls back to a reboot,
 // which the new boot ID proves.
+// Agents authenticate with their projected ServiceAccount token, which the
+// control plane checks with a TokenReview; each may report for its own node
+// only. The operator's static token still reports for any node.
+TEST_F(control_integration, an_agent_reports_only_for_its_own_node) {
+  remediate_ = false;
+  token_review_ = true;
+  api_->with_store([](kube::object_store& store) {
+    kube::service_account_token agent;
+    agent.username = "system:serviceaccount:vigil:vigil-agent";
+    agent.audiences = {"vigil"};
+    agent.extra = {{"authentication.kubernetes.io/node-name", {"node-1"}},
+                   {"authentication.kubernetes.io/pod-name", {"vigil-agent-x1"}}};
+    store.token_reviews().add("agent-of-node-1", agent);
+    auto api_audience = agent;
+    api_audience.audiences = {"https://kubernetes.default.svc"};
+    store.token_reviews().add("api-audience-token", api_audience);
+    auto other_account = agent;
+    other_account.username = "system:serviceaccount:default:builder";
+    store.token_reviews().add("builder-token", other_account);
+  });
+  std::unique_ptr<child_process> control;
+  int port = start(control);
+  ASSERT_GT(port, 0);
+
+  auto own = post_events(port, "agent-of-node-1", xid_event("t1", "GPU-a", true).dump());
+  EXPECT_EQ(own.first, 200) << own.second;
+  auto other = xid_event("t2", "GPU-c", true);
+  other["nodeName"] = "node-2";
+  auto foreign = post_events(port, "agent-of-node-1", other.dump());
+  EXPECT_EQ(foreign.first, 403) << foreign.second;
+  EXPECT_NE(foreign.second.find("node-2"), std::string::npos) << foreign.second;
+  auto beat =
+    post_to(port, "/v1/heartbeat", "agent-of-node-1", R"({"nodeName":"node-2"})");
+  EXPECT_EQ(beat.first, 403) << beat.second;
+  EXPECT_EQ(
+    post_to(port, "/v1/heartbeat", "agent-of-node-1", R"({"nodeName":"node-1"})").first,
+    200);
+  auto reset = post_to(port, "/v1/breaker/reset", "agent-of-node-1", "");
+  EXPECT_EQ(reset.first, 403) << reset.second;
+
+  for (const char* refused : {"api-audience-token", "builder-token", "nobody"}) {
+    auto r = post_events(port, refused, xid_event("t3", "GPU-a", true).dump());
+    EXPECT_EQ(r.first, 401) << refused << ": " << r.second;
+  }
+  // The operator's token: any node.
+  EXPECT_EQ(post_events(port, "ingest-token", other.dump()).first, 200);
+  // A review is remembered: the revoked token still works until it expires.
+  api_->with_store(
+    [](kube::object_store& store) { store.token_reviews().revoke("agent-of-node-1"); });
+  EXPECT_EQ(
+    post_events(port, "agent-of-node-1", xid_event("t4", "GPU-a", true).dump()).first,
+    200);
+}
+
 TEST_F(control_integration, gpu_reset_and_reboot_fallback_end_to_end) {
   const std::string gpu0 = "GPU-00000000-2051-db6c-0430-ffc457bff830"; // 0000:18:00
   const std::string gpu1 = "GPU-00000001-2051-db6c-0430-ffc457bff831"; // 0000:2a:00

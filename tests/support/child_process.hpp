@@ -90,12 +90,14 @@ inline size_t collect(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
-// POST /v1/events; returns (status, body).
-inline std::pair<long, std::string> post_events(int port, const std::string& token,
-                                                const std::string& body) {
+// POST `path` (NDJSON) to 127.0.0.1:port with a bearer token; returns
+// (status, body).
+inline std::pair<long, std::string> post_to(int port, const std::string& path,
+                                            const std::string& token,
+                                            const std::string& body) {
   CURL* curl = curl_easy_init();
   std::string answer;
-  const auto url = "http://127.0.0.1:" + std::to_string(port) + "/v1/events";
+  const auto url = "http://127.0.0.1:" + std::to_string(port) + path;
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   headers = curl_slist_append(headers, "Content-Type: application/x-ndjson");
@@ -110,6 +112,12 @@ inline std::pair<long, std::string> post_events(int port, const std::string& tok
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   return {status, answer};
+}
+
+// POST /v1/events; returns (status, body).
+inline std::pair<long, std::string> post_events(int port, const std::string& token,
+                                                const std::string& body) {
+  return post_to(port, "/v1/events", token, body);
 }
 
 // GET (or another verb without a body) on `url`; returns (status, body).

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/control/auth/authenticator.hpp"
 #include "actors/control/fleet/agent_liveness.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/journal/journal_messages.hpp"
@@ -316,69 +317,127 @@ caf::behavior endpoints(endpoints_actor* self, control_actors actors) {
   };
 }
 
+namespace {
+
+using identity_then = std::function<void(control::agent_identity)>;
+
+// Runs `then` with the caller's identity: the static token (any node), an
+// agent's token the API server vouches for (its node only), or anyone when
+// no authentication is configured; otherwise answers 401, or 503 when the
+// API server could not be asked (the agent retries).
+void with_identity(const control_http_options& options, const http::request& req,
+                   const http::responder& reply, identity_then then) {
+  const auto header = req.header("authorization");
+  if (options.token.empty() && !options.authenticator)
+    return then({"anonymous", "", true});
+  if (!options.token.empty() && control::bearer_token_matches(header, options.token))
+    return then({"static token", "", true});
+  auto token = control::bearer_token(header);
+  if (!options.authenticator || !token)
+    return reply(to_http(control::error_reply(401, "missing or wrong bearer token")));
+  authenticate_request request;
+  request.token = std::move(*token);
+  request.done = [reply, then = std::move(then), retry = options.retry_after_seconds](
+                   expected<control::agent_identity> who) {
+    if (who)
+      return then(std::move(*who));
+    if (who.error().where == "TokenReview") {
+      auto unavailable = control::error_reply(503, who.error().what);
+      unavailable.retry_after_seconds = retry;
+      return reply(to_http(unavailable));
+    }
+    reply(
+      to_http(control::error_reply(401, "bearer token refused: " + who.error().what)));
+  };
+  caf::anon_send(options.authenticator, authenticate_atom::value, std::move(request));
+}
+
+// 403 naming the node, when `who` may not report for one of `nodes`.
+bool refuse_foreign(const control::agent_identity& who,
+                    const std::vector<std::string>& nodes, const http::responder& reply) {
+  auto other = control::foreign_node(who, nodes);
+  if (!other)
+    return false;
+  reply(to_http(control::error_reply(403, "the token of " + who.username
+                                            + " is bound to node " + who.node
+                                            + "; it may not report for node " + *other)));
+  return true;
+}
+
+} // namespace
+
 http::handler make_control_handler(control_actors actors, caf::actor endpoints,
                                    control_http_options options) {
   return [=](http::request req, http::responder reply) {
     const bool post = req.method == "POST";
-    auto authorised = [&] {
-      if (control::bearer_token_matches(req.header("authorization"), options.token))
-        return true;
-      reply(to_http(control::error_reply(401, "missing or wrong bearer token")));
-      return false;
-    };
-    if (req.path == "/v1/events") {
+    auto shared = std::make_shared<http::request>(std::move(req));
+    const auto& path = shared->path;
+    if (path == "/v1/events") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      if (!authorised())
-        return;
-      auto items =
-        control::parse_ingest_body(req.body, req.header("content-type"), options.limits);
-      if (!items)
-        return reply(to_http(control::request_failure_reply(items.error())));
-      ingest_request request;
-      request.items = std::move(*items);
-      request.reply = [reply](control::ingest_reply r) { reply(to_http(r)); };
-      caf::anon_send(actors.ingest, ingest_atom::value, std::move(request));
-      return;
+      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
+        auto items = control::parse_ingest_body(
+          shared->body, shared->header("content-type"), options.limits);
+        if (!items)
+          return reply(to_http(control::request_failure_reply(items.error())));
+        std::vector<std::string> nodes;
+        for (const auto& item : *items)
+          if (item.event)
+            nodes.push_back(item.event->node_name);
+        if (refuse_foreign(who, nodes, reply))
+          return;
+        ingest_request request;
+        request.items = std::move(*items);
+        request.reply = [reply](control::ingest_reply r) { reply(to_http(r)); };
+        caf::anon_send(actors.ingest, ingest_atom::value, std::move(request));
+      });
     }
-    if (req.path == "/v1/heartbeat") {
+    if (path == "/v1/heartbeat") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      if (!authorised())
-        return;
-      auto beat = control::decode_heartbeat(req.body);
-      if (!beat)
-        return reply(to_http(control::request_failure_reply(beat.error())));
-      caf::anon_send(actors.fleet, agent_heard_atom::value, beat->node_name);
-      return reply(text(200, "ok\n"));
+      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
+        auto beat = control::decode_heartbeat(shared->body);
+        if (!beat)
+          return reply(to_http(control::request_failure_reply(beat.error())));
+        if (refuse_foreign(who, {beat->node_name}, reply))
+          return;
+        caf::anon_send(actors.fleet, agent_heard_atom::value, beat->node_name);
+        reply(text(200, "ok\n"));
+      });
     }
     // The node agent's PodResources report (seed 000 §3.1); a snapshot it
     // sends again every minute, so it is handed on, not journaled.
-    if (req.path == "/v1/allocations") {
+    if (path == "/v1/allocations") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      if (!authorised())
-        return;
-      auto report = decode_gpu_allocations(req.body);
-      if (!report)
-        return reply(to_http(control::request_failure_reply(report.error())));
-      caf::anon_send(actors.fleet, allocations_atom::value, std::move(*report));
-      return reply(text(202, "accepted\n"));
+      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
+        auto report = decode_gpu_allocations(shared->body);
+        if (!report)
+          return reply(to_http(control::request_failure_reply(report.error())));
+        if (refuse_foreign(who, {report->node}, reply))
+          return;
+        caf::anon_send(actors.fleet, allocations_atom::value, std::move(*report));
+        reply(text(202, "accepted\n"));
+      });
     }
-    if (req.path == "/v1/breaker/reset") {
+    if (path == "/v1/breaker/reset") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      if (!authorised())
-        return;
-      return caf::anon_send(endpoints, reset_atom::value, http::responder(reply));
+      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
+        if (!who.any_node)
+          return reply(to_http(control::error_reply(
+            403, "an agent's token may not reset the circuit breaker; use the operator's "
+                 "token (control.token_file)")));
+        caf::anon_send(endpoints, reset_atom::value, http::responder(reply));
+      });
     }
-    if (req.path == "/metrics")
+    if (path == "/metrics")
       return caf::anon_send(endpoints, metrics_atom::value, http::responder(reply));
-    if (req.path == "/readyz")
+    if (path == "/readyz")
       return caf::anon_send(endpoints, ready_atom::value, http::responder(reply));
-    if (req.path == "/healthz")
+    if (path == "/healthz")
       return reply(text(200, "ok\n"));
-    reply(to_http(control::error_reply(404, "no such endpoint: " + req.path)));
+    reply(to_http(control::error_reply(404, "no such endpoint: " + path)));
   };
 }
 

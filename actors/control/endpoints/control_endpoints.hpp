@@ -45,7 +45,12 @@ caf::behavior endpoints(endpoints_actor* self, control_actors actors);
 
 struct control_http_options {
   control::ingest_limits limits;
-  std::string token; ///< "" = no authentication
+  /// The operator's static token (any node); "" = none.
+  std::string token;
+  /// TokenReview of agents' tokens (actors/control/auth); null = off. With
+  /// neither, anyone may post (a warning at startup).
+  caf::actor authenticator;
+  int retry_after_seconds = 2; ///< Retry-After when the API server cannot check a token
 };
 
 /// The request handler for http::server::start.

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/sim/kube/kube_token_review.hpp"
+
 namespace vigil::kube {
 
 using json = nlohmann::json;
@@ -207,6 +209,10 @@ public:
   /// new store starts empty at resourceVersion 0.
   void create_system_namespaces();
 
+  /// The ServiceAccount tokens TokenReview vouches for.
+  kube::token_reviews& token_reviews() { return token_reviews_; }
+  const kube::token_reviews& token_reviews() const { return token_reviews_; }
+
 private:
   /// One committed change: the watch history, and what consistent list pages
   /// are rebuilt from (undoing newer changes).
@@ -273,6 +279,7 @@ private:
   std::uint64_t compacted_through_ = 0; ///< history holds every change after it
   std::uint64_t name_counter_ = 0;      ///< seeds generated names and uids
   std::set<std::string> builtin_plural_groups_;
+  kube::token_reviews token_reviews_;
 };
 
 /// Label selector matching ("a=b", "a==b", "a!=b", "a in (x,y)", "a notin

@@ -189,9 +189,30 @@ bool is_watch(const std::map<std::string, std::string>& query) {
   return truthy(query, "watch");
 }
 
+// POST /apis/authentication.k8s.io/v1/tokenreviews: answered, not stored.
+std::optional<rest_reply> token_review(const object_store& store,
+                                       const rest_request& req) {
+  if (req.path != "/apis/authentication.k8s.io/v1/tokenreviews")
+    return std::nullopt;
+  if (req.verb != "POST")
+    return error_reply(405, "MethodNotAllowed", "tokenreviews can only be created");
+  auto body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || body.value("kind", "") != "TokenReview")
+    return error_reply(400, "BadRequest", "the request body is not a TokenReview");
+  const auto spec = body.value("spec", json::object());
+  json answer = {{"kind", "TokenReview"},
+                 {"apiVersion", "authentication.k8s.io/v1"},
+                 {"metadata", {{"creationTimestamp", nullptr}}},
+                 {"spec", spec},
+                 {"status", store.token_reviews().review(spec)}};
+  return rest_reply{201, answer.dump(), ""};
+}
+
 rest_reply serve_rest(object_store& store, const rest_request& req) {
   const auto seg = split_path(req.path);
   const auto& q = req.query;
+  if (auto review = token_review(store, req))
+    return *review;
   if (req.verb == "GET")
     if (auto d = discovery(store, seg))
       return *d;

@@ -107,8 +107,10 @@ kube::kube_result pod_request(kube::object_store& store,
       return to_result(
         store.update(*leases, parts[4], parts[6], json::parse(request.body), false), 200);
   }
-  // Dynamic Resource Allocation's objects, read as the API test server serves them.
-  if (request.path.rfind("/apis/resource.k8s.io/", 0) == 0) {
+  // Dynamic Resource Allocation's objects and TokenReviews, answered as the
+  // API test server answers them.
+  if (request.path.rfind("/apis/resource.k8s.io/", 0) == 0
+      || request.path.rfind("/apis/authentication.k8s.io/", 0) == 0) {
     kube::rest_request rest;
     rest.verb = request.verb;
     rest.path = request.path;

@@ -111,6 +111,13 @@ TEST(cli, control_refuses_bad_settings_by_name) {
     run({"control", "--listen=127.0.0.1:0", "--token-file=/nonexistent/token"});
   EXPECT_EQ(token.code, 1);
   EXPECT_NE(token.err.find("/nonexistent/token"), std::string::npos) << token.err;
+  // HTTPS unless plain HTTP is asked for by name.
+  auto no_certificate = run({"control", "--listen=127.0.0.1:0"});
+  EXPECT_EQ(no_certificate.code, 1);
+  EXPECT_NE(no_certificate.err.find("control.tls_cert_file: not set"), std::string::npos)
+    << no_certificate.err;
+  EXPECT_NE(no_certificate.err.find("control.plain_http"), std::string::npos)
+    << no_certificate.err;
 }
 
 TEST(cli, options_parse_both_forms) {

@@ -3,10 +3,12 @@
 // files.
 #include "runtime/http/http_server.hpp"
 
+#include <cstdio>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
+#include "runtime/http/certificate_files.hpp"
 #include "runtime/sim/kube/test_certificates.hpp"
 #include "tests/runtime/http/http_server_fixture.hpp"
 #include "tests/support/fresh_directory.hpp"
@@ -38,6 +40,71 @@ TEST_F(http_server_test, https_round_trip) {
   EXPECT_NE(untrusting.call("GET", url("/readyz", "https")).code, CURLE_OK);
   EXPECT_EQ(client.call("GET", url("/healthz", "https")).body, "GET /healthz ");
   EXPECT_EQ(final_stats().requests, 3u);
+}
+
+// A renewed certificate is served to new connections; an open connection
+// keeps the one it was opened with; an unusable pair changes nothing.
+TEST_F(http_server_test, a_reloaded_certificate_serves_new_connections) {
+  auto first = kube::make_test_pki();
+  auto second = kube::make_test_pki();
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  server_options options;
+  options.cert_pem = first->server_cert_pem;
+  options.key_pem = first->server_key_pem;
+  start(options, [](request, responder answer) { answer(text(200, "ok")); });
+  curl_client old_ca(first->ca_cert_pem);
+  ASSERT_EQ(old_ca.call("GET", url("/healthz", "https")).code, CURLE_OK);
+
+  auto garbage = server_->reload_tls("not a certificate", second->server_key_pem);
+  ASSERT_FALSE(garbage.has_value());
+  EXPECT_EQ(garbage.error().where, "cert_pem");
+  auto mismatched = server_->reload_tls(second->server_cert_pem, first->server_key_pem);
+  ASSERT_FALSE(mismatched.has_value());
+  curl_client still_old(first->ca_cert_pem);
+  EXPECT_EQ(still_old.call("GET", url("/healthz", "https")).code, CURLE_OK);
+
+  ASSERT_TRUE(server_->reload_tls(second->server_cert_pem, second->server_key_pem));
+  EXPECT_EQ(old_ca.call("GET", url("/healthz", "https")).code, CURLE_OK); // kept alive
+  curl_client fresh_old_ca(first->ca_cert_pem);
+  EXPECT_NE(fresh_old_ca.call("GET", url("/healthz", "https")).code, CURLE_OK);
+  curl_client new_ca(second->ca_cert_pem);
+  EXPECT_EQ(new_ca.call("GET", url("/healthz", "https")).body, "ok");
+}
+
+TEST_F(http_server_test, a_plain_server_has_no_certificate_to_reload) {
+  auto pki = kube::make_test_pki();
+  ASSERT_TRUE(pki.has_value());
+  start({}, [](request, responder answer) { answer(text(200, "ok")); });
+  EXPECT_FALSE(
+    server_->reload_tls(pki->server_cert_pem, pki->server_key_pem).has_value());
+}
+
+TEST(certificate_files, a_changed_pair_is_returned_once_an_unreadable_one_never) {
+  auto pki = kube::make_test_pki();
+  ASSERT_TRUE(pki.has_value());
+  const auto dir = test::fresh_directory();
+  const auto cert = dir + "/tls.crt", key = dir + "/tls.key";
+  std::ofstream(cert) << pki->server_cert_pem;
+  std::ofstream(key) << pki->server_key_pem;
+  certificate_files files(cert, key, pki->server_cert_pem, pki->server_key_pem);
+  using outcome = certificate_check::outcome;
+  EXPECT_EQ(files.check().result, outcome::unchanged);
+
+  auto renewed = kube::make_test_pki();
+  ASSERT_TRUE(renewed.has_value());
+  std::ofstream(cert) << renewed->server_cert_pem;
+  std::ofstream(key) << renewed->server_key_pem;
+  auto changed = files.check();
+  EXPECT_EQ(changed.result, outcome::changed);
+  EXPECT_EQ(changed.cert_pem, renewed->server_cert_pem);
+  EXPECT_EQ(changed.key_pem, renewed->server_key_pem);
+  EXPECT_EQ(files.check().result, outcome::unchanged);
+
+  std::remove(key.c_str()); // mid-update
+  auto unreadable = files.check();
+  EXPECT_EQ(unreadable.result, outcome::unreadable);
+  EXPECT_NE(unreadable.error.to_string().find(key), std::string::npos)
+    << unreadable.error.to_string();
 }
 
 TEST_F(http_server_test, plain_http_against_https_fails_cleanly_and_serving_goes_on) {

@@ -126,12 +126,19 @@ TEST(install_manifests, every_account_and_config_map_a_pod_uses_exists) {
       const std::string ns = (*workload)["metadata"]["namespace"];
       EXPECT_NE(find(r, "ServiceAccount", spec["serviceAccountName"], ns), nullptr)
         << (*workload)["metadata"]["name"];
+      std::set<std::string> volumes;
       for (const auto& volume : spec["volumes"]) {
+        volumes.insert(volume["name"].get<std::string>());
         if (volume.contains("configMap")) {
           EXPECT_NE(find(r, "ConfigMap", volume["configMap"]["name"], ns), nullptr)
             << volume;
         }
       }
+      // Every mount names a volume of the pod.
+      for (const auto& container : spec["containers"])
+        for (const auto& mount : container["volumeMounts"])
+          EXPECT_EQ(volumes.count(mount["name"].get<std::string>()), 1u)
+            << (*workload)["metadata"]["name"] << " mounts " << mount["name"];
     }
 }
 
@@ -146,6 +153,7 @@ TEST(install_manifests, the_config_map_is_what_the_control_plane_reads) {
   EXPECT_EQ(config->control.tls_key_file, "/etc/vigil/tls/tls.key");
   EXPECT_EQ(config->control.token_file, "/var/run/vigil/ingest/token");
   EXPECT_EQ(config->journal.url.rfind("postgresql://", 0), 0u);
+  EXPECT_TRUE(config->control.token_review.enabled);
 
   // Each path it names is where the Deployment mounts the Secret.
   const auto& container =
@@ -212,6 +220,41 @@ TEST(install_manifests, the_agent_runs_everywhere_with_the_host_paths_it_reads) 
             "/readyz");
   EXPECT_EQ((*find(r, "PodDisruptionBudget", "vigil-control"))["spec"]["minAvailable"],
             1);
+}
+
+// Each agent proves its node with its own projected token (TokenReview);
+// the shared static token only where the configuration turns that off.
+TEST(install_manifests, agents_authenticate_with_a_projected_token) {
+  auto token_volume = [](const install_result& r) {
+    for (const auto& v : pod_spec(*find(r, "DaemonSet", "vigil-agent"))["volumes"])
+      if (v["name"] == "agent-token" || v["name"] == "ingest-token")
+        return v;
+    return object{};
+  };
+  auto has_arg = [](const install_result& r, const std::string& arg) {
+    const auto& args =
+      pod_spec(*find(r, "DaemonSet", "vigil-agent"))["containers"][0]["args"];
+    return std::find(args.begin(), args.end(), arg) != args.end();
+  };
+  auto r = install();
+  const auto projected =
+    token_volume(r)["projected"]["sources"][0]["serviceAccountToken"];
+  EXPECT_EQ(projected["audience"], "vigil");
+  EXPECT_EQ(projected["expirationSeconds"], 3600);
+  EXPECT_TRUE(has_arg(r, "--token-file=/var/run/secrets/vigil/token"));
+  bool may_review = false;
+  for (const auto& rule : (*find(r, "ClusterRole", "vigil-control"))["rules"])
+    may_review = may_review || rule["resources"] == object::array({"tokenreviews"});
+  EXPECT_TRUE(may_review);
+
+  auto shared =
+    install({"", "", "control:\n  token_review:\n    enabled: false\n", "old.yaml"});
+  EXPECT_EQ(token_volume(shared)["secret"]["secretName"], "vigil-ingest-token");
+  EXPECT_TRUE(has_arg(shared, "--token-file=/var/run/vigil/ingest/token"));
+  auto config =
+    parse_config((*find(shared, "ConfigMap", "vigil-config"))["data"]["vigil.yaml"]);
+  ASSERT_TRUE(config.has_value());
+  EXPECT_FALSE(config->control.token_review.enabled);
 }
 
 TEST(install_manifests, a_separate_janitor_gets_its_deployment_and_account) {

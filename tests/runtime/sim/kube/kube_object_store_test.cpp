@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/sim/kube/kube_object_store.hpp"
+#include "runtime/sim/kube/kube_rest.hpp"
 #include "tests/runtime/sim/kube/kube_object_store_fixture.hpp"
 
 using namespace vigil::kube;
@@ -349,6 +350,51 @@ TEST_F(kube_store, decodes_objects_shaped_like_the_api_reference) {
   EXPECT_EQ(conditioned["status"]["conditions"][1]["reason"], "GpuLost");
   EXPECT_EQ(conditioned["status"]["conditions"][1]["lastHeartbeatTime"],
             "2024-05-01T00:00:00Z");
+}
+
+} // namespace
+
+namespace {
+
+// TokenReview as a real API server answers it: created (201), not stored;
+// authenticated only for a known token whose audiences meet the requested.
+TEST(kube_token_review, answers_like_the_api_server) {
+  object_store store;
+  service_account_token agent;
+  agent.username = "system:serviceaccount:vigil:vigil-agent";
+  agent.audiences = {"vigil"};
+  agent.extra = {{"authentication.kubernetes.io/node-name", {"node-1"}}};
+  store.token_reviews().add("good", agent);
+  auto ask = [&](const std::string& token, json audiences) {
+    json review = {{"apiVersion", "authentication.k8s.io/v1"},
+                   {"kind", "TokenReview"},
+                   {"spec", {{"token", token}, {"audiences", audiences}}}};
+    rest_request request;
+    request.verb = "POST";
+    request.path = "/apis/authentication.k8s.io/v1/tokenreviews";
+    request.body = review.dump();
+    return serve_rest(store, request);
+  };
+  auto granted = ask("good", json::array({"vigil"}));
+  EXPECT_EQ(granted.status, 201);
+  auto status = json::parse(granted.body)["status"];
+  EXPECT_TRUE(status["authenticated"].get<bool>());
+  EXPECT_EQ(status["user"]["username"], agent.username);
+  EXPECT_EQ(status["user"]["extra"]["authentication.kubernetes.io/node-name"][0],
+            "node-1");
+  EXPECT_EQ(status["audiences"], json::array({"vigil"}));
+
+  // No audience asked: the API server's own, which this token is not for.
+  auto api_audience = json::parse(ask("good", json::array()).body)["status"];
+  EXPECT_FALSE(api_audience.value("authenticated", false));
+  EXPECT_NE(api_audience["error"].get<std::string>().find("audiences"),
+            std::string::npos);
+  auto unknown = json::parse(ask("forged", json::array({"vigil"})).body)["status"];
+  EXPECT_FALSE(unknown.value("authenticated", false));
+  EXPECT_TRUE(unknown.contains("error"));
+  store.token_reviews().revoke("good");
+  EXPECT_FALSE(json::parse(ask("good", json::array({"vigil"})).body)["status"].value(
+    "authenticated", false));
 }
 
 } // namespace

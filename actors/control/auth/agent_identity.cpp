@@ -1,0 +1,133 @@
+#include "actors/control/auth/agent_identity.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/kube/kube_config.hpp"
+
+namespace vigil::control {
+
+using json = nlohmann::json;
+
+std::optional<std::string> bearer_token(std::string_view header) {
+  while (!header.empty() && header.front() == ' ')
+    header.remove_prefix(1);
+  constexpr std::string_view scheme = "bearer ";
+  if (header.size() <= scheme.size())
+    return std::nullopt;
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != scheme[i])
+      return std::nullopt;
+  header.remove_prefix(scheme.size());
+  while (!header.empty() && header.front() == ' ')
+    header.remove_prefix(1);
+  while (!header.empty() && header.back() == ' ')
+    header.remove_suffix(1);
+  if (header.empty())
+    return std::nullopt;
+  return std::string(header);
+}
+
+kube::kube_request token_review_request(const std::string& token,
+                                        const std::string& audience) {
+  json review = {{"apiVersion", "authentication.k8s.io/v1"},
+                 {"kind", "TokenReview"},
+                 {"spec", {{"token", token}, {"audiences", {audience}}}}};
+  auto request = kube::make_request("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
+                                    review.dump());
+  request.timeout = std::chrono::seconds{10};
+  return request;
+}
+
+expected<agent_identity> identity_from_review(std::string_view body,
+                                              const token_review_settings& settings) {
+  const auto review = json::parse(body, nullptr, false);
+  if (!review.is_object())
+    return failure{"TokenReview", "the answer is not JSON"};
+  const auto status = review.value("status", json::object());
+  if (!status.is_object() || !status.value("authenticated", false)) {
+    const auto why = status.is_object() ? status.value("error", "") : std::string{};
+    return failure{"bearer token", why.empty() ? "not authenticated" : why};
+  }
+  const auto audiences = status.value("audiences", json::array());
+  if (audiences.is_array() && !audiences.empty()
+      && std::find(audiences.begin(), audiences.end(), settings.audience)
+           == audiences.end())
+    return failure{"bearer token", "not issued for the audience " + settings.audience};
+  const auto user = status.value("user", json::object());
+  agent_identity who;
+  who.username = user.is_object() ? user.value("username", "") : "";
+  if (who.username != settings.agent_username)
+    return failure{"bearer token", "'" + who.username + "' is not the agents' account "
+                                     + settings.agent_username};
+  const auto extra = user.value("extra", json::object());
+  const auto nodes =
+    extra.is_object() ? extra.value(node_name_extra, json::array()) : json::array();
+  if (!nodes.is_array() || nodes.empty() || !nodes[0].is_string()
+      || nodes[0].get<std::string>().empty())
+    return failure{"bearer token",
+                   "not bound to a node (a projected token of a pod is; the API server "
+                   "must be Kubernetes 1.30 or later)"};
+  who.node = nodes[0].get<std::string>();
+  return who;
+}
+
+std::optional<std::int64_t> token_expiry(std::string_view token) {
+  const auto first = token.find('.');
+  const auto second = token.find('.', first == std::string_view::npos ? 0 : first + 1);
+  if (first == std::string_view::npos || second == std::string_view::npos)
+    return std::nullopt;
+  std::string payload(token.substr(first + 1, second - first - 1));
+  std::replace(payload.begin(), payload.end(), '-', '+');
+  std::replace(payload.begin(), payload.end(), '_', '/');
+  while (payload.size() % 4 != 0)
+    payload += '=';
+  auto decoded = kube::base64_decode(payload);
+  if (!decoded)
+    return std::nullopt;
+  const auto claims = json::parse(*decoded, nullptr, false);
+  if (!claims.is_object() || !claims.contains("exp") || !claims["exp"].is_number())
+    return std::nullopt;
+  return claims["exp"].get<std::int64_t>();
+}
+
+std::optional<std::string> foreign_node(const agent_identity& who,
+                                        const std::vector<std::string>& nodes) {
+  if (who.any_node)
+    return std::nullopt;
+  for (const auto& node : nodes)
+    if (node != who.node)
+      return node;
+  return std::nullopt;
+}
+
+const expected<agent_identity>* token_cache::find(const std::string& token,
+                                                  clock_seconds now) const {
+  auto it = entries_.find(token);
+  if (it == entries_.end() || it->second.until <= now)
+    return nullptr;
+  return &it->second.answer;
+}
+
+void token_cache::remember(const std::string& token, expected<agent_identity> answer,
+                           clock_seconds now) {
+  clock_seconds until = now + settings_.refused_for;
+  if (answer) {
+    until = now + settings_.max_granted;
+    if (auto exp = token_expiry(token))
+      until = std::min(until, *exp);
+  }
+  if (until <= now)
+    return; // an expired token: nothing to remember
+  if (entries_.size() >= settings_.capacity && entries_.count(token) == 0) {
+    for (auto it = entries_.begin(); it != entries_.end();)
+      it = it->second.until <= now ? entries_.erase(it) : std::next(it);
+    if (entries_.size() >= settings_.capacity)
+      entries_.clear();
+  }
+  entries_.insert_or_assign(token, entry{std::move(answer), until});
+}
+
+} // namespace vigil::control

@@ -1,0 +1,52 @@
+// The authenticator actor: turns an agent's bearer token into the identity
+// the API server vouches for (TokenReview through the gateway), remembering
+// each answer for the token's lifetime (agent_identity.hpp's token_cache).
+// Concurrent requests for one token wait for a single review.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/auth/agent_identity.hpp"
+#include "runtime/clock.hpp"
+
+namespace vigil {
+
+/// (authenticate_atom, authenticate_request): `done` is called once, from the
+/// authenticator, with the identity or why there is none; a failure whose
+/// `where` is "TokenReview" means the API server could not be asked (answer
+/// 503 and let the agent retry), any other means the token is refused (401).
+using authenticate_atom = caf::atom_constant<caf::atom("authn")>;
+
+using authenticated = std::function<void(expected<control::agent_identity>)>;
+
+struct authenticate_request {
+  std::string token;
+  authenticated done;
+};
+
+struct authenticator_state {
+  caf::actor gateway;
+  std::shared_ptr<const clock> time;
+  control::token_review_settings settings;
+  control::token_cache cache;
+  std::unordered_map<std::string, std::vector<authenticated>> waiting; ///< by token
+  std::uint64_t reviews = 0; ///< TokenReviews sent
+  static inline const char* name = "authenticator";
+};
+
+caf::behavior authenticator(caf::stateful_actor<authenticator_state>* self,
+                            caf::actor gateway, control::token_review_settings settings,
+                            std::shared_ptr<const clock> time);
+
+} // namespace vigil
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::authenticate_request)
