@@ -263,6 +263,13 @@ void read_control(section_reader s, control_config& c) {
   if (c.token_review.enabled && c.token_review.audience.empty())
     review.error("audience", "must not be empty");
   review.finish();
+  s.read("metrics_readers", c.metrics_readers);
+  for (const auto& reader : c.metrics_readers) {
+    const auto slash = reader.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == reader.size()
+        || reader.find('/', slash + 1) != std::string::npos)
+      s.error("metrics_readers", "'" + reader + "' is not namespace/name");
+  }
   if (c.renew_deadline_seconds >= c.lease_seconds)
     s.error("renew_deadline_seconds", "must be less than lease_seconds");
   if (c.retry_period_seconds >= c.renew_deadline_seconds)

@@ -75,6 +75,9 @@ struct control_config {
     std::string audience = "vigil";
     std::string agent_service_account = "vigil-agent"; ///< in lease_namespace
   } token_review;
+  /// ServiceAccounts ("namespace/name") whose tokens may read /metrics
+  /// (TokenReview); empty: /metrics is open.
+  std::vector<std::string> metrics_readers;
 };
 
 /// One quarantine rule as configured (quarantine.rules[]); every match list

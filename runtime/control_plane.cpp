@@ -251,11 +251,15 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
     followers.push_back(janitor);
     plane.named.emplace_back("janitor", janitor);
   }
-  if (cc.token_review.enabled) {
+  if (cc.token_review.enabled || !cc.metrics_readers.empty()) {
     control::token_review_settings review;
     review.audience = cc.token_review.audience;
     review.agent_username = "system:serviceaccount:" + cc.lease_namespace + ":"
                             + cc.token_review.agent_service_account;
+    for (const auto& reader : cc.metrics_readers) // namespace/name, checked
+      review.metrics_readers.push_back("system:serviceaccount:"
+                                       + reader.substr(0, reader.find('/')) + ":"
+                                       + reader.substr(reader.find('/') + 1));
     plane.authenticator = system.spawn(authenticator, gateway, review, time);
     plane.named.emplace_back("authenticator", plane.authenticator);
   }

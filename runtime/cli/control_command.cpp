@@ -105,6 +105,8 @@ int run_control(command_context& ctx) {
       caf::anon_send(p.root, adopt_atom::value, name, actor);
     auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
     http_options.authenticator = plane->authenticator;
+    http_options.agent_tokens = cc.token_review.enabled;
+    http_options.metrics_auth = !cc.metrics_readers.empty();
     http_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
     auto server = http::server::start(
       server_options, make_control_handler(plane->actors, endpoints_actor, http_options));

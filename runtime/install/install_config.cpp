@@ -120,6 +120,13 @@ expected<install_context> make_context(const install_options& options,
     return failure{source + ": control.token_review", "must be a map"};
   if (!review || !review["enabled"])
     control_section["token_review"]["enabled"] = true;
+  // /metrics is read by Prometheus with its own ServiceAccount's token.
+  if (!read["metrics_readers"]) {
+    control_section["metrics_readers"].push_back(default_metrics_reader);
+    notes.push_back(std::string("control.metrics_readers is not set: ")
+                    + default_metrics_reader
+                    + " (kube-prometheus' account) may read /metrics; name yours there");
+  }
 
   YAML::Emitter out;
   out << document;

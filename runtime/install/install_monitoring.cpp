@@ -38,6 +38,9 @@ std::vector<manifest> monitoring_manifests(const install_context& ctx) {
         {"scheme", "https"},
         {"path", "/metrics"},
         {"interval", "30s"},
+        // Prometheus's own ServiceAccount token, which vigil-control checks
+        // by TokenReview against control.metrics_readers.
+        {"bearerTokenFile", "/var/run/secrets/kubernetes.io/serviceaccount/token"},
         {"tlsConfig",
          {{"serverName", ctx.control_service_host()},
           {"ca", {{"secret", {{"name", control_ca_secret}, {"key", "ca.crt"}}}}}}}})});

@@ -29,6 +29,10 @@ inline constexpr const char* journal_secret = "vigil-journal";
 
 inline constexpr std::uint16_t agent_metrics_port = 2112;
 
+/// The ServiceAccount that may read the control plane's /metrics unless the
+/// configuration names others: kube-prometheus' Prometheus.
+inline constexpr const char* default_metrics_reader = "monitoring/prometheus-k8s";
+
 struct install_context {
   std::string ns;     // control plane, agents, their accounts
   std::string job_ns; // janitor.job_namespace: the privileged Jobs

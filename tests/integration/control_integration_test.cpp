@@ -153,6 +153,8 @@ protected:
       << "control:\n  listen: 127.0.0.1:0\n  plain_http: true\n  token_file: " << dir_
       << "/token\n"
       << "  token_review: {enabled: " << (token_review_ ? "true" : "false") << "}\n"
+      << "  metrics_readers: [" << (token_review_ ? "monitoring/prometheus-k8s" : "")
+      << "]\n"
       << "  kubeconfig: " << dir_ << "/kubeconfig\n"
       << "drain: {poll_seconds: 1}\n"
       << "remediation: {poll_seconds: 1, enabled: " << (remediate_ ? "true" : "false")
@@ -433,6 +435,10 @@ TEST_F(control_integration, an_agent_reports_only_for_its_own_node) {
     auto other_account = agent;
     other_account.username = "system:serviceaccount:default:builder";
     store.token_reviews().add("builder-token", other_account);
+    kube::service_account_token prometheus;
+    prometheus.username = "system:serviceaccount:monitoring:prometheus-k8s";
+    prometheus.audiences = {"https://kubernetes.default.svc"};
+    store.token_reviews().add("prometheus-token", prometheus);
   });
   std::unique_ptr<child_process> control;
   int port = start(control);
@@ -460,6 +466,15 @@ TEST_F(control_integration, an_agent_reports_only_for_its_own_node) {
   }
   // The operator's token: any node.
   EXPECT_EQ(post_events(port, "ingest-token", other.dump()).first, 200);
+  // /metrics: the operator's token or a listed reader's own token.
+  auto metrics = [&](const std::string& token) {
+    auto r = post_to(port, "/metrics", token, "");
+    return r.first;
+  };
+  EXPECT_EQ(metrics("prometheus-token"), 200);
+  EXPECT_EQ(metrics("ingest-token"), 200);
+  EXPECT_EQ(metrics("agent-of-node-1"), 401);
+  EXPECT_EQ(metrics("nobody"), 401);
   // A review is remembered: the revoked token still works until it expires.
   api_->with_store(
     [](kube::object_store& store) { store.token_reviews().revoke("agent-of-node-1"); });

@@ -1,6 +1,8 @@
 // `vigil demo --serve` as a process: it prints where its API server,
-// ingest and introspection API are, answers the introspection API, and
-// an event POSTed to its ingest cordons a node.
+// ingest and introspection API are, answers the introspection API, an
+// event POSTed to its ingest cordons a node, and its API server takes what
+// `vigil install` prints with `kubectl apply`.
+#include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 #include "runtime/sim/simulated_cluster.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/fresh_directory.hpp"
+#include "tests/support/run_shell.hpp"
 
 namespace vigil {
 namespace {
@@ -108,6 +111,57 @@ TEST(demo_serve, answers_introspection_and_a_posted_event_cordons_a_node) {
     {VIGIL_BINARY, "demo", "--serve", "--journal", "sqlite:" + dir + "/journal.db"});
   EXPECT_FALSE(again.wait_for("already holds rows").empty()) << again.seen();
   EXPECT_EQ(again.stop(), 1) << again.seen();
+}
+
+// `vigil install | kubectl apply -f -` on the demo's API server, as on a
+// cluster running the Prometheus Operator (its two CRDs first): every object
+// is created, the CRDs' resources are served, and a second apply creates
+// nothing. --validate=false: the API test server serves no /openapi
+// documents for kubectl's validation; manifest_schema_test validates every
+// object against those schemas instead.
+TEST(demo_serve, kubectl_applies_what_vigil_install_prints) {
+  if (test::run_shell("command -v kubectl").code != 0)
+    GTEST_SKIP() << "kubectl is not installed (not a Debian 12 package)";
+  const auto dir = test::fresh_directory();
+  const std::string source =
+    std::getenv("VIGIL_SOURCE_DIR") != nullptr ? std::getenv("VIGIL_SOURCE_DIR") : ".";
+  child_process demo(
+    {VIGIL_BINARY, "demo", "--serve", "--journal", "sqlite:" + dir + "/journal.db"});
+  auto line = demo.wait_for("kubectl --server");
+  ASSERT_FALSE(line.empty()) << demo.seen();
+  // "  kubectl --server URL --certificate-authority CA --token T get nodes"
+  line = line.substr(line.find("kubectl"));
+  line = line.substr(0, line.find(" get nodes"));
+  const auto kubectl = "KUBECONFIG=/dev/null " + line + " --cache-dir " + dir + "/cache ";
+
+  auto operator_crds = test::run_shell(kubectl + "apply --validate=false -f " + source
+                                       + "/tests/data/prometheus-operator-crds.yaml");
+  ASSERT_EQ(operator_crds.code, 0) << operator_crds.out;
+  const auto install =
+    kubectl + "apply --validate=false -f " + source + "/deploy/install.yaml";
+  auto applied = test::run_shell(install);
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  for (const char* created :
+       {"namespace/vigil created",
+        "customresourcedefinition.apiextensions.k8s.io/gpuresets.vigil.dev",
+        "daemonset.apps/vigil-agent created", "deployment.apps/vigil-control created",
+        "clusterrole.rbac.authorization.k8s.io/vigil-control created",
+        "servicemonitor.monitoring.coreos.com/vigil-control created",
+        "prometheusrule.monitoring.coreos.com/vigil-gpu-reset created",
+        "networkpolicy.networking.k8s.io/vigil-default-deny-ingress created"})
+    EXPECT_NE(applied.out.find(created), std::string::npos) << created << "\n"
+                                                            << applied.out;
+
+  auto again = test::run_shell(install);
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_EQ(again.out.find(" created"), std::string::npos) << again.out;
+  auto resets = test::run_shell(kubectl + "get gpuresets");
+  EXPECT_EQ(resets.code, 0) << resets.out;
+  auto workloads =
+    test::run_shell(kubectl + "-n vigil get daemonsets,deployments,services");
+  ASSERT_EQ(workloads.code, 0) << workloads.out;
+  EXPECT_NE(workloads.out.find("vigil-agent"), std::string::npos) << workloads.out;
+  EXPECT_EQ(demo.stop(), 0) << demo.seen();
 }
 
 } // namespace

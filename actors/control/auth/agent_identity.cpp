@@ -31,18 +31,29 @@ std::optional<std::string> bearer_token(std::string_view header) {
 }
 
 kube::kube_request token_review_request(const std::string& token,
-                                        const std::string& audience) {
-  json review = {{"apiVersion", "authentication.k8s.io/v1"},
-                 {"kind", "TokenReview"},
-                 {"spec", {{"token", token}, {"audiences", {audience}}}}};
+                                        const std::vector<std::string>& audiences) {
+  json spec = {{"token", token}};
+  if (!audiences.empty())
+    spec["audiences"] = audiences;
+  json review = {
+    {"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenReview"}, {"spec", spec}};
   auto request = kube::make_request("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
                                     review.dump());
   request.timeout = std::chrono::seconds{10};
   return request;
 }
 
-expected<agent_identity> identity_from_review(std::string_view body,
-                                              const token_review_settings& settings) {
+std::vector<std::string> audiences_for(token_use use,
+                                       const token_review_settings& settings) {
+  if (use == token_use::agent)
+    return {settings.audience};
+  return {};
+}
+
+namespace {
+
+// status of an authenticated review, or why there is none.
+expected<json> authenticated_status(std::string_view body) {
   const auto review = json::parse(body, nullptr, false);
   if (!review.is_object())
     return failure{"TokenReview", "the answer is not JSON"};
@@ -51,6 +62,40 @@ expected<agent_identity> identity_from_review(std::string_view body,
     const auto why = status.is_object() ? status.value("error", "") : std::string{};
     return failure{"bearer token", why.empty() ? "not authenticated" : why};
   }
+  return status;
+}
+
+std::string username_of(const json& status) {
+  const auto user = status.value("user", json::object());
+  return user.is_object() ? user.value("username", "") : "";
+}
+
+} // namespace
+
+expected<agent_identity> reader_from_review(std::string_view body,
+                                            const token_review_settings& settings) {
+  auto status = authenticated_status(body);
+  if (!status)
+    return status.error();
+  const auto name = username_of(*status);
+  const auto& readers = settings.metrics_readers;
+  if (std::find(readers.begin(), readers.end(), name) == readers.end())
+    return failure{"bearer token", "'" + name + "' may not read /metrics"};
+  return agent_identity{name, "", false};
+}
+
+expected<agent_identity> review_answer(token_use use, std::string_view body,
+                                       const token_review_settings& settings) {
+  return use == token_use::agent ? identity_from_review(body, settings)
+                                 : reader_from_review(body, settings);
+}
+
+expected<agent_identity> identity_from_review(std::string_view body,
+                                              const token_review_settings& settings) {
+  auto authenticated = authenticated_status(body);
+  if (!authenticated)
+    return authenticated.error();
+  const auto& status = *authenticated;
   const auto audiences = status.value("audiences", json::array());
   if (audiences.is_array() && !audiences.empty()
       && std::find(audiences.begin(), audiences.end(), settings.audience)
@@ -58,11 +103,12 @@ expected<agent_identity> identity_from_review(std::string_view body,
     return failure{"bearer token", "not issued for the audience " + settings.audience};
   const auto user = status.value("user", json::object());
   agent_identity who;
-  who.username = user.is_object() ? user.value("username", "") : "";
+  who.username = username_of(status);
   if (who.username != settings.agent_username)
     return failure{"bearer token", "'" + who.username + "' is not the agents' account "
                                      + settings.agent_username};
-  const auto extra = user.value("extra", json::object());
+  const auto extra =
+    user.is_object() ? user.value("extra", json::object()) : json::object();
   const auto nodes =
     extra.is_object() ? extra.value(node_name_extra, json::array()) : json::array();
   if (!nodes.is_array() || nodes.empty() || !nodes[0].is_string()

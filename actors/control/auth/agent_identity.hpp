@@ -23,11 +23,18 @@ struct agent_identity {
   bool any_node = false; ///< the operator's static token (or no authentication)
 };
 
+/// What a token is presented for: an agent's post (audience `vigil`, bound
+/// to a node) or a scrape of /metrics (the API server's own audience: the
+/// scraper sends its ServiceAccount's token).
+enum class token_use { agent, metrics_reader };
+
 struct token_review_settings {
   std::string audience = "vigil";
   /// The agents' ServiceAccount as TokenReview names it:
   /// system:serviceaccount:<namespace>:<name>.
   std::string agent_username = "system:serviceaccount:vigil:vigil-agent";
+  /// The accounts that may read /metrics, named the same way.
+  std::vector<std::string> metrics_readers;
 };
 
 /// The Kubernetes extra key naming the node of a pod-bound token (1.30+,
@@ -37,15 +44,29 @@ inline constexpr const char* node_name_extra = "authentication.kubernetes.io/nod
 /// The token of an "Authorization: Bearer <token>" header; nullopt otherwise.
 std::optional<std::string> bearer_token(std::string_view authorization_header);
 
-/// POST /apis/authentication.k8s.io/v1/tokenreviews for `token`.
+/// POST /apis/authentication.k8s.io/v1/tokenreviews for `token`, asking for
+/// `audiences` (none: the API server's own).
 kube::kube_request token_review_request(const std::string& token,
-                                        const std::string& audience);
+                                        const std::vector<std::string>& audiences);
+
+/// The audiences a token presented for `use` must carry.
+std::vector<std::string> audiences_for(token_use use,
+                                       const token_review_settings& settings);
 
 /// The identity a TokenReview answer grants: authenticated, for the agents'
 /// account, with the audience, bound to a node. A failure says which of these
 /// is missing (the error the API server gave, the other account's name …).
 expected<agent_identity> identity_from_review(std::string_view body,
                                               const token_review_settings& settings);
+
+/// The reader a TokenReview answer names, when it is one of the accounts
+/// allowed to read /metrics.
+expected<agent_identity> reader_from_review(std::string_view body,
+                                            const token_review_settings& settings);
+
+/// identity_from_review or reader_from_review, by `use`.
+expected<agent_identity> review_answer(token_use use, std::string_view body,
+                                       const token_review_settings& settings);
 
 /// The `exp` claim (seconds since the epoch) of a JWT; nullopt for a token
 /// that is not one, or without the claim.

@@ -11,21 +11,29 @@ namespace {
 
 using authenticator_actor = caf::stateful_actor<authenticator_state>;
 
-void answer_waiting(authenticator_actor* self, const std::string& token,
+// A token is reviewed once per use: an agent's token is not a reader's. The
+// prefix holds no '.', so a JWT's claims (its expiry) stay its second part.
+std::string cache_key(control::token_use use, const std::string& token) {
+  return (use == control::token_use::agent ? "agent:" : "metrics:") + token;
+}
+
+void answer_waiting(authenticator_actor* self, const std::string& key,
                     const expected<control::agent_identity>& answer) {
   auto& st = self->state;
-  auto waiting = std::move(st.waiting[token]);
-  st.waiting.erase(token);
+  auto waiting = std::move(st.waiting[key]);
+  st.waiting.erase(key);
   for (auto& done : waiting)
     done(answer);
 }
 
-void review(authenticator_actor* self, const std::string& token) {
+void review(authenticator_actor* self, control::token_use use, const std::string& token) {
   auto& st = self->state;
   ++st.reviews;
+  const auto key = cache_key(use, token);
   self
-    ->request(st.gateway, caf::infinite,
-              control::token_review_request(token, st.settings.audience))
+    ->request(
+      st.gateway, caf::infinite,
+      control::token_review_request(token, control::audiences_for(use, st.settings)))
     .then(
       [=](const kube::kube_result& result) {
         auto& st = self->state;
@@ -33,22 +41,22 @@ void review(authenticator_actor* self, const std::string& token) {
           // Not the token's fault: nothing is remembered, the agent retries.
           component_logger("ingest")->warn("TokenReview failed: {}",
                                            result.error().to_string());
-          answer_waiting(self, token,
+          answer_waiting(self, key,
                          failure{"TokenReview", "the API server could not check the "
                                                 "token: "
                                                   + result.error().to_string()});
           return;
         }
-        auto answer = control::identity_from_review(result.response().body, st.settings);
+        auto answer = control::review_answer(use, result.response().body, st.settings);
         // An answer that could not be read is not remembered either.
         const bool unreadable = !answer && answer.error().where == "TokenReview";
         if (!unreadable)
-          st.cache.remember(token, answer, unix_seconds(st.time->wall_now()));
-        answer_waiting(self, token, answer);
+          st.cache.remember(key, answer, unix_seconds(st.time->wall_now()));
+        answer_waiting(self, key, answer);
       },
       [=](const caf::error& e) {
         answer_waiting(
-          self, token,
+          self, key,
           failure{"TokenReview", "the gateway did not answer: " + caf::to_string(e)});
       });
 }
@@ -65,15 +73,15 @@ caf::behavior authenticator(caf::stateful_actor<authenticator_state>* self,
   return {
     [=](authenticate_atom, authenticate_request& request) {
       auto& st = self->state;
-      if (const auto* known =
-            st.cache.find(request.token, unix_seconds(st.time->wall_now()))) {
+      const auto key = cache_key(request.use, request.token);
+      if (const auto* known = st.cache.find(key, unix_seconds(st.time->wall_now()))) {
         request.done(*known);
         return;
       }
-      auto& waiting = st.waiting[request.token];
+      auto& waiting = st.waiting[key];
       waiting.push_back(std::move(request.done));
       if (waiting.size() == 1)
-        review(self, request.token);
+        review(self, request.use, request.token);
     },
   };
 }

@@ -1,7 +1,8 @@
-// The authenticator actor: turns an agent's bearer token into the identity
-// the API server vouches for (TokenReview through the gateway), remembering
-// each answer for the token's lifetime (agent_identity.hpp's token_cache).
-// Concurrent requests for one token wait for a single review.
+// The authenticator actor: turns a bearer token into the identity the API
+// server vouches for (TokenReview through the gateway): an agent's, bound to
+// its node, or a /metrics reader's. Each answer is remembered for the token's
+// lifetime (agent_identity.hpp's token_cache); concurrent requests for one
+// token wait for a single review.
 #pragma once
 
 #include <functional>
@@ -30,6 +31,7 @@ using authenticated = std::function<void(expected<control::agent_identity>)>;
 
 struct authenticate_request {
   std::string token;
+  control::token_use use = control::token_use::agent;
   authenticated done;
 };
 
@@ -38,7 +40,8 @@ struct authenticator_state {
   std::shared_ptr<const clock> time;
   control::token_review_settings settings;
   control::token_cache cache;
-  std::unordered_map<std::string, std::vector<authenticated>> waiting; ///< by token
+  /// By use and token (cache_key): one review for all who wait on it.
+  std::unordered_map<std::string, std::vector<authenticated>> waiting;
   std::uint64_t reviews = 0; ///< TokenReviews sent
   static inline const char* name = "authenticator";
 };

@@ -326,17 +326,21 @@ using identity_then = std::function<void(control::agent_identity)>;
 // no authentication is configured; otherwise answers 401, or 503 when the
 // API server could not be asked (the agent retries).
 void with_identity(const control_http_options& options, const http::request& req,
-                   const http::responder& reply, identity_then then) {
+                   const http::responder& reply, control::token_use use,
+                   identity_then then) {
   const auto header = req.header("authorization");
-  if (options.token.empty() && !options.authenticator)
+  const bool reviewed =
+    use == control::token_use::agent ? options.agent_tokens : options.metrics_auth;
+  if (options.token.empty() && !reviewed)
     return then({"anonymous", "", true});
   if (!options.token.empty() && control::bearer_token_matches(header, options.token))
     return then({"static token", "", true});
   auto token = control::bearer_token(header);
-  if (!options.authenticator || !token)
+  if (!reviewed || !options.authenticator || !token)
     return reply(to_http(control::error_reply(401, "missing or wrong bearer token")));
   authenticate_request request;
   request.token = std::move(*token);
+  request.use = use;
   request.done = [reply, then = std::move(then), retry = options.retry_after_seconds](
                    expected<control::agent_identity> who) {
     if (who)
@@ -375,64 +379,80 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
     if (path == "/v1/events") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
-        auto items = control::parse_ingest_body(
-          shared->body, shared->header("content-type"), options.limits);
-        if (!items)
-          return reply(to_http(control::request_failure_reply(items.error())));
-        std::vector<std::string> nodes;
-        for (const auto& item : *items)
-          if (item.event)
-            nodes.push_back(item.event->node_name);
-        if (refuse_foreign(who, nodes, reply))
-          return;
-        ingest_request request;
-        request.items = std::move(*items);
-        request.reply = [reply](control::ingest_reply r) { reply(to_http(r)); };
-        caf::anon_send(actors.ingest, ingest_atom::value, std::move(request));
-      });
+      return with_identity(
+        options, *shared, reply, control::token_use::agent,
+        [=](control::agent_identity who) {
+          auto items = control::parse_ingest_body(
+            shared->body, shared->header("content-type"), options.limits);
+          if (!items)
+            return reply(to_http(control::request_failure_reply(items.error())));
+          std::vector<std::string> nodes;
+          for (const auto& item : *items)
+            if (item.event)
+              nodes.push_back(item.event->node_name);
+          if (refuse_foreign(who, nodes, reply))
+            return;
+          ingest_request request;
+          request.items = std::move(*items);
+          request.reply = [reply](control::ingest_reply r) { reply(to_http(r)); };
+          caf::anon_send(actors.ingest, ingest_atom::value, std::move(request));
+        });
     }
     if (path == "/v1/heartbeat") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
-        auto beat = control::decode_heartbeat(shared->body);
-        if (!beat)
-          return reply(to_http(control::request_failure_reply(beat.error())));
-        if (refuse_foreign(who, {beat->node_name}, reply))
-          return;
-        caf::anon_send(actors.fleet, agent_heard_atom::value, beat->node_name);
-        reply(text(200, "ok\n"));
-      });
+      return with_identity(
+        options, *shared, reply, control::token_use::agent,
+        [=](control::agent_identity who) {
+          auto beat = control::decode_heartbeat(shared->body);
+          if (!beat)
+            return reply(to_http(control::request_failure_reply(beat.error())));
+          if (refuse_foreign(who, {beat->node_name}, reply))
+            return;
+          caf::anon_send(actors.fleet, agent_heard_atom::value, beat->node_name);
+          reply(text(200, "ok\n"));
+        });
     }
     // The node agent's PodResources report (seed 000 §3.1); a snapshot it
     // sends again every minute, so it is handed on, not journaled.
     if (path == "/v1/allocations") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
-        auto report = decode_gpu_allocations(shared->body);
-        if (!report)
-          return reply(to_http(control::request_failure_reply(report.error())));
-        if (refuse_foreign(who, {report->node}, reply))
-          return;
-        caf::anon_send(actors.fleet, allocations_atom::value, std::move(*report));
-        reply(text(202, "accepted\n"));
-      });
+      return with_identity(
+        options, *shared, reply, control::token_use::agent,
+        [=](control::agent_identity who) {
+          auto report = decode_gpu_allocations(shared->body);
+          if (!report)
+            return reply(to_http(control::request_failure_reply(report.error())));
+          if (refuse_foreign(who, {report->node}, reply))
+            return;
+          caf::anon_send(actors.fleet, allocations_atom::value, std::move(*report));
+          reply(text(202, "accepted\n"));
+        });
     }
     if (path == "/v1/breaker/reset") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
-      return with_identity(options, *shared, reply, [=](control::agent_identity who) {
-        if (!who.any_node)
-          return reply(to_http(control::error_reply(
-            403, "an agent's token may not reset the circuit breaker; use the operator's "
-                 "token (control.token_file)")));
-        caf::anon_send(endpoints, reset_atom::value, http::responder(reply));
-      });
+      return with_identity(
+        options, *shared, reply, control::token_use::agent,
+        [=](control::agent_identity who) {
+          if (!who.any_node)
+            return reply(to_http(control::error_reply(
+              403,
+              "an agent's token may not reset the circuit breaker; use the operator's "
+              "token (control.token_file)")));
+          caf::anon_send(endpoints, reset_atom::value, http::responder(reply));
+        });
     }
-    if (path == "/metrics")
-      return caf::anon_send(endpoints, metrics_atom::value, http::responder(reply));
+    if (path == "/metrics") {
+      if (!options.metrics_auth)
+        return caf::anon_send(endpoints, metrics_atom::value, http::responder(reply));
+      return with_identity(options, *shared, reply, control::token_use::metrics_reader,
+                           [=](const control::agent_identity&) {
+                             caf::anon_send(endpoints, metrics_atom::value,
+                                            http::responder(reply));
+                           });
+    }
     if (path == "/readyz")
       return caf::anon_send(endpoints, ready_atom::value, http::responder(reply));
     if (path == "/healthz")

@@ -47,9 +47,14 @@ struct control_http_options {
   control::ingest_limits limits;
   /// The operator's static token (any node); "" = none.
   std::string token;
-  /// TokenReview of agents' tokens (actors/control/auth); null = off. With
-  /// neither, anyone may post (a warning at startup).
+  /// TokenReview of bearer tokens (actors/control/auth); null = none.
   caf::actor authenticator;
+  /// Agents' projected tokens are accepted (control.token_review). With
+  /// neither this nor `token`, anyone may post (a warning at startup).
+  bool agent_tokens = false;
+  /// /metrics needs the static token or a reader's token
+  /// (control.metrics_readers); otherwise it is open.
+  bool metrics_auth = false;
   int retry_after_seconds = 2; ///< Retry-After when the API server cannot check a token
 };
 

@@ -312,6 +312,7 @@ TEST(install_manifests, bad_configuration_is_refused_with_the_key) {
 TEST(install_manifests, a_key_install_owns_is_replaced_and_said_so) {
   auto r = install({"", "",
                     "control:\n  tls_cert_file: /mine/cert.pem\n"
+                    "  metrics_readers: [ops/prometheus]\n"
                     "journal:\n  url: postgresql://vigil@db:5432/vigil\n",
                     "mine.yaml"});
   ASSERT_EQ(r.notes.size(), 1u);
@@ -322,6 +323,30 @@ TEST(install_manifests, a_key_install_owns_is_replaced_and_said_so) {
     parse_config((*find(r, "ConfigMap", "vigil-config"))["data"]["vigil.yaml"]);
   ASSERT_TRUE(config.has_value());
   EXPECT_EQ(config->journal.url, "postgresql://vigil@db:5432/vigil");
+  EXPECT_EQ(config->control.metrics_readers, std::vector<std::string>{"ops/prometheus"});
+}
+
+// /metrics is read by Prometheus with its own token, which vigil-control
+// checks: kube-prometheus' account unless the configuration names another.
+TEST(install_manifests, prometheus_reads_metrics_with_its_own_token) {
+  auto r = install();
+  auto config =
+    parse_config((*find(r, "ConfigMap", "vigil-config"))["data"]["vigil.yaml"]);
+  ASSERT_TRUE(config.has_value());
+  EXPECT_EQ(config->control.metrics_readers,
+            std::vector<std::string>{"monitoring/prometheus-k8s"});
+  bool noted = false;
+  for (const auto& note : r.notes)
+    noted = noted || note.find("control.metrics_readers") != std::string::npos;
+  EXPECT_TRUE(noted);
+  const auto& endpoint =
+    (*find(r, "ServiceMonitor", "vigil-control"))["spec"]["endpoints"][0];
+  EXPECT_EQ(endpoint["bearerTokenFile"],
+            "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  auto bad =
+    install_manifests({"", "", "control:\n  metrics_readers: [prometheus]\n", "m.yaml"});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().where, "m.yaml: control.metrics_readers");
 }
 
 TEST(install_manifests, the_printed_stream_reads_back_as_the_objects) {

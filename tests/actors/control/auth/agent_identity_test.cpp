@@ -56,13 +56,34 @@ TEST(agent_identity, bearer_header) {
 }
 
 TEST(agent_identity, the_review_request_names_the_audience) {
-  auto request = token_review_request("tok", "vigil");
+  auto request = token_review_request("tok", audiences_for(token_use::agent, settings));
   EXPECT_EQ(request.verb, "POST");
   EXPECT_EQ(request.path, "/apis/authentication.k8s.io/v1/tokenreviews");
   auto body = json::parse(request.body);
   EXPECT_EQ(body["kind"], "TokenReview");
   EXPECT_EQ(body["spec"]["token"], "tok");
   EXPECT_EQ(body["spec"]["audiences"], json::array({"vigil"}));
+  // A reader's token is the API server's own audience: none is named.
+  auto reader = json::parse(
+    token_review_request("tok", audiences_for(token_use::metrics_reader, settings)).body);
+  EXPECT_FALSE(reader["spec"].contains("audiences"));
+}
+
+TEST(agent_identity, only_listed_accounts_read_metrics) {
+  token_review_settings readers;
+  readers.metrics_readers = {"system:serviceaccount:monitoring:prometheus-k8s"};
+  auto prometheus =
+    review("system:serviceaccount:monitoring:prometheus-k8s", json::object(), true,
+           json::array({"https://kubernetes.default.svc"}));
+  auto ok = review_answer(token_use::metrics_reader, prometheus.dump(), readers);
+  ASSERT_TRUE(ok.has_value()) << ok.error().to_string();
+  EXPECT_EQ(ok->username, "system:serviceaccount:monitoring:prometheus-k8s");
+  auto agent_token =
+    review_answer(token_use::metrics_reader, review(agent, on_node_7).dump(), readers);
+  ASSERT_FALSE(agent_token.has_value());
+  EXPECT_NE(agent_token.error().what.find("may not read /metrics"), std::string::npos);
+  // The same answer read for an agent's post names the account it is not.
+  EXPECT_FALSE(review_answer(token_use::agent, prometheus.dump(), readers).has_value());
 }
 
 TEST(agent_identity, an_agent_bound_to_a_node_is_granted_that_node) {

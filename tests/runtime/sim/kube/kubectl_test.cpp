@@ -1,7 +1,5 @@
 // kubectl (when installed) against the API test server: get, describe,
 // cordon and uncordon, the operator's view of what vigil does.
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -11,26 +9,15 @@
 #include "runtime/sim/kube/kube_test_server.hpp"
 #include "runtime/sim/kube/test_certificates.hpp"
 #include "tests/support/fresh_directory.hpp"
+#include "tests/support/run_shell.hpp"
 
 namespace vigil::kube {
 namespace {
 
 using json = nlohmann::json;
 
-struct run_result {
-  int code;
-  std::string out;
-};
-
-run_result run(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr)
-    return {-1, "popen failed"};
-  std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;)
-    out.append(buf.data(), n);
-  return {::pclose(pipe), out};
+test::shell_result run(const std::string& command) {
+  return test::run_shell(command);
 }
 
 class kubectl_test : public testing::Test {
@@ -116,46 +103,6 @@ TEST_F(kubectl_test, get_describe_cordon_uncordon) {
   auto uncordoned = run(kubectl_ + "uncordon gpu-node-1");
   ASSERT_EQ(uncordoned.code, 0) << uncordoned.out;
   EXPECT_FALSE(unschedulable());
-}
-
-// `vigil install | kubectl apply -f -` on a cluster with the Prometheus
-// Operator: every object is created (the CRDs first, then what they serve),
-// and a second apply changes nothing. --validate=false: the test server
-// serves no OpenAPI documents (/openapi/v2, /openapi/v3), which kubectl's
-// validation downloads; manifest_schema_test validates every object against
-// those schemas instead.
-TEST_F(kubectl_test, applies_what_vigil_install_prints) {
-  const std::string source =
-    std::getenv("VIGIL_SOURCE_DIR") ? std::getenv("VIGIL_SOURCE_DIR") : ".";
-  auto operator_crds = run(kubectl_ + "apply --validate=false -f " + source
-                           + "/tests/data/prometheus-operator-crds.yaml");
-  ASSERT_EQ(operator_crds.code, 0) << operator_crds.out;
-  const auto install =
-    kubectl_ + "apply --validate=false -f " + source + "/deploy/install.yaml";
-  auto applied = run(install);
-  ASSERT_EQ(applied.code, 0) << applied.out;
-  for (const char* created :
-       {"namespace/vigil created",
-        "customresourcedefinition.apiextensions.k8s.io/gpuresets.vigil.dev created",
-        "daemonset.apps/vigil-agent created", "deployment.apps/vigil-control created",
-        "clusterrole.rbac.authorization.k8s.io/vigil-control created",
-        "servicemonitor.monitoring.coreos.com/vigil-control created",
-        "prometheusrule.monitoring.coreos.com/vigil-gpu-reset created",
-        "networkpolicy.networking.k8s.io/vigil-default-deny-ingress created"})
-    EXPECT_NE(applied.out.find(created), std::string::npos) << created << "\n"
-                                                            << applied.out;
-  EXPECT_EQ(applied.out.find("error"), std::string::npos) << applied.out;
-
-  auto again = run(install);
-  ASSERT_EQ(again.code, 0) << again.out;
-  EXPECT_EQ(again.out.find("created"), std::string::npos) << again.out;
-
-  // The CRDs are served once created: the janitor's kinds can be listed.
-  auto resets = run(kubectl_ + "get gpuresets");
-  EXPECT_EQ(resets.code, 0) << resets.out;
-  auto workloads = run(kubectl_ + "-n vigil get daemonsets,deployments,services");
-  ASSERT_EQ(workloads.code, 0) << workloads.out;
-  EXPECT_NE(workloads.out.find("vigil-agent"), std::string::npos) << workloads.out;
 }
 
 TEST_F(kubectl_test, a_wrong_token_is_refused) {
