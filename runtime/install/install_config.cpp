@@ -68,8 +68,10 @@ expected<install_context> make_context(const install_options& options,
   } catch (const YAML::Exception& e) {
     return failure{source, e.what()};
   }
-  if (!document.IsMap())
-    document = YAML::Node(YAML::NodeType::Map);
+  if (document.IsNull() || !document.IsDefined())
+    document = YAML::Node(YAML::NodeType::Map); // empty, or only comments
+  else if (!document.IsMap())
+    return failure{source, "must be a map of sections (log, journal, control, …)"};
 
   install_context ctx;
   ctx.ns = options.namespace_name;
@@ -84,7 +86,7 @@ expected<install_context> make_context(const install_options& options,
   ctx.image =
     options.image.empty() ? std::string("vigil:") + version_string() : options.image;
 
-  // Two replicas share one journal (seed 000 §5): SQLite is one process's.
+  // The two control replicas share one journal: an SQLite file is one process's.
   const auto journal_url = setting(document, "journal", "url");
   if (journal_url.empty()) {
     const auto url =

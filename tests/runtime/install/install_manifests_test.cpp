@@ -303,6 +303,10 @@ TEST(install_manifests, bad_configuration_is_refused_with_the_key) {
   auto not_a_map = install_manifests({"", "", "control: 5\n", "mine.yaml"});
   ASSERT_FALSE(not_a_map.has_value());
   EXPECT_EQ(not_a_map.error().where, "mine.yaml: control");
+  auto scalar = install_manifests({"", "", "just text\n", "mine.yaml"});
+  ASSERT_FALSE(scalar.has_value());
+  EXPECT_EQ(scalar.error().where, "mine.yaml");
+  EXPECT_TRUE(install_manifests({"", "", "# only a comment\n", "mine.yaml"}).has_value());
   auto bad_yaml = install_manifests({"", "", "control: [", "mine.yaml"});
   ASSERT_FALSE(bad_yaml.has_value());
   EXPECT_EQ(bad_yaml.error().where.rfind("mine.yaml", 0), 0u)
