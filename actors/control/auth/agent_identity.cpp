@@ -1,7 +1,6 @@
 #include "actors/control/auth/agent_identity.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include <nlohmann/json.hpp>
 
@@ -10,25 +9,6 @@
 namespace vigil::control {
 
 using json = nlohmann::json;
-
-std::optional<std::string> bearer_token(std::string_view header) {
-  while (!header.empty() && header.front() == ' ')
-    header.remove_prefix(1);
-  constexpr std::string_view scheme = "bearer ";
-  if (header.size() <= scheme.size())
-    return std::nullopt;
-  for (size_t i = 0; i < scheme.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(header[i])) != scheme[i])
-      return std::nullopt;
-  header.remove_prefix(scheme.size());
-  while (!header.empty() && header.front() == ' ')
-    header.remove_prefix(1);
-  while (!header.empty() && header.back() == ' ')
-    header.remove_suffix(1);
-  if (header.empty())
-    return std::nullopt;
-  return std::string(header);
-}
 
 kube::kube_request token_review_request(const std::string& token,
                                         const std::vector<std::string>& audiences) {

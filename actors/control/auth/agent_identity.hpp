@@ -41,9 +41,6 @@ struct token_review_settings {
 /// ServiceAccountTokenPodNodeInfo).
 inline constexpr const char* node_name_extra = "authentication.kubernetes.io/node-name";
 
-/// The token of an "Authorization: Bearer <token>" header; nullopt otherwise.
-std::optional<std::string> bearer_token(std::string_view authorization_header);
-
 /// POST /apis/authentication.k8s.io/v1/tokenreviews for `token`, asking for
 /// `audiences` (none: the API server's own).
 kube::kube_request token_review_request(const std::string& token,

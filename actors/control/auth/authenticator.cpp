@@ -28,7 +28,6 @@ void answer_waiting(authenticator_actor* self, const std::string& key,
 
 void review(authenticator_actor* self, control::token_use use, const std::string& token) {
   auto& st = self->state;
-  ++st.reviews;
   const auto key = cache_key(use, token);
   self
     ->request(

@@ -42,7 +42,6 @@ struct authenticator_state {
   control::token_cache cache;
   /// By use and token (cache_key): one review for all who wait on it.
   std::unordered_map<std::string, std::vector<authenticated>> waiting;
-  std::uint64_t reviews = 0; ///< TokenReviews sent
   static inline const char* name = "authenticator";
 };
 

@@ -268,18 +268,26 @@ std::string derive_event_id(const health_event& event) {
   return out;
 }
 
-bool bearer_token_matches(std::string_view authorization_header,
-                          std::string_view expected_token) {
-  if (expected_token.empty())
-    return true;
+std::optional<std::string> bearer_token(std::string_view authorization_header) {
   constexpr std::string_view scheme = "bearer";
   const auto value = trim(authorization_header, " \t");
   if (value.size() <= scheme.size() || lowercase(value.substr(0, scheme.size())) != scheme
       || (value[scheme.size()] != ' ' && value[scheme.size()] != '\t'))
-    return false;
+    return std::nullopt;
   const auto presented = trim(value.substr(scheme.size()), " \t");
   if (presented.empty())
+    return std::nullopt;
+  return std::string(presented);
+}
+
+bool bearer_token_matches(std::string_view authorization_header,
+                          std::string_view expected_token) {
+  if (expected_token.empty())
+    return true;
+  const auto token = bearer_token(authorization_header);
+  if (!token)
     return false;
+  const std::string_view presented = *token;
   // Every presented byte is compared, whatever matched before, so the time
   // tells nothing about the expected token's content or length.
   unsigned difference = presented.size() == expected_token.size() ? 0 : 1;

@@ -63,6 +63,10 @@ int request_failure_status(const failure& request_failure);
 /// error-code and metadata order is part of the event and of the hash.
 std::string derive_event_id(const health_event& event);
 
+/// The token of an Authorization header "Bearer <token>" (scheme
+/// case-insensitive, spaces and tabs around it ignored); nullopt otherwise.
+std::optional<std::string> bearer_token(std::string_view authorization_header);
+
 /// Checks an Authorization header "Bearer <token>" (scheme case-insensitive,
 /// spaces around the token ignored) in time that depends on the presented
 /// token's length only. An empty expected token means authentication is

@@ -2,6 +2,8 @@
 // the token's expiry, the own-node rule and the cache of answers.
 #include "actors/control/auth/agent_identity.hpp"
 
+#include "actors/control/ingest/ingest_logic.hpp"
+
 #include <cstdint>
 
 #include <gtest/gtest.h>
