@@ -85,7 +85,8 @@ void BM_kernel_log_parser(benchmark::State& state) {
 }
 BENCHMARK(BM_kernel_log_parser)->Unit(benchmark::kMillisecond);
 
-// What `vigil parse kmsg` does: read lines, parse, build events, group bursts.
+// What `vigil parse kmsg` does: read lines, parse, build events, group bursts;
+// Arg 1 with the NIC driver check (the shipped mlx5_core patterns) as well.
 void BM_parse_kernel_log(benchmark::State& state) {
   const auto& lines = log_lines();
   std::string text;
@@ -100,6 +101,16 @@ void BM_parse_kernel_log(benchmark::State& state) {
   parse_options options;
   options.catalog = *catalog;
   options.node_name = "gpu-node-1";
+  if (state.range(0) == 1) {
+    auto patterns =
+      load_nic_driver_patterns(std::string(source ? source : ".") + "/config");
+    if (!patterns) {
+      state.SkipWithError(patterns.error().to_string().c_str());
+      return;
+    }
+    options.nic_check =
+      std::make_shared<const nic_driver_check>(*nic_driver_check::make(*patterns));
+  }
   for (auto _ : state) {
     std::istringstream in(text);
     auto result = parse_kernel_log(in, options);
@@ -107,7 +118,7 @@ void BM_parse_kernel_log(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * lines.size()));
 }
-BENCHMARK(BM_parse_kernel_log)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_parse_kernel_log)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 std::string bus(int b, int fn = 0) {
   char buf[32];
@@ -119,7 +130,7 @@ std::string bus(int b, int fn = 0) {
 void build_34_devices(test::fake_sysfs& sys, gpu_metadata& metadata) {
   for (int g = 0; g < 8; ++g)
     metadata.gpus.push_back(
-      {g, bus(0x80 + g * 4), g / 4, "GPU-" + std::to_string(g), "", ""});
+      {g, bus(0x80 + g * 4), g / 4, "GPU-" + std::to_string(g), "", "", "", {}});
   auto add = [&](const std::string& name, const std::string& pci, int numa,
                  std::vector<std::string> topo, const std::string& netdev) {
     test::fake_nic nic;

@@ -1,6 +1,7 @@
 #include "messages/wall_time.hpp"
 
 #include <cstdio>
+#include <limits>
 
 namespace vigil {
 
@@ -163,6 +164,11 @@ expected<wall_time> parse_rfc3339(std::string_view s) {
   // A leap second (:60) folds into the next second, as most systems do.
   const std::int64_t secs = days_from_civil(year, month, day) * 86400 + hour * 3600
                             + minute * 60 + second - offset_seconds;
+  // wall_time counts nanoseconds in 64 bits: 1677-09-21 to 2262-04-11.
+  constexpr std::int64_t most_seconds =
+    std::numeric_limits<std::int64_t>::max() / 1'000'000'000 - 1;
+  if (secs > most_seconds || secs < -most_seconds)
+    return bad("outside the years 1678 to 2262 that a nanosecond clock holds");
   return from_unix(secs, static_cast<std::int32_t>(nanos));
 }
 

@@ -10,6 +10,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/protocol/health_event_message.hpp"
+#include "messages/agent_gpu_facts.hpp"
 #include "messages/gpu_allocations.hpp"
 #include "messages/health_event.hpp"
 
@@ -36,6 +37,10 @@ using gpunodes_atom = caf::atom_constant<caf::atom("gpunodes")>;
 using ingest_atom = caf::atom_constant<caf::atom("ingest")>;
 /// (summary_atom) → a JSON summary of the actor's state (console, tests).
 using summary_atom = caf::atom_constant<caf::atom("summary")>;
+/// (node_summaries_atom) to the fleet → vector<string>: every node actor's
+/// summary, asked of each by message (the console's fleet page). A node that
+/// does not answer within the timeout is left out.
+using node_summaries_atom = caf::atom_constant<caf::atom("nodesums")>;
 
 /// (cancel_atom, why) to a drain actor: stop evicting and report cancelled.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
@@ -112,6 +117,9 @@ using allocations_atom = caf::atom_constant<caf::atom("allocation")>;
 
 /// (agent_heard_atom, node) to the fleet: the node's agent sent a heartbeat.
 using agent_heard_atom = caf::atom_constant<caf::atom("agentheard")>;
+/// (gpu_facts_atom, node, agent_gpu_facts) to the fleet, and from it to the
+/// node actor: what the heartbeat said of the node's GPUs (NVSwitches, model).
+using gpu_facts_atom = caf::atom_constant<caf::atom("gpufacts")>;
 /// (agent_quiet_atom, silent, since in ns since the epoch) from the fleet to a
 /// node actor: its agent went silent (true, since then) or reports again.
 using agent_quiet_atom = caf::atom_constant<caf::atom("agentquiet")>;
@@ -124,6 +132,7 @@ enum class ingest_verdict : std::uint8_t { stored, duplicate, unavailable };
 } // namespace vigil
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::gpu_allocations)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::agent_gpu_facts)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::ingest_verdict>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::replay_mark>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<vigil::remediation_attempt>)

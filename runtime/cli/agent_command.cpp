@@ -89,6 +89,7 @@ expected<prepared_metadata> prepare_gpu_metadata(const command_line& args,
   sources.nvidia_smi = option(args, "nvidia-smi", sources.nvidia_smi);
   sources.topo_file = option(args, "topo-file", "");
   sources.gpus_file = option(args, "gpus-file", "");
+  sources.nvlink_file = option(args, "nvlink-file", "");
   auto collected =
     agent::collect_gpu_metadata(node, sources, agent::timed_command_runner(timeout));
   if (collected) {
@@ -168,6 +169,15 @@ make_xid_parts(const command_line& args, const std::string& state_dir,
   if (!catalog)
     return catalog.error();
   parts->catalog = std::make_unique<agent::xid_catalog>(std::move(*catalog));
+  // mlx5_core's fault lines: a pattern file that does not read stops startup.
+  auto patterns = agent::load_nic_driver_patterns(agent::xid_catalog::default_dir());
+  if (!patterns)
+    return patterns.error();
+  auto check = agent::nic_driver_check::make(std::move(*patterns));
+  if (!check)
+    return check.error();
+  parts->nic_check = std::make_shared<const agent::nic_driver_check>(std::move(*check));
+  parts->sysfs_root = option(args, "sysfs-root", "/sys");
   // Optional here: without it, XID events name the PCI address only until a
   // "GPU at PCI" line teaches the UUID.
   if (auto metadata = agent::load_gpu_metadata(metadata_path))
@@ -254,6 +264,7 @@ std::vector<option_spec> agent_option_specs() {
      "the nvidia-smi the topology collector runs (default on PATH)"},
     {"topo-file", "FILE", "saved `nvidia-smi topo -m` output instead of running it"},
     {"gpus-file", "FILE", "saved `nvidia-smi --query-gpu=...` CSV instead of running it"},
+    {"nvlink-file", "FILE", "saved `nvidia-smi nvlink -R` output instead of running it"},
     {"no-collect", "", "do not collect topology; use --metadata as it is"},
     {"nvidia-smi-timeout", "DURATION",
      "how long each nvidia-smi call may run before it is killed (default 30s); on "
@@ -325,6 +336,8 @@ int run_agent(command_context& ctx) {
     prepare_gpu_metadata(ctx.args, node, *metadata_path, *nvidia_smi_timeout, ctx.err);
   if (!fresh_metadata)
     return fail(fresh_metadata.error());
+  if (auto metadata = agent::load_gpu_metadata(*metadata_path))
+    heartbeat.gpus = agent::gpu_facts_of(*metadata);
   auto xid_parts = make_xid_parts(ctx.args, state_dir, *metadata_path, *boot_id);
   if (!xid_parts)
     return fail(xid_parts.error());

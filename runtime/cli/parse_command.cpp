@@ -36,7 +36,10 @@ std::vector<option_spec> parse_option_specs() {
     {"boot-id", "ID", "boot ID mixed into event ids (kmsg)"},
     {"boot-time", "TIME", "RFC 3339 boot time for dmesg offsets (default: this host's)"},
     {"topo", "FILE", "output of `nvidia-smi topo -m` (topo)"},
-    {"gpus", "FILE", "output of `nvidia-smi --query-gpu=...` (topo)"}};
+    {"gpus", "FILE", "output of `nvidia-smi --query-gpu=...` (topo)"},
+    {"nvlinks", "FILE", "output of `nvidia-smi nvlink -R` (topo)"},
+    {"sysfs-root", "DIR",
+     "where a NIC driver line's PCI address is looked up (kmsg; /sys)"}};
 }
 
 int run_parse(command_context& ctx, std::istream& in) {
@@ -57,6 +60,14 @@ int run_parse_kmsg(command_context& ctx, std::istream& in) {
     return fail(catalog.error());
   agent::parse_options options;
   options.catalog = std::move(*catalog);
+  auto patterns = agent::load_nic_driver_patterns(agent::xid_catalog::default_dir());
+  if (!patterns)
+    return fail(patterns.error());
+  auto check = agent::nic_driver_check::make(std::move(*patterns));
+  if (!check)
+    return fail(check.error());
+  options.nic_check = std::make_shared<const agent::nic_driver_check>(std::move(*check));
+  options.sysfs_root = ctx.args.value("sysfs-root").value_or("/sys");
   options.node_name = ctx.args.value("node").value_or("");
   options.boot_id = ctx.args.value("boot-id").value_or("");
   if (auto text = ctx.args.value("boot-time")) {
@@ -77,7 +88,8 @@ int run_parse_kmsg(command_context& ctx, std::istream& in) {
   print_events(ctx.out, result.events);
   const auto& c = result.counters;
   ctx.err << "vigil parse kmsg: " << c.lines << " lines, " << c.nvidia_lines
-          << " NVIDIA lines, " << c.events_before_grouping << " events before grouping, "
+          << " NVIDIA lines, " << c.nic_driver_lines << " NIC driver lines, "
+          << c.events_before_grouping << " events before grouping, "
           << result.events.size() << " after, " << c.malformed.total() << " malformed\n";
   for (const auto& [kind, line] : c.malformed.first_lines())
     ctx.err << "  malformed " << kind << " (" << c.malformed.counts().at(kind)
@@ -113,6 +125,12 @@ int run_parse_topo(command_context& ctx) {
     agent::build_gpu_metadata(ctx.args.value("node").value_or(""), gpus, *matrix);
   if (!metadata)
     return fail(metadata.error());
+  if (auto nvlinks_path = ctx.args.value("nvlinks")) {
+    auto text = read_text(*nvlinks_path);
+    if (!text)
+      return fail(text.error());
+    agent::attach_nvlinks(*metadata, agent::parse_nvlink_remotes(*text));
+  }
   ctx.out << agent::encode_gpu_metadata(*metadata);
   return 0;
 }

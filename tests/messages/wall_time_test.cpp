@@ -43,10 +43,21 @@ TEST(wall_time, rejects_malformed_text) {
   for (const char* bad :
        {"", "2025", "2025-10-23", "2025-10-23T11:38:02", "2025-10-23 11:38:02Z",
         "2025-02-30T00:00:00Z", "2025-10-23T24:00:00Z", "2025-10-23T11:38:02.Z",
-        "2025-10-23T11:38:02Zjunk", "2025-10-23T11:38:02+0200", "abcd-ef-ghTij:kl:mnZ"}) {
+        "2025-10-23T11:38:02Zjunk", "2025-10-23T11:38:02+0200", "abcd-ef-ghTij:kl:mnZ",
+        // beyond what 64-bit nanoseconds hold (was an overflow, found by the console's
+        // history test)
+        "2999-01-01T00:00:00Z", "2262-04-12T00:00:00Z", "1600-01-01T00:00:00Z"}) {
     auto t = parse_rfc3339(bad);
     EXPECT_FALSE(t.has_value()) << bad;
   }
+}
+
+TEST(wall_time, the_edges_a_nanosecond_clock_holds) {
+  EXPECT_TRUE(parse_rfc3339("2262-04-10T00:00:00Z").has_value());
+  EXPECT_TRUE(parse_rfc3339("1678-01-01T00:00:00Z").has_value());
+  auto far = parse_rfc3339("9999-12-31T23:59:59Z");
+  ASSERT_FALSE(far.has_value());
+  EXPECT_NE(far.error().what.find("1678 to 2262"), std::string::npos);
 }
 
 } // namespace

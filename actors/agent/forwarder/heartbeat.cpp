@@ -17,6 +17,8 @@ std::string encode_heartbeat(const heartbeat_options& options, wall_time sent_at
     j["intervalSeconds"] = ms / 1000;
   else
     j["intervalSeconds"] = static_cast<double>(ms) / 1000.0;
+  if (options.gpus)
+    j["gpus"] = encode_agent_gpu_facts(*options.gpus);
   return j.dump();
 }
 

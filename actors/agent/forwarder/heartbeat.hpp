@@ -10,6 +10,7 @@
 #include <string>
 
 #include "actors/agent/forwarder/http_event_poster.hpp"
+#include "messages/agent_gpu_facts.hpp"
 #include "messages/wall_time.hpp"
 
 namespace vigil::agent {
@@ -19,12 +20,15 @@ struct heartbeat_options {
   std::string node_name;                      ///< "nodeName"
   std::string agent_version;                  ///< "agentVersion"
   std::string boot_id;                        ///< "bootId": the host's, at start
+  /// "gpus": what gpu_metadata.json says of the GPUs; absent without metadata
+  std::optional<agent_gpu_facts> gpus;
 };
 
 /// The body, one JSON object:
-/// {"nodeName":…,"agentVersion":…,"bootId":…,"sentAt":RFC 3339,"intervalSeconds":N}
-/// (N an integer, or a fraction for sub-second intervals): intervalSeconds
-/// lets the control plane judge staleness per agent.
+/// {"nodeName":…,"agentVersion":…,"bootId":…,"sentAt":RFC 3339,"intervalSeconds":N,
+///  "gpus":{…}} (N an integer, or a fraction for sub-second intervals):
+/// intervalSeconds lets the control plane judge staleness per agent; "gpus"
+/// (messages/agent_gpu_facts.hpp) what may be reset alone.
 std::string encode_heartbeat(const heartbeat_options& options, wall_time sent_at);
 
 struct heartbeat_stats {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <set>
 #include <utility>
 
 namespace vigil::agent {
@@ -223,9 +225,10 @@ expected<std::vector<gpu_query_row>> parse_gpu_query_csv(std::string_view text) 
       line = line.substr(comma + 1);
     }
     const std::string where = "query-gpu " + line_ref(i);
-    if (fields.size() != 4)
+    if (fields.size() != 4 && fields.size() != 6)
       return failure{where, "has " + std::to_string(fields.size())
-                              + " fields, expected index, uuid, pci.bus_id, serial"};
+                              + " fields, expected index, uuid, pci.bus_id, serial"
+                                "[, name, driver_version]"};
     gpu_query_row row;
     row.index = single_number_or(fields[0], -1);
     if (row.index < 0)
@@ -236,6 +239,10 @@ expected<std::vector<gpu_query_row>> parse_gpu_query_csv(std::string_view text) 
       return failure{where, "pci.bus_id \"" + std::string(fields[2])
                               + "\" is not a PCI address"};
     row.serial = known(fields[3]);
+    if (fields.size() == 6) {
+      row.name = known(fields[4]);
+      row.driver_version = known(fields[5]);
+    }
     out.push_back(std::move(row));
   }
   return out;
@@ -263,6 +270,9 @@ expected<gpu_metadata> build_gpu_metadata(std::string node_name,
     info.uuid = gpu.uuid;
     info.serial_number = gpu.serial;
     info.cpu_affinity = row->cpu_affinity;
+    info.device_name = gpu.name;
+    if (out.driver_version.empty())
+      out.driver_version = gpu.driver_version;
     out.gpus.push_back(std::move(info));
     rows.push_back(&*row);
   }
@@ -275,6 +285,61 @@ expected<gpu_metadata> build_gpu_metadata(std::string node_name,
     out.nic_topology[matrix.device_name(matrix.columns[c])] = std::move(levels);
   }
   return out;
+}
+
+std::map<int, std::vector<nvlink_info>> parse_nvlink_remotes(std::string_view text) {
+  std::map<int, std::vector<nvlink_info>> out;
+  std::optional<int> gpu;
+  // Reads "<word><number>:" at the front of `s`, advancing past it.
+  auto numbered = [](std::string_view& s, std::string_view word) -> std::optional<int> {
+    if (s.substr(0, word.size()) != word)
+      return std::nullopt;
+    auto rest = trim(s.substr(word.size()));
+    auto colon = rest.find(':');
+    const int n = single_number_or(rest.substr(0, colon), -1);
+    if (colon == std::string_view::npos || n < 0)
+      return std::nullopt;
+    s = trim(rest.substr(colon + 1));
+    return n;
+  };
+  for (auto raw : split_lines(text)) {
+    auto line = trim(raw);
+    if (line.substr(0, 4) == "GPU ") {
+      gpu = numbered(line, "GPU "); // an unreadable header owns no links
+      continue;
+    }
+    auto link = numbered(line, "Link ");
+    if (!gpu || !link || line.substr(0, 13) != "Remote Device")
+      continue;
+    line = trim(line.substr(13));
+    // "<pci>: Link <n>"; the PCI address itself holds colons.
+    const auto word = line.rfind("Link");
+    auto device = trim(line.substr(0, word == std::string_view::npos ? 0 : word));
+    if (word == std::string_view::npos || device.empty() || device.back() != ':')
+      continue;
+    device.remove_suffix(1);
+    nvlink_info info;
+    info.link_id = *link;
+    info.remote_pci_address = normalise_pci_address(device);
+    info.remote_link_id = single_number_or(line.substr(word + 4), -1);
+    if (!info.remote_pci_address.empty())
+      out[*gpu].push_back(std::move(info));
+  }
+  return out;
+}
+
+void attach_nvlinks(gpu_metadata& metadata,
+                    const std::map<int, std::vector<nvlink_info>>& links) {
+  std::set<std::string> switches;
+  for (auto& gpu : metadata.gpus) {
+    auto it = links.find(gpu.gpu_id);
+    gpu.nvlinks = it == links.end() ? std::vector<nvlink_info>{} : it->second;
+    for (const auto& link : gpu.nvlinks)
+      if (find_gpu_by_pci(metadata, link.remote_pci_address) == nullptr)
+        switches.insert(link.remote_pci_address);
+  }
+  metadata.nvswitches.assign(switches.begin(), switches.end());
+  metadata.nvlinks_read = true;
 }
 
 } // namespace vigil::agent

@@ -174,11 +174,10 @@ expected<gpu_metadata> collect_gpu_metadata(const std::string& node_name,
   if (!matrix)
     return failure{sources.topo_file.empty() ? "nvidia-smi topo -m" : sources.topo_file,
                    matrix.error().to_string()};
-  auto csv =
-    output_of(sources.gpus_file,
-              sources.nvidia_smi
-                + " --query-gpu=index,uuid,pci.bus_id,serial --format=csv,noheader",
-              run);
+  auto csv = output_of(sources.gpus_file,
+                       sources.nvidia_smi + " --query-gpu="
+                         + std::string(gpu_query_fields) + " --format=csv,noheader",
+                       run);
   if (!csv)
     return csv.error();
   auto gpus = parse_gpu_query_csv(*csv);
@@ -186,7 +185,17 @@ expected<gpu_metadata> collect_gpu_metadata(const std::string& node_name,
     return failure{sources.gpus_file.empty() ? "nvidia-smi --query-gpu"
                                              : sources.gpus_file,
                    gpus.error().to_string()};
-  return build_gpu_metadata(node_name, *gpus, *matrix);
+  auto metadata = build_gpu_metadata(node_name, *gpus, *matrix);
+  if (!metadata)
+    return metadata;
+  // NVLinks, and through them the NVSwitches: an SXid names a switch and
+  // port, the GPUs behind it are what it hits; Ampere NVSwitch boards cannot
+  // reset one GPU alone (seed 001 "Scope of Support").
+  if (!sources.nvlink_file.empty() || sources.topo_file.empty())
+    if (auto links =
+          output_of(sources.nvlink_file, sources.nvidia_smi + " nvlink -R", run))
+      attach_nvlinks(*metadata, parse_nvlink_remotes(*links));
+  return metadata;
 }
 
 status write_gpu_metadata(const std::string& path, const gpu_metadata& metadata) {

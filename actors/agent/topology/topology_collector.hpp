@@ -37,9 +37,14 @@ struct topology_sources {
   std::string
     topo_file; ///< saved `nvidia-smi topo -m` output; runs nvidia-smi when empty
   std::string gpus_file; ///< saved `--query-gpu` CSV; runs nvidia-smi when empty
+  /// saved `nvidia-smi nvlink -R` output; when empty, nvidia-smi is run only
+  /// if it runs for the other two (a set of saved files stays self-contained)
+  std::string nvlink_file;
 };
 
-/// The two outputs (from files or commands) parsed and merged.
+/// The outputs (from files or commands) parsed and merged. `nvlink -R` is
+/// optional: when it fails (old driver, no NVLink) the GPUs have no nvlinks
+/// and the node no nvswitches, and the collection still succeeds.
 expected<gpu_metadata> collect_gpu_metadata(const std::string& node_name,
                                             const topology_sources& sources,
                                             const command_runner& run);

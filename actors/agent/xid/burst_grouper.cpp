@@ -31,6 +31,8 @@ std::string burst_grouper::burst_key(const health_event& event) {
   key += gpu_identity(event);
   key += '\x1f';
   key += entity_value(event, "NVLINK");
+  key += '\x1f';
+  key += entity_value(event, "NIC"); // the NIC driver check's events
   for (const auto& code : event.error_codes) {
     key += '\x1f';
     key += code;

@@ -50,7 +50,7 @@ public:
   std::size_t open_bursts() const { return open_.size(); }
 
   /// What makes two events "identical": node, component class, the GPU (its
-  /// UUID, else PCI), the NVLink where given, and the error codes.
+  /// UUID, else PCI), the NVLink and the NIC where given, and the error codes.
   static std::string burst_key(const health_event& event);
 
 private:

@@ -40,6 +40,17 @@ void apply_closed(std::vector<closed_burst>& closed, std::vector<health_event>& 
   closed.clear();
 }
 
+// A line's own time: its kernel timestamp from the boot time, else its
+// syslog timestamp, else the time of the line before it.
+wall_time line_time(const kernel_log_line& line, const parse_options& options,
+                    wall_time last) {
+  if (line.kernel_time_us)
+    return options.boot_time + std::chrono::microseconds(*line.kernel_time_us);
+  if (auto t = syslog_wall_time(line.syslog_timestamp, options.syslog_year))
+    return *t;
+  return last;
+}
+
 } // namespace
 
 parse_result parse_kernel_log(std::istream& in, const parse_options& options) {
@@ -65,8 +76,23 @@ parse_result parse_kernel_log(std::istream& in, const parse_options& options) {
       abandoned = parser.abandoned_fallen_off();
       counters.malformed.add("fallen_off_bus", raw);
     }
-    if (!parsed.is_nvidia())
+    if (!parsed.is_nvidia()) {
+      if (!options.nic_check)
+        continue;
+      const auto at = line_time(split_kernel_log_line(raw), options, last_time);
+      auto nic = options.nic_check->event_for(raw, at, options.node_name, options.boot_id,
+                                              options.sysfs_root);
+      if (!nic)
+        continue;
+      ++counters.nic_driver_lines;
+      ++counters.events_before_grouping;
+      if (auto now = grouper.offer(std::move(*nic), at, closed)) {
+        index_by_id[now->id] = result.events.size();
+        result.events.push_back(std::move(*now));
+      }
+      apply_closed(closed, result.events, index_by_id);
       continue;
+    }
     ++counters.nvidia_lines;
     if (const auto* bad = std::get_if<malformed_record>(&parsed.record)) {
       counters.malformed.add(bad->kind, raw);
@@ -75,13 +101,7 @@ parse_result parse_kernel_log(std::istream& in, const parse_options& options) {
     if (const auto* xid = std::get_if<xid_record>(&parsed.record);
         xid != nullptr && !xid->detail_problem.empty())
       counters.malformed.add(xid->detail_problem, raw);
-    if (parsed.line.kernel_time_us) {
-      last_time =
-        options.boot_time + std::chrono::microseconds(*parsed.line.kernel_time_us);
-    } else if (auto t =
-                 syslog_wall_time(parsed.line.syslog_timestamp, options.syslog_year)) {
-      last_time = *t;
-    }
+    last_time = line_time(parsed.line, options, last_time);
     auto event = builder.build(parsed, raw, last_time);
     if (!event)
       continue;

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "actors/agent/topology/gpu_metadata.hpp"
+#include "actors/agent/xid/nic_driver_check.hpp"
 #include "actors/agent/xid/xid_catalog.hpp"
 #include "messages/health_event.hpp"
 #include "messages/wall_time.hpp"
@@ -51,11 +53,15 @@ struct parse_options {
   int syslog_year = 1970;
   std::chrono::nanoseconds burst_window = std::chrono::minutes(3);
   processing_strategy strategy = processing_strategy::execute_remediation;
+  /// mlx5_core's fault lines (config/nic_driver_patterns.csv); none: not checked.
+  std::shared_ptr<const nic_driver_check> nic_check;
+  std::string sysfs_root = "/sys"; ///< where the NIC of a PCI address is looked up
 };
 
 struct parse_counters {
   std::uint64_t lines = 0;
   std::uint64_t nvidia_lines = 0;
+  std::uint64_t nic_driver_lines = 0; ///< matched a NIC driver pattern
   std::uint64_t events_before_grouping = 0;
   malformed_lines malformed;
 };

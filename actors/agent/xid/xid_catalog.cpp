@@ -435,16 +435,20 @@ const xid_catalog_entry* xid_catalog::find(int code) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-nvlink5_decision
-xid_catalog::decode_nvlink5(int xid, std::optional<std::uint32_t> intr_info,
-                            std::optional<std::uint32_t> error_status) const {
+nvlink5_decision xid_catalog::decode_nvlink5(int xid,
+                                             std::optional<std::uint32_t> intr_info,
+                                             std::optional<std::uint32_t> error_status,
+                                             std::optional<int> driver_major) const {
   if (!intr_info)
     return {};
+  // R575 changed the IntrInfo layout; a known driver reads only its own.
+  const bool v1 = !driver_major || *driver_major < 575;
+  const bool v2 = !driver_major || *driver_major >= 575;
   std::vector<const nvlink5_decode_row*> candidates;
   for (const auto& row : nvlink5_)
     if (row.xid == xid
-        && ((row.intr_info_v1 && row.intr_info_v1->matches(*intr_info))
-            || (row.intr_info_v2 && row.intr_info_v2->matches(*intr_info))))
+        && ((v1 && row.intr_info_v1 && row.intr_info_v1->matches(*intr_info))
+            || (v2 && row.intr_info_v2 && row.intr_info_v2->matches(*intr_info))))
       candidates.push_back(&row);
   std::vector<const nvlink5_decode_row*> exact;
   for (const auto* row : candidates)

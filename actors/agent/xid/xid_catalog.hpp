@@ -130,12 +130,15 @@ public:
 
   std::size_t size() const { return entries_.size(); }
 
-  /// Decodes an NVLink5 XID (144–150). Rows match on either IntrInfo layout
-  /// and on errorStatus; several rows → the most severe bucket. An
-  /// errorStatus with several bits and no exact row is read bit by bit (each
-  /// bit must have a row). No intrInfo or no row → no bucket.
+  /// Decodes an NVLink5 XID (144–150). Rows match on the IntrInfo layout of
+  /// the driver that wrote the line (`driver_major` below 575: the V1 layout,
+  /// 575 and later: V2; unknown: either) and on errorStatus; several rows →
+  /// the most severe bucket. An errorStatus with several bits and no exact
+  /// row is read bit by bit (each bit must have a row). No intrInfo or no row
+  /// → no bucket.
   nvlink5_decision decode_nvlink5(int xid, std::optional<std::uint32_t> intr_info,
-                                  std::optional<std::uint32_t> error_status) const;
+                                  std::optional<std::uint32_t> error_status,
+                                  std::optional<int> driver_major = std::nullopt) const;
 
   const std::vector<nvlink5_decode_row>& nvlink5_rows() const { return nvlink5_; }
 

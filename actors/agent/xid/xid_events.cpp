@@ -1,5 +1,6 @@
 #include "actors/agent/xid/xid_events.hpp"
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <utility>
@@ -15,18 +16,23 @@ std::string clip(std::string_view text) {
   return std::string(text.substr(0, max_metadata_value));
 }
 
+// "580.159.04" → 580; nullopt when the version is unknown or unreadable.
+std::optional<int> driver_major(const std::string& version) {
+  int major = 0;
+  std::size_t i = 0;
+  for (; i < version.size() && i < 4
+         && std::isdigit(static_cast<unsigned char>(version[i]));
+       ++i)
+    major = major * 10 + (version[i] - '0');
+  if (i == 0 || (i < version.size() && version[i] != '.'))
+    return std::nullopt;
+  return major;
+}
+
 std::string hex32(std::uint32_t value) {
   char buf[11];
   std::snprintf(buf, sizeof buf, "0x%08x", value);
   return buf;
-}
-
-std::string timestamp_key(const kernel_log_line& line, wall_time at) {
-  if (line.kernel_time_us)
-    return "k" + std::to_string(*line.kernel_time_us);
-  if (!line.syslog_timestamp.empty())
-    return std::string(line.syslog_timestamp);
-  return format_rfc3339(at);
 }
 
 std::uint64_t fnv1a(std::uint64_t hash, std::string_view text) {
@@ -90,6 +96,14 @@ void add_code_details(const xid_record& xid, health_event& event) {
 
 } // namespace
 
+std::string timestamp_key(const kernel_log_line& line, wall_time at) {
+  if (line.kernel_time_us)
+    return "k" + std::to_string(*line.kernel_time_us);
+  if (!line.syslog_timestamp.empty())
+    return std::string(line.syslog_timestamp);
+  return format_rfc3339(at);
+}
+
 std::string make_event_id(std::string_view node, std::string_view boot_id,
                           std::string_view identity, std::string_view timestamp) {
   // Two FNV-1a 64 passes with different offset bases give 128 bits.
@@ -110,6 +124,7 @@ xid_event_builder::xid_event_builder(const xid_catalog& catalog,
   : catalog_(catalog), options_(std::move(options)) {}
 
 void xid_event_builder::learn_gpus(const gpu_metadata& metadata) {
+  metadata_ = metadata;
   for (const auto& gpu : metadata.gpus)
     if (!gpu.uuid.empty())
       learn_gpu(gpu.pci_address, gpu.uuid);
@@ -150,7 +165,9 @@ std::optional<health_event> xid_event_builder::build(const parsed_line& line,
     return std::nullopt;
   }
   if (const auto* reset = std::get_if<reset_occurred_record>(&line.record))
-    return reset_event(*reset, line, raw_line, at);
+    return reset->success
+             ? std::optional<health_event>(reset_event(*reset, line, raw_line, at))
+             : std::nullopt; // a failed reset leaves the GPU's XIDs standing
   return std::nullopt;
 }
 
@@ -252,11 +269,23 @@ void xid_event_builder::apply_rules(const xid_record& xid, const xid_catalog_ent
     }
     case xid_bucket::workflow_nvlink5_err: {
       const auto& f = xid.nvlink5;
-      auto decoded = f ? catalog_.decode_nvlink5(xid.code, f->intr_info, f->error_status)
-                       : nvlink5_decision{};
+      const auto driver = driver_major(metadata_.driver_version);
+      auto decoded =
+        f ? catalog_.decode_nvlink5(xid.code, f->intr_info, f->error_status, driver)
+          : nvlink5_decision{};
+      if (!decoded.bucket && (!f || !f->intr_info)) {
+        event.action = recommended_action::contact_support; // unreadable: a person looks
+        md["decision"] = "WORKFLOW_NVLINK5_ERR: no intrInfo to decode";
+        break;
+      }
       if (!decoded.bucket) {
-        event.action = recommended_action::contact_support;
-        md["decision"] = "WORKFLOW_NVLINK5_ERR: no decode row";
+        // No layout of this driver reads the intrInfo: not escalated, as
+        // NVSentinel does (another driver's layout would be a guess).
+        event.action = recommended_action::none;
+        md["decision"] =
+          "WORKFLOW_NVLINK5_ERR: no decode row"
+          + (driver ? " for driver R" + std::to_string(*driver) : std::string{})
+          + ": not escalated";
         break;
       }
       // XID_154_EVAL: the accompanying XID 154 carries the action; alone it is
@@ -295,6 +324,15 @@ health_event xid_event_builder::sxid_event(const sxid_record& sxid,
   event.entities.push_back({"PCI", sxid.pci});
   if (sxid.link)
     event.entities.push_back({"NVLINK", std::to_string(*sxid.link)});
+  // The GPUs behind that switch port (all behind the switch when the line
+  // names no port), from the NVLinks in gpu_metadata.json: what the fault
+  // takes down, and what a drain must cover.
+  auto behind = gpus_behind_nvswitch(metadata_, sxid.pci, sxid.link);
+  for (const auto* gpu : behind)
+    if (!gpu->uuid.empty())
+      event.entities.push_back({"GPU_UUID", gpu->uuid});
+  if (!behind.empty())
+    event.metadata["gpusAttributedBy"] = sxid.link ? "nvlink" : "nvswitch";
   // No SXid catalog is given: fatal → CONTACT_SUPPORT, non-fatal → NONE, as
   // NVSentinel does. Without a severity only "… HALTED" (SOE halted) is fatal.
   bool fatal = sxid.fatal.value_or(sxid.text.find("HALTED") != std::string::npos);

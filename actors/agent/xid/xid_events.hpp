@@ -38,7 +38,8 @@ class xid_event_builder {
 public:
   xid_event_builder(const xid_catalog& catalog, xid_event_options options);
 
-  /// Seeds PCI ↔ UUID from gpu_metadata.json (seed 002 §12.2).
+  /// Seeds PCI ↔ UUID from gpu_metadata.json (seed 002 §12.2), and keeps
+  /// its NVLinks to attribute SXids to the GPUs behind the switch port.
   void learn_gpus(const gpu_metadata& metadata);
   /// Records one PCI ↔ UUID pair; `pci` in any form normalise_pci_address reads.
   void learn_gpu(std::string_view pci, std::string uuid);
@@ -69,11 +70,16 @@ private:
 
   const xid_catalog& catalog_;
   xid_event_options options_;
+  gpu_metadata metadata_; ///< the last learn_gpus: NVLinks for SXid attribution
   std::map<std::string, std::string> uuid_by_pci_;
   std::map<std::string, std::string> pci_by_uuid_;
   /// GPU (UUID, else PCI) → when it last logged XID 63 or 64.
   std::map<std::string, wall_time> last_remap_event_;
 };
+
+/// The part of an event id that tells a line's moment: its kernel timestamp
+/// ("k123456"), else its syslog timestamp, else `at`.
+std::string timestamp_key(const kernel_log_line& line, wall_time at);
 
 /// A stable id: 32 hex digits hashing node, boot, the line's identity (its
 /// message text) and its timestamp, so re-parsing one log gives the same ids.

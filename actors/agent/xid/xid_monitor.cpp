@@ -21,8 +21,17 @@ void poll_once(xid_monitor_actor* self, const clock& wall) {
   for (const auto& line : lines) {
     ++st.figures.lines;
     auto parsed = st.parser.parse(line.text);
-    if (!parsed.is_nvidia())
+    if (!parsed.is_nvidia()) {
+      if (!st.parts.nic_check)
+        continue;
+      const auto at = line.realtime.value_or(now);
+      if (auto e = st.parts.nic_check->event_for(line.text, at, st.config.node_name,
+                                                 st.parts.source->boot_id(),
+                                                 st.parts.sysfs_root))
+        if (auto out = st.grouper.offer(std::move(*e), at, st.closed))
+          forward(self, std::move(*out));
       continue;
+    }
     if (auto* bad = std::get_if<agent::malformed_record>(&parsed.record)) {
       if (st.malformed.add(bad->kind, line.text))
         component_logger("xid_monitor")
@@ -52,7 +61,8 @@ xid_reboot_baselines(const std::string& node, const std::string& boot_id, wall_t
   std::vector<health_event> out;
   for (const auto& [component, check] :
        {std::pair{"GPU", "SysLogsXIDError"}, std::pair{"NVSwitch", "SysLogsSXIDError"},
-        std::pair{"GPU", "SysLogsGPUFallenOff"}}) {
+        std::pair{"GPU", "SysLogsGPUFallenOff"},
+        std::pair{"NIC", "SysLogsNICDriverError"}}) {
     health_event e;
     e.id = "baseline-" + node + "-" + boot_id + "-" + check;
     e.agent = "syslog-health-monitor";

@@ -13,6 +13,7 @@
 #include "actors/agent/logsource/kernel_log_source.hpp"
 #include "actors/agent/logsource/log_position_store.hpp"
 #include "actors/agent/xid/burst_grouper.hpp"
+#include "actors/agent/xid/nic_driver_check.hpp"
 #include "actors/agent/xid/parse_kernel_log.hpp"
 #include "actors/agent/xid/xid_events.hpp"
 #include "actors/agent/xid/xid_parser.hpp"
@@ -33,6 +34,9 @@ struct xid_monitor_parts {
   std::unique_ptr<agent::log_position_store> positions;
   std::unique_ptr<agent::xid_catalog> catalog;
   std::optional<agent::gpu_metadata> metadata;
+  /// mlx5_core's fault lines (config/nic_driver_patterns.csv); null: none.
+  std::shared_ptr<const agent::nic_driver_check> nic_check;
+  std::string sysfs_root = "/sys";
 };
 
 struct xid_monitor_state {

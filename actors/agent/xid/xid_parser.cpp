@@ -332,13 +332,29 @@ parsed_record parse_gpu_at_pci(std::string_view s) {
 
 parsed_record parse_reset_occurred(std::string_view message) {
   auto at = message.find("GPU reset occurred");
+  const bool executed = at == npos;
+  if (executed)
+    at = message.find("GPU reset executed");
   std::string_view rest = skip_blanks(message.substr(at + 18));
   if (!rest.empty() && rest.front() == ':')
     rest = skip_blanks(rest.substr(1));
   auto uuid = read_gpu_uuid(rest);
   if (uuid.empty())
     return malformed("reset_occurred");
-  return reset_occurred_record{std::move(uuid)};
+  if (!executed)
+    return reset_occurred_record{std::move(uuid), true};
+  // "…, success: true|false"; without a verdict the line says nothing.
+  auto verdict = rest.find("success");
+  if (verdict == npos)
+    return malformed("reset_occurred");
+  auto value = skip_blanks(rest.substr(verdict + 7));
+  if (!value.empty() && value.front() == ':')
+    value = skip_blanks(value.substr(1));
+  if (starts_with_ci(value, "true"))
+    return reset_occurred_record{std::move(uuid), true};
+  if (starts_with_ci(value, "false"))
+    return reset_occurred_record{std::move(uuid), false};
+  return malformed("reset_occurred");
 }
 
 /// "(PCI ID: 10de:26b5)" anywhere in `s`, or "".
@@ -453,7 +469,7 @@ parsed_line kernel_log_parser::parse(std::string_view line) {
   }
   // The cheap path: ≥95% of lines are not NVIDIA's and leave here unsplit.
   if (line.find("NVRM") == npos && line.find("SXid") == npos
-      && line.find("GPU reset occurred") == npos)
+      && line.find("GPU reset ") == npos)
     return {};
   return parse_nvidia(split_kernel_log_line(line));
 }
@@ -478,7 +494,8 @@ parsed_line kernel_log_parser::parse_nvidia(kernel_log_line split) {
   }
   if (msg.find("SXid") != npos)
     out.record = parse_sxid_message(msg);
-  else if (msg.find("GPU reset occurred") != npos)
+  else if (msg.find("GPU reset occurred") != npos
+           || msg.find("GPU reset executed") != npos)
     out.record = parse_reset_occurred(msg);
   return out;
 }

@@ -86,8 +86,12 @@ struct gpu_at_pci_record {
 };
 
 /// `GPU reset occurred: GPU-…`, written by the GPU reset Job (seed 000 §1.2).
+/// `GPU reset occurred: <UUID>`, or the janitor's `GPU reset executed:
+/// <UUID>, success: true|false` (NVSentinel's form): only a successful reset
+/// clears the GPU's XIDs.
 struct reset_occurred_record {
   std::string uuid;
+  bool success = true;
 };
 
 /// An NVIDIA line the parser could not read; `kind` is a fixed name

@@ -41,6 +41,12 @@ expected<agent_heartbeat> decode_heartbeat(std::string_view body) {
       return failure{"intervalSeconds", "expected a number of seconds, 0 or more"};
     out.interval_seconds = it->get<double>();
   }
+  if (auto it = j.find("gpus"); it != j.end() && !it->is_null()) {
+    auto gpus = decode_agent_gpu_facts(*it);
+    if (!gpus)
+      return gpus.error();
+    out.gpus = std::move(*gpus);
+  }
   return out;
 }
 

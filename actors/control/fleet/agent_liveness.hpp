@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/agent_gpu_facts.hpp"
 #include "messages/expected.hpp"
 #include "messages/wall_time.hpp"
 
@@ -23,6 +24,7 @@ struct agent_heartbeat {
   std::string boot_id;
   std::optional<wall_time> sent_at;
   double interval_seconds = 0;
+  std::optional<agent_gpu_facts> gpus; ///< from agents that collected metadata
 };
 
 /// Reads a heartbeat; errors name the field (`nodeName: missing or empty`).

@@ -175,6 +175,12 @@ struct node_state {
   /// partial drains (seed 000 §3.1). Not journaled: the agent sends it again
   /// every minute and whenever it changes.
   std::optional<gpu_allocations> allocations;
+  /// What the agent's heartbeat says of the GPUs (NVSwitches, model): with
+  /// the Node's labels, what may be reset alone (seed 001 "Scope of Support").
+  std::optional<agent_gpu_facts> agent_gpus;
+  /// Why the last remediation went to a person (seed 000 §4); cleared when
+  /// an automatic step follows or the records are cleared. For the console.
+  std::string handed_to_operator;
   /// The node's remediations (seed 000 §4); set when the actor starts.
   std::optional<control::remediation_machine> remediation;
   node_stats stats;

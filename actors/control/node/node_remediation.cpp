@@ -35,8 +35,9 @@ bool dry_run(const node_settings& s) {
 }
 
 control::node_gpu_facts facts_of(const node_state& st) {
-  return st.node ? control::gpu_facts_from_labels(st.node->observation.labels)
-                 : control::node_gpu_facts{};
+  const auto* agent = st.agent_gpus ? &*st.agent_gpus : nullptr;
+  return st.node ? control::gpu_facts_from_labels(st.node->observation.labels, agent)
+                 : control::gpu_facts_from_labels({}, agent);
 }
 
 // GPU feature discovery's count of the node's GPUs.
@@ -236,6 +237,7 @@ void request_replacement(node_actor* self, const cmd::request_replacement& c) {
 
 void hand_to_operator(node_actor* self, const cmd::hand_to_operator& c) {
   ++self->state.settings->counters->remediations_manual;
+  self->state.handed_to_operator = c.why;
   journal(self, {"manual", c.request, json::object()});
   logger()->warn("node {}: {}", self->state.node_name, c.why);
   if (!dry_run(*self->state.settings))
@@ -246,6 +248,7 @@ void hand_to_operator(node_actor* self, const cmd::hand_to_operator& c) {
 // journaled first like any other event, so a replay reaches the same state.
 void clear_records(node_actor* self, const cmd::clear_records& c) {
   auto& st = self->state;
+  st.handed_to_operator.clear();
   for (const auto& record : c.records) {
     health_event healthy;
     healthy.agent = record.agent;
@@ -379,7 +382,10 @@ void carry_out(node_actor* self, control::remediation_commands commands) {
         [&](const cmd::journal_step& c) { journal(self, c); },
         [&](const cmd::find_cr& c) { find_cr(self, c); },
         [&](const cmd::ask_breaker& c) { ask_breaker(self, c); },
-        [&](const cmd::create_cr& c) { create_cr(self, c); },
+        [&](const cmd::create_cr& c) {
+          st.handed_to_operator.clear(); // an automatic step again
+          create_cr(self, c);
+        },
         [&](const cmd::read_cr& c) { read_cr(self, c); },
         [&](const cmd::leave_pool&) {
           self->send(st.breaker, remedied_atom::value, st.node_name);

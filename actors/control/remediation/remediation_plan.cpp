@@ -1,5 +1,7 @@
 #include "actors/control/remediation/remediation_plan.hpp"
 
+#include <algorithm>
+
 #include <array>
 #include <cctype>
 #include <exception>
@@ -172,7 +174,8 @@ gpu_architecture architecture_of(std::string_view product_name) {
   return best != nullptr ? best->arch : gpu_architecture::unknown;
 }
 
-node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& labels) {
+node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& labels,
+                                     const agent_gpu_facts* agent) {
   auto label = [&](const char* key) {
     auto it = labels.find(key);
     return it == labels.end() ? std::string{} : it->second;
@@ -190,9 +193,18 @@ node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& l
   } catch (const std::exception&) {
     count = 0; // absent or not a number: not an 8-GPU board as far as we know
   }
+  if (agent != nullptr && facts.product_name.empty())
+    facts.product_name = agent->product;
+  if (agent != nullptr && count == 0)
+    count = std::max(agent->gpu_count, 0);
   facts.nvswitch_fabric = architecture_of(facts.product_name) == gpu_architecture::ampere
                           && facts.product_name.find("SXM") != std::string::npos
                           && count >= 8;
+  // The agent saw the NVLinks themselves: an NVSwitch at their far end is a
+  // fact where the product name and count were a guess. Seeing none is no
+  // proof (links that are down list no far end), so it keeps the guess.
+  if (agent != nullptr && agent->nvswitch_count > 0)
+    facts.nvswitch_fabric = true;
   if (auto v = label("vigil.dev/nvswitch-fabric"); v == "true" || v == "false")
     facts.nvswitch_fabric = v == "true";
   if (auto v = label("vigil.dev/mig-vgpu-guest"); v == "true" || v == "false")

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "actors/agent/topology/gpu_metadata.hpp"
+#include "messages/agent_gpu_facts.hpp"
 #include "messages/health_event.hpp"
 
 namespace vigil::control {
@@ -76,10 +77,14 @@ struct node_gpu_facts {
 /// from facts a cluster with the GPU operator has: GPU feature discovery's
 /// nvidia.com/gpu.product and nvidia.com/gpu.count, nvidia.com/vgpu.present,
 /// the MIG manager's nvidia.com/mig.strategy and nvidia.com/mig.config; an
-/// 8-GPU Ampere SXM board is taken as NVSwitch-based (HGX A100). The explicit
+/// 8-GPU Ampere SXM board is taken as NVSwitch-based (HGX A100). When the
+/// node's agent reported its GPUs (`agent`, from its heartbeat), an NVSwitch
+/// it found at the far end of the NVLinks makes the node NVSwitch-based, and
+/// its product name and GPU count fill in for missing labels. The explicit
 /// vigil.dev/nvswitch-fabric and vigil.dev/mig-vgpu-guest labels ("true" or
-/// "false") override what is inferred.
-node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& labels);
+/// "false") override both.
+node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& labels,
+                                     const agent_gpu_facts* agent = nullptr);
 
 /// Whether nvidia-smi can reset one GPU of this node on its own; `reason` says
 /// why not. seed 001 "Scope of Support".

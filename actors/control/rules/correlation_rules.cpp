@@ -403,7 +403,11 @@ bool moves_port_state(const health_event& e) {
 } // namespace
 
 correlation_subject subject_of(const health_event& e) {
-  const auto gpu = entity_value(e, "GPU_UUID");
+  // A GPU by its UUID, or by its PCI address when the agent knew no UUID
+  // (metadata not collected): its repeats still count, per PCI address.
+  auto gpu = entity_value(e, "GPU_UUID");
+  if (gpu.empty() && !entity_value(e, "PCI").empty())
+    gpu = "PCI " + entity_value(e, "PCI");
   if (!e.is_healthy && e.is_fatal && e.component_class == "GPU" && !gpu.empty())
     return {correlation_subject::kind::gpu, gpu};
   if (link_downed_delta(e) > 0 || moves_port_state(e))

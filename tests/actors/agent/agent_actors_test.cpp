@@ -235,7 +235,7 @@ CAF_TEST(nic_monitor_reports_a_port_going_down_on_its_interval) {
   sysfs.add_nic(nic);
   sysfs.write("boot_id", "boot-1");
   agent::gpu_metadata metadata;
-  metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", ""}};
+  metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", "", "", {}}};
   metadata.nic_topology = {{"mlx5_0", {"PIX"}}};
   agent::nic_monitor_options options;
   options.node_name = "node-1";

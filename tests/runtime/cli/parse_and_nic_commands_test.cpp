@@ -52,7 +52,7 @@ protected:
     sysfs_.add_nic(nic);
     agent::gpu_metadata metadata;
     metadata.node_name = "gpu-node-1";
-    metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", ""}};
+    metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", "", "", {}}};
     metadata.nic_topology = {{"mlx5_0", {"PIX"}}, {"mlx5_1", {"PIX"}}};
     sysfs_.write("meta/gpu_metadata.json", agent::encode_gpu_metadata(metadata));
     sysfs_.write("meta/boot_id", "boot-1");
@@ -133,7 +133,7 @@ TEST_F(nic_scan_command, takes_the_seeds_flags) {
 TEST_F(nic_scan_command, the_agent_checks_the_nic_monitors_startup) {
   agent::gpu_metadata metadata;
   metadata.node_name = "gpu-node-1";
-  metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", ""}};
+  metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", "", "", {}}};
   sysfs_.write("meta/no-nics.json", agent::encode_gpu_metadata(metadata));
   auto agent = [&](std::vector<std::string> extra) {
     std::vector<std::string> args{"agent",
@@ -228,7 +228,7 @@ TEST_F(agent_startup, a_hung_nvidia_smi_without_earlier_metadata_stops_startup) 
 TEST_F(agent_startup, a_hung_nvidia_smi_falls_back_to_the_earlier_metadata) {
   agent::gpu_metadata metadata;
   metadata.node_name = "gpu-node-1";
-  metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", ""}};
+  metadata.gpus = {{0, "0000:0f:00.0", 0, "GPU-0", "", "", "", {}}};
   sysfs_.write("meta/earlier.json", agent::encode_gpu_metadata(metadata));
   const auto earlier = sysfs_.path("meta/earlier.json");
   auto r = agent({"--nvidia-smi", hung_nvidia_smi(), "--nvidia-smi-timeout", "200ms",

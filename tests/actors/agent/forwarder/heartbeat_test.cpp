@@ -32,6 +32,14 @@ TEST(heartbeat, the_body_is_the_documented_json) {
             R"("nodeName":"gpu-node-1","sentAt":"2025-10-23T11:38:02Z"})");
   auto fraction = encode_heartbeat(options(std::chrono::milliseconds{1500}), t0);
   EXPECT_NE(fraction.find(R"("intervalSeconds":1.5)"), std::string::npos) << fraction;
+  auto with_gpus = options(std::chrono::seconds{60});
+  with_gpus.gpus = agent_gpu_facts{"NVIDIA A100-SXM4-80GB", 8, 6, "575.57.08"};
+  EXPECT_NE(encode_heartbeat(with_gpus, t0)
+              .find(R"("gpus":{"count":8,"driverVersion":"575.57.08",)"
+                    R"("nvswitches":6,"product":"NVIDIA A100-SXM4-80GB"})"),
+            std::string::npos);
+  with_gpus.gpus = agent_gpu_facts{}; // metadata without NVLinks: unknowns left out
+  EXPECT_NE(encode_heartbeat(with_gpus, t0).find(R"("gpus":{})"), std::string::npos);
 }
 
 TEST(heartbeat, one_is_out_at_a_time_and_a_late_one_is_skipped) {

@@ -22,7 +22,8 @@ device_inventory eight_gpus(const std::string& boot) {
 
 TEST(device_inventory, comes_from_the_metadata_gpus_with_a_uuid_and_its_nic_devices) {
   gpu_metadata m;
-  m.gpus = {{0, "0000:18:00.0", 0, "GPU-a", "", ""}, {1, "0000:2a:00.0", 0, "", "", ""}};
+  m.gpus = {{0, "0000:18:00.0", 0, "GPU-a", "", "", "", {}},
+            {1, "0000:2a:00.0", 0, "", "", "", "", {}}};
   m.nic_topology = {{"mlx5_0", {"0000:18:00.0"}}, {"mlx5_1", {}}};
   auto inv = inventory_of(m, "boot-1");
   EXPECT_EQ(inv.boot_id, "boot-1");

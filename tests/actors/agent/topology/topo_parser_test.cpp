@@ -124,8 +124,8 @@ TEST(topo_parser, legacy_header_names_devices_and_na_affinity) {
   ASSERT_TRUE(matrix.has_value()) << matrix.error().to_string();
   EXPECT_EQ(matrix->columns, (levels{"GPU0", "GPU1", "mlx5_0", "mlx5_1"}));
   EXPECT_TRUE(matrix->nic_names.empty());
-  std::vector<gpu_query_row> query = {{0, "GPU-a", "0000:03:00.0", ""},
-                                      {1, "GPU-b", "0000:04:00.0", ""}};
+  std::vector<gpu_query_row> query = {{0, "GPU-a", "0000:03:00.0", "", "", ""},
+                                      {1, "GPU-b", "0000:04:00.0", "", "", ""}};
   auto md = build_gpu_metadata("n", query, *matrix);
   ASSERT_TRUE(md.has_value()) << md.error().to_string();
   EXPECT_EQ(md->gpus[0].numa_node, -1);
@@ -187,11 +187,83 @@ TEST(topo_parser, query_csv_forms_and_errors) {
   EXPECT_NE(bad_pci.error().what.find("pci.bus_id"), std::string::npos);
 }
 
+TEST(topo_parser, six_field_query_gives_names_and_the_driver) {
+  // A real H200 VM (driver 580.159.04), captured on the device machine.
+  auto rows = parse_gpu_query_csv(fixture("h200_1gpu_vm_driver580_query6.csv"));
+  ASSERT_TRUE(rows.has_value()) << rows.error().to_string();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].name, "NVIDIA H200");
+  EXPECT_EQ((*rows)[0].driver_version, "580.159.04");
+  EXPECT_EQ((*rows)[0].pci_address, "0000:00:06.0");
+  auto matrix = parse_topo_matrix(fixture("h100_1gpu_vm_driver580.txt"));
+  ASSERT_TRUE(matrix.has_value());
+  auto md = build_gpu_metadata("vm", *rows, *matrix);
+  ASSERT_TRUE(md.has_value()) << md.error().to_string();
+  EXPECT_EQ(md->driver_version, "580.159.04");
+  EXPECT_EQ(md->gpus[0].device_name, "NVIDIA H200");
+  auto five = parse_gpu_query_csv("0, GPU-a, 0000:03:00.0, 1, NVIDIA H100\n");
+  ASSERT_FALSE(five.has_value());
+  EXPECT_NE(five.error().what.find("has 5 fields"), std::string::npos);
+}
+
+TEST(topo_parser, nvlink_remote_info_of_an_nvswitch_board) {
+  auto links = parse_nvlink_remotes(fixture("a100_2gpu_nvlink_R.txt"));
+  ASSERT_EQ(links.size(), 2u);
+  ASSERT_EQ(links[0].size(), 4u);
+  EXPECT_EQ(links[0][0], (nvlink_info{0, "0008:00:00.0", 29}));
+  EXPECT_EQ(links[1][3], (nvlink_info{3, "0005:00:00.0", 33}));
+  gpu_metadata md;
+  md.gpus.resize(3);
+  for (int i = 0; i < 3; ++i) {
+    md.gpus[static_cast<size_t>(i)].gpu_id = i;
+    md.gpus[static_cast<size_t>(i)].pci_address = "0000:0" + std::to_string(i) + ":00.0";
+  }
+  attach_nvlinks(md, links);
+  EXPECT_EQ(md.gpus[1].nvlinks, links[1]);
+  EXPECT_TRUE(md.gpus[2].nvlinks.empty());
+  EXPECT_EQ(md.nvswitches, (std::vector<std::string>{"0005:00:00.0", "0008:00:00.0"}));
+}
+
+TEST(topo_parser, nvlink_bridges_odd_spacing_and_garbage) {
+  // Two GPUs bridged to each other: the far ends are GPUs, not switches.
+  auto links = parse_nvlink_remotes("GPU 0: NVIDIA RTX A6000 (UUID: GPU-a)\n"
+                                    "  Link 0: Remote Device 00000000:02:00.0: Link 0\n"
+                                    "GPU 1: NVIDIA RTX A6000 (UUID: GPU-b)\r\n"
+                                    "Link 0:   Remote Device 0000:01:00.0:   Link 0\r\n");
+  gpu_metadata md;
+  md.gpus = {gpu_info{}, gpu_info{}};
+  md.gpus[0].pci_address = "0000:01:00.0";
+  md.gpus[1].gpu_id = 1;
+  md.gpus[1].pci_address = "0000:02:00.0";
+  attach_nvlinks(md, links);
+  EXPECT_EQ(md.gpus[1].nvlinks.size(), 1u);
+  EXPECT_TRUE(md.nvswitches.empty());
+  // No NVLink (a real H200 VM prints nothing), errors and truncation.
+  EXPECT_TRUE(parse_nvlink_remotes("").empty());
+  EXPECT_TRUE(parse_nvlink_remotes("NVIDIA-SMI has failed because it couldn't "
+                                   "communicate with the NVIDIA driver.\n")
+                .empty());
+  EXPECT_TRUE(
+    parse_nvlink_remotes("  Link 0: Remote Device 0000:42:00.0: Link 5\n").empty());
+  auto cut =
+    parse_nvlink_remotes("GPU 0: x\n Link 0: Remote Device 0000:42:00.0: Link\n"
+                         " Link 1: Remote Device nowhere: Link 3\n"
+                         " Link 2: Remote Device 0000:42:00.0: Link 99999999999\n"
+                         "GPU x: y\n Link 3: Remote Device 0000:43:00.0: Link 4\n");
+  // A far port cut off or beyond reading is -1 (the switch is still known);
+  // a device that is no PCI address drops the link; the links after a header
+  // it cannot read are dropped rather than given to the GPU before it.
+  ASSERT_EQ(cut.size(), 1u);
+  ASSERT_EQ(cut[0].size(), 2u);
+  EXPECT_EQ(cut[0][0], (nvlink_info{0, "0000:42:00.0", -1}));
+  EXPECT_EQ(cut[0][1], (nvlink_info{2, "0000:42:00.0", -1}));
+}
+
 TEST(topo_parser, query_gpu_missing_from_matrix) {
   auto matrix = parse_topo_matrix("\tGPU0\tNIC0\nGPU0\t X \tPIX\n");
   ASSERT_TRUE(matrix.has_value());
-  std::vector<gpu_query_row> query = {{0, "GPU-a", "0000:03:00.0", ""},
-                                      {1, "GPU-b", "0000:04:00.0", ""}};
+  std::vector<gpu_query_row> query = {{0, "GPU-a", "0000:03:00.0", "", "", ""},
+                                      {1, "GPU-b", "0000:04:00.0", "", "", ""}};
   auto md = build_gpu_metadata("n", query, *matrix);
   ASSERT_FALSE(md.has_value());
   EXPECT_NE(md.error().what.find("GPU1"), std::string::npos);

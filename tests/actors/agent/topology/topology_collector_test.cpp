@@ -38,9 +38,10 @@ TEST(topology_collector, runs_nvidia_smi_when_no_files_are_given) {
   };
   auto metadata = collect_gpu_metadata("gpu-node-1", {}, fake);
   ASSERT_TRUE(metadata.has_value()) << metadata.error().to_string();
-  ASSERT_EQ(ran.size(), 2u);
-  EXPECT_EQ(ran[1], "nvidia-smi --query-gpu=index,uuid,pci.bus_id,serial "
-                    "--format=csv,noheader");
+  ASSERT_EQ(ran.size(), 3u);
+  EXPECT_EQ(ran[1], "nvidia-smi --query-gpu=index,uuid,pci.bus_id,serial,name,"
+                    "driver_version --format=csv,noheader");
+  EXPECT_EQ(ran[2], "nvidia-smi nvlink -R");
   EXPECT_EQ(metadata->gpus.size(), 8u);
   EXPECT_FALSE(metadata->nic_topology.empty());
 
@@ -49,6 +50,48 @@ TEST(topology_collector, runs_nvidia_smi_when_no_files_are_given) {
   auto loaded = load_gpu_metadata(path);
   ASSERT_TRUE(loaded.has_value()) << loaded.error().to_string();
   EXPECT_EQ(*loaded, *metadata);
+}
+
+TEST(topology_collector, nvlinks_name_the_switches_and_are_optional) {
+  auto fake = [](bool nvlink_works) {
+    return [nvlink_works](const std::string& command) -> expected<std::string> {
+      if (command.find("topo -m") != std::string::npos)
+        return std::string("\tGPU0\tGPU1\nGPU0\t X \tNV12\nGPU1\tNV12\t X \n");
+      if (command.find("nvlink -R") == std::string::npos)
+        return std::string(
+          "0, GPU-a, 0000:01:00.0, 1, NVIDIA A100-SXM4-80GB, 575.57.08\n"
+          "1, GPU-b, 0000:02:00.0, 2, NVIDIA A100-SXM4-80GB, 575.57.08\n");
+      if (!nvlink_works)
+        return failure{command, "exited with status 3"};
+      return slurp(data("a100_2gpu_nvlink_R.txt"));
+    };
+  };
+  auto md = collect_gpu_metadata("hgx", {}, fake(true));
+  ASSERT_TRUE(md.has_value()) << md.error().to_string();
+  EXPECT_EQ(md->driver_version, "575.57.08");
+  EXPECT_EQ(md->gpus[0].device_name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(md->gpus[0].nvlinks.size(), 4u);
+  EXPECT_EQ(md->nvswitches, (std::vector<std::string>{"0005:00:00.0", "0008:00:00.0"}));
+  auto without = collect_gpu_metadata("hgx", {}, fake(false));
+  ASSERT_TRUE(without.has_value()) << without.error().to_string();
+  EXPECT_TRUE(without->nvswitches.empty());
+  EXPECT_TRUE(without->gpus[0].nvlinks.empty());
+  EXPECT_EQ(gpu_facts_of(*without).nvswitch_count, -1); // unknown, not none
+  EXPECT_EQ(gpu_facts_of(*md).nvswitch_count, 2);
+  // A saved set of files does not run nvidia-smi for the NVLinks either;
+  // a saved nvlink -R output is read.
+  topology_sources files;
+  files.topo_file = data("h100_8gpu_wrapped_ansi.txt");
+  files.gpus_file = data("h100_8gpu_query.csv");
+  files.nvlink_file = data("a100_2gpu_nvlink_R.txt");
+  auto never = [](const std::string& c) -> expected<std::string> {
+    ADD_FAILURE() << "ran " << c;
+    return failure{c, "should not run"};
+  };
+  auto saved = collect_gpu_metadata("n", files, never);
+  ASSERT_TRUE(saved.has_value()) << saved.error().to_string();
+  EXPECT_EQ(saved->gpus[1].nvlinks.size(), 4u);
+  EXPECT_EQ(saved->gpus[2].nvlinks.size(), 0u);
 }
 
 TEST(topology_collector, reads_files_and_names_what_failed) {

@@ -131,7 +131,7 @@ TEST(parse_kernel_log, gb200_journald_nvlink5) {
     "SysLogsXIDError 154 COMPONENT_RESET fatal " + gpu0 + " x1",
     "SysLogsXIDError 145 NONE non-fatal 0009:01:00 x1",
     "SysLogsXIDError 144 COMPONENT_RESET fatal 0009:01:00 x2",
-    "SysLogsXIDError 146 CONTACT_SUPPORT fatal 0009:01:00 x1",
+    "SysLogsXIDError 146 NONE non-fatal 0009:01:00 x1",
     "SysLogsXIDError 154 RESTART_BM fatal 000a:01:00 x1",
   };
   EXPECT_EQ(got, want);
@@ -157,7 +157,7 @@ TEST(parse_kernel_log, gpu_metadata_seeds_uuids) {
   auto options = options_for("node1");
   gpu_metadata md;
   md.gpus.push_back(
-    {0, "0000:05:00.0", 0, "GPU-55555555-2051-db6c-0430-ffc457bff834", "", ""});
+    {0, "0000:05:00.0", 0, "GPU-55555555-2051-db6c-0430-ffc457bff834", "", "", "", {}});
   options.metadata = md;
   auto result = parse_fixture("h100_dmesg.log", options);
   ASSERT_GE(result.events.size(), 7u);
@@ -204,6 +204,47 @@ TEST(malformed_lines, first_of_each_kind_is_reported_once) {
   EXPECT_EQ(m.counts().at("xid"), 2u);
   EXPECT_EQ(m.first_lines().at("xid"), "a");
   EXPECT_EQ(m.total(), 3u);
+}
+
+} // namespace
+} // namespace vigil::agent
+
+namespace vigil::agent {
+namespace {
+
+TEST(parse_kernel_log, mlx5_fault_lines_are_nic_events_grouped_in_bursts) {
+  auto options = options_for("gpu-1");
+  auto patterns = load_nic_driver_patterns(source_dir() + "/config");
+  ASSERT_TRUE(patterns.has_value()) << patterns.error().to_string();
+  options.nic_check = std::make_shared<const nic_driver_check>(
+    *nic_driver_check::make(std::move(*patterns)));
+  options.sysfs_root = "/nonexistent"; // the NIC cannot be named: no entity
+  const std::string timeout = "mlx5_core 0000:03:00.0: wait_func:1195:(pid 7): "
+                              "ENABLE_HCA(0x104) timeout. Will cause a leak of a "
+                              "command resource";
+  std::istringstream log(
+    "[  10.000000] " + timeout
+    + "\n"
+      "[  11.000000] "
+    + timeout
+    + "\n" // the same burst
+      "[  12.000000] mlx5_core 0000:0c:00.0: Port module event: "
+      "module 0, Cable plugged\n"
+      "[  13.000000] NVRM: Xid (PCI:0000:03:00): 79, pid=1, name=a\n");
+  auto result = parse_kernel_log(log, options);
+  EXPECT_EQ(result.counters.nic_driver_lines, 2u);
+  ASSERT_EQ(result.events.size(), 2u);
+  const auto& nic = result.events[0];
+  EXPECT_EQ(nic.check_name, "SysLogsNICDriverError");
+  EXPECT_EQ(nic.error_codes, std::vector<std::string>{"cmd_exec_timeout"});
+  EXPECT_TRUE(nic.is_fatal);
+  EXPECT_EQ(nic.metadata.at("burstCount"), "2");
+  EXPECT_EQ(nic.metadata.at("pci"), "0000:03:00.0");
+  EXPECT_EQ(result.events[1].check_name, "SysLogsXIDError");
+  // Without the check, the same log has only the XID.
+  options.nic_check.reset();
+  std::istringstream again("[  10.000000] " + timeout + "\n");
+  EXPECT_TRUE(parse_kernel_log(again, options).events.empty());
 }
 
 } // namespace

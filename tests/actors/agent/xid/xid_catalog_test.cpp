@@ -152,6 +152,13 @@ TEST(xid_catalog, nvlink5_decode_by_intr_info_and_status) {
   // RLW_RXPIPE action2 (bit 10 set in the V1 layout) resets.
   EXPECT_EQ(c.decode_nvlink5(145, 0x000004c2, 0x1).bucket, nvlink5_bucket::reset_gpu);
   EXPECT_EQ(c.decode_nvlink5(145, 0x000000c2, 0x1).bucket, nvlink5_bucket::ignore);
+  // A known driver reads only its own layout.
+  EXPECT_EQ(c.decode_nvlink5(144, 0x00000021, 0x2, 570).bucket,
+            nvlink5_bucket::reset_gpu);
+  EXPECT_FALSE(c.decode_nvlink5(144, 0x00000021, 0x2, 575).bucket);
+  EXPECT_EQ(c.decode_nvlink5(144, 0x00000001, 0x2, 580).bucket,
+            nvlink5_bucket::reset_gpu);
+  EXPECT_FALSE(c.decode_nvlink5(144, 0x00000001, 0x2, 570).bucket);
 }
 
 TEST(xid_catalog, nvlink5_link_down_reasons_ignore_status) {

@@ -87,7 +87,7 @@ TEST_F(event_fixture, seed_000_xid48_event) {
 
 TEST_F(event_fixture, uuid_from_gpu_metadata) {
   gpu_metadata md;
-  md.gpus.push_back({0, "0000:03:00.0", 0, std::string(uuid), "", ""});
+  md.gpus.push_back({0, "0000:03:00.0", 0, std::string(uuid), "", "", "", {}});
   builder_.learn_gpus(md);
   auto e = expect_event("NVRM: Xid (PCI:0000:03:00.0): 79, GPU has fallen off the bus.");
   EXPECT_EQ(entity_of(e, "GPU_UUID"), uuid);
@@ -210,8 +210,41 @@ TEST_F(event_fixture, nvlink5_decode) {
   auto no_row =
     expect_event("NVRM: Xid (PCI:0009:01:00): 146, TLW_RX_PIPE0 Fatal XC0 i0 Link "
                  "07 (0x0000");
-  EXPECT_EQ(no_row.action, recommended_action::contact_support);
-  EXPECT_TRUE(no_row.is_fatal);
+  // An intrInfo no row reads (here cut short to 0x0000) is not escalated.
+  EXPECT_EQ(no_row.action, recommended_action::none);
+  EXPECT_EQ(no_row.metadata.at("decision"), "WORKFLOW_NVLINK5_ERR: no decode row: not escalated");
+  auto unreadable = expect_event("NVRM: Xid (PCI:0009:01:00): 146, TLW_RX_PIPE0 Fatal XC0 i0");
+  EXPECT_EQ(unreadable.action, recommended_action::contact_support); // nothing to decode
+  EXPECT_TRUE(unreadable.is_fatal);
+}
+
+// R575 changed the IntrInfo layout: the driver in gpu_metadata.json picks it.
+TEST_F(event_fixture, nvlink5_decode_follows_the_drivers_layout) {
+  const std::string v1_reset =
+    "NVRM: Xid (PCI:0009:01:00): 144, SAW_MVB Fatal XC0 i0 Link "
+    "02 (0x00000021 0x00000002 0x0 0x0 0x0 0x0)";
+  const std::string v2_reset =
+    "NVRM: Xid (PCI:0009:01:00): 144, SAW_MVB Fatal XC0 i0 Link "
+    "02 (0x00000001 0x00000002 0x0 0x0 0x0 0x0)";
+  // No driver known: either layout reads it.
+  EXPECT_EQ(expect_event(v1_reset).action, recommended_action::component_reset);
+  EXPECT_EQ(expect_event(v2_reset).action, recommended_action::component_reset);
+  gpu_metadata md;
+  md.driver_version = "570.133.20";
+  builder_.learn_gpus(md);
+  EXPECT_EQ(expect_event(v1_reset).action, recommended_action::component_reset);
+  auto foreign = expect_event(v2_reset); // the R575 layout on an R570 driver
+  EXPECT_EQ(foreign.action, recommended_action::none);
+  EXPECT_FALSE(foreign.is_fatal);
+  EXPECT_EQ(foreign.metadata.at("decision"),
+            "WORKFLOW_NVLINK5_ERR: no decode row for driver R570: not escalated");
+  md.driver_version = "580.159.04";
+  builder_.learn_gpus(md);
+  EXPECT_EQ(expect_event(v2_reset).action, recommended_action::component_reset);
+  EXPECT_EQ(expect_event(v1_reset).action, recommended_action::none);
+  md.driver_version = "garbage";
+  builder_.learn_gpus(md);
+  EXPECT_EQ(expect_event(v1_reset).action, recommended_action::component_reset);
 }
 
 TEST_F(event_fixture, xid154_takes_the_action_named_in_the_line) {
@@ -306,6 +339,55 @@ TEST_F(event_fixture, sxid_events) {
     expect_event("nvidia-nvswitch1: SXid (PCI:0000:05:00.0): 10001, SOE HALTED");
   EXPECT_TRUE(halted.is_fatal);
   EXPECT_EQ(halted.action, recommended_action::contact_support);
+}
+
+TEST_F(event_fixture, an_sxid_names_the_gpus_behind_the_switch_port) {
+  // Two GPUs on one NVSwitch at 0000:86:00.0, as gpu_metadata.json lists
+  // them (NVSentinel's nvlinks form): port 30 reaches GPU-a, port 31 GPU-b.
+  gpu_metadata md;
+  md.gpus.resize(2);
+  md.gpus[0].pci_address = "0000:07:00.0";
+  md.gpus[0].uuid = "GPU-a";
+  md.gpus[0].nvlinks = {{0, "0000:86:00.0", 30}};
+  md.gpus[1].gpu_id = 1;
+  md.gpus[1].pci_address = "0000:0f:00.0";
+  md.gpus[1].uuid = "GPU-b";
+  md.gpus[1].nvlinks = {{0, "0000:86:00.0", 31}};
+  md.nvswitches = {"0000:86:00.0"};
+  builder_.learn_gpus(md);
+  auto port =
+    expect_event("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 20034, Fatal, Link 30 "
+                 "LTSSM Fault Up");
+  EXPECT_EQ(port.entities, (std::vector<entity>{{"NVSWITCH", "3"},
+                                                {"PCI", "0000:86:00"},
+                                                {"NVLINK", "30"},
+                                                {"GPU_UUID", "GPU-a"}}));
+  EXPECT_EQ(port.metadata.at("gpusAttributedBy"), "nvlink");
+  auto whole =
+    expect_event("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 10001, SOE HALTED");
+  EXPECT_EQ(entity_of(whole, "GPU_UUID"), "GPU-a");
+  EXPECT_EQ(whole.entities.back(), (entity{"GPU_UUID", "GPU-b"}));
+  EXPECT_EQ(whole.metadata.at("gpusAttributedBy"), "nvswitch");
+  // Another switch, or a port no GPU uses: the event is the switch's alone.
+  auto other = expect_event("nvidia-nvswitch0: SXid (PCI:0000:c1:00.0): 12028, "
+                            "Non-fatal, Link 46 MC TS crumbstore MCTO (First)");
+  EXPECT_EQ(entity_of(other, "GPU_UUID"), "");
+  EXPECT_EQ(other.metadata.count("gpusAttributedBy"), 0u);
+}
+
+TEST_F(event_fixture, the_janitors_reset_executed_line_clears_only_on_success) {
+  auto done =
+    expect_event("GPU reset executed: " + std::string(uuid) + ", success: true");
+  EXPECT_TRUE(done.is_healthy);
+  EXPECT_EQ(done.check_name, "SysLogsXIDError");
+  EXPECT_EQ(entity_of(done, "GPU_UUID"), uuid);
+  EXPECT_FALSE(feed("GPU reset executed: " + std::string(uuid) + ", success: false"));
+  EXPECT_FALSE(feed("GPU reset executed: " + std::string(uuid))); // no verdict
+  EXPECT_FALSE(feed("GPU reset executed: " + std::string(uuid) + ", success: maybe"));
+  EXPECT_FALSE(feed("GPU reset executed: , success: true")); // no UUID
+  auto spaced =
+    expect_event("[ 12.5] GPU reset executed:   " + std::string(uuid) + " ,success:TRUE");
+  EXPECT_TRUE(spaced.is_healthy);
 }
 
 TEST_F(event_fixture, malformed_lines_make_no_event) {

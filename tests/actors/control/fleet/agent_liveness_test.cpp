@@ -63,6 +63,27 @@ TEST(agent_liveness, heartbeats_decode_and_errors_name_the_field) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"nodeName":"n","intervalSeconds":-1})").find("intervalSeconds"),
             std::string::npos);
+  EXPECT_FALSE(beat->gpus.has_value()); // an agent without metadata
+}
+
+TEST(agent_liveness, a_heartbeat_carries_what_the_agent_knows_of_its_gpus) {
+  auto beat = decode_heartbeat(
+    R"({"nodeName":"gpu-1","gpus":{"product":"NVIDIA A100-SXM4-80GB","count":8,)"
+    R"("nvswitches":6,"driverVersion":"575.57.08","futureKey":true}})");
+  ASSERT_TRUE(beat.has_value()) << beat.error().to_string();
+  ASSERT_TRUE(beat->gpus.has_value());
+  EXPECT_EQ(*beat->gpus, (agent_gpu_facts{"NVIDIA A100-SXM4-80GB", 8, 6, "575.57.08"}));
+  auto partial = decode_heartbeat(R"({"nodeName":"gpu-1","gpus":{"count":1}})");
+  ASSERT_TRUE(partial.has_value());
+  EXPECT_EQ(partial->gpus->nvswitch_count, -1); // not said: unknown
+  auto error_of = [](std::string_view body) {
+    auto b = decode_heartbeat(body);
+    return b ? std::string{} : b.error().where;
+  };
+  EXPECT_EQ(error_of(R"({"nodeName":"n","gpus":[]})"), "gpus");
+  EXPECT_EQ(error_of(R"({"nodeName":"n","gpus":{"count":-2}})"), "gpus.count");
+  EXPECT_EQ(error_of(R"({"nodeName":"n","gpus":{"nvswitches":1.5}})"), "gpus.nvswitches");
+  EXPECT_EQ(error_of(R"({"nodeName":"n","gpus":{"product":6}})"), "gpus.product");
 }
 
 } // namespace

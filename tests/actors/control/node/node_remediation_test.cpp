@@ -36,6 +36,34 @@ CAF_TEST(a_reset_xid_creates_one_gpureset_once_the_node_is_drained) {
   CAF_CHECK_EQUAL(drain_rows("skipped") + drain_rows("succeeded"), 1u);
 }
 
+// seed 001 "Scope of Support": a node without GPU feature discovery's labels,
+// whose agent found NVSwitches at the far end of an A100's NVLinks, is an
+// HGX A100 (Fabric Manager): its XID 48 reboots the node, never resets one GPU.
+CAF_TEST(the_agents_nvswitches_make_an_a100_reset_a_reboot) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  for (auto node : {"node-1", "node-2"})
+    CAF_REQUIRE(
+      store
+        ->patch(*nodes(), "", node,
+                {{"metadata", {{"labels", {{"nvidia.com/gpu.product", nullptr}}}}}},
+                kube::patch_type::merge, false)
+        .ok());
+  start();
+  self->send(fleet, gpu_facts_atom::value, std::string{"node-1"},
+             agent_gpu_facts{"NVIDIA A100-SXM4-80GB", 8, 6, "575.57.08"});
+  self->send(fleet, gpu_facts_atom::value, std::string{"node-2"},
+             agent_gpu_facts{"NVIDIA H100 80GB HBM3", 8, 4, "580.95.05"});
+  run();
+  post({reset_needed("node-1", "GPU-a"), reset_needed("node-2", "GPU-b")});
+  auto reboots = crs("rebootnodes");
+  CAF_REQUIRE_EQUAL(reboots.size(), 1u);
+  CAF_CHECK_EQUAL(reboots[0]["spec"]["nodeName"], "node-1");
+  auto resets = crs("gpuresets");
+  CAF_REQUIRE_EQUAL(resets.size(), 1u); // an H100 NVSwitch board resets alone
+  CAF_CHECK_EQUAL(resets[0]["spec"]["nodeName"], "node-2");
+}
+
 CAF_TEST(the_four_ordering_cases_hold_through_the_mailbox) {
   settings->remediation.enabled = true;
   jobs_only = true;

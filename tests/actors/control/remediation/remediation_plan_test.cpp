@@ -181,5 +181,35 @@ TEST(remediation_plan, reset_support_comes_from_the_nodes_labels) {
   EXPECT_TRUE(plan.fell_back);
 }
 
+// seed 001 "Scope of Support" from what the node's agent read off the GPUs.
+TEST(remediation_plan, reset_support_from_the_agents_nvlinks_and_names) {
+  using labels = std::map<std::string, std::string>;
+  auto supported = [](const labels& l, const agent_gpu_facts& agent) {
+    return check_reset_support(gpu_facts_from_labels(l, &agent), uuid, false).supported;
+  };
+  const agent_gpu_facts hgx_a100{"NVIDIA A100-SXM4-80GB", 8, 6, "575.57.08"};
+  // No GPU feature discovery: the agent's name and switches decide.
+  EXPECT_FALSE(supported({}, hgx_a100));
+  EXPECT_TRUE(supported({}, {"NVIDIA H100 80GB HBM3", 8, 4, "580.95.05"}));
+  EXPECT_TRUE(supported({}, {"NVIDIA H200", 1, 0, "580.159.04"})); // the device machine
+  // A 4-GPU A100 board the label guess calls switchless, whose NVLinks in
+  // fact end at NVSwitches.
+  const labels a100_4{{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"},
+                      {"nvidia.com/gpu.count", "4"}};
+  EXPECT_FALSE(supported(a100_4, {"NVIDIA A100-SXM4-80GB", 4, 2, ""}));
+  EXPECT_TRUE(supported(a100_4, {"NVIDIA A100-SXM4-80GB", 4, 0, ""}));
+  // Seeing no switch is no proof (links down list no far end): the 8-GPU
+  // guess stands; so does an unknown count.
+  const labels a100_8{{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"},
+                      {"nvidia.com/gpu.count", "8"}};
+  EXPECT_FALSE(supported(a100_8, {"NVIDIA A100-SXM4-80GB", 8, 0, ""}));
+  EXPECT_FALSE(supported({}, {"NVIDIA A100-SXM4-80GB", 8, -1, ""}));
+  // The operator's explicit label has the last word.
+  EXPECT_TRUE(supported({{"vigil.dev/nvswitch-fabric", "false"}}, hgx_a100));
+  // The label's product name wins over the agent's.
+  EXPECT_FALSE(supported({{"nvidia.com/gpu.product", "Tesla-V100-SXM2-32GB"}},
+                         {"NVIDIA H100 80GB HBM3", 8, 0, ""}));
+}
+
 } // namespace
 } // namespace vigil::control

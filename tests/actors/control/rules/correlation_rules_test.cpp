@@ -242,6 +242,27 @@ TEST(node_correlator, five_bursts_of_fatal_xids_on_one_gpu_need_support) {
   EXPECT_EQ(fifth.rule, "repeated-xid");
 }
 
+TEST(node_correlator, fatal_xids_without_a_uuid_count_per_pci_address) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  auto on_pci = [](const std::string& pci, int code) {
+    auto e = gpu_xid("");
+    e.entities = {{"PCI", pci}};
+    e.error_codes = {std::to_string(code)};
+    return e;
+  };
+  EXPECT_EQ(subject_of(on_pci("0000:03:00", 79)).key, "PCI 0000:03:00");
+  for (int i = 0; i < 4; ++i)
+    EXPECT_FALSE(
+      rules.observe(on_pci("0000:03:00", 79 + i), start + std::chrono::hours(i)).escalate)
+      << i;
+  EXPECT_FALSE(rules.observe(on_pci("0000:04:00", 79), start + 4h).escalate);
+  auto fifth = rules.observe(on_pci("0000:03:00", 48), start + 5h);
+  ASSERT_TRUE(fifth.escalate);
+  EXPECT_EQ(fifth.rule, "repeated-xid");
+  EXPECT_NE(fifth.message.find("PCI 0000:03:00"), std::string::npos);
+}
+
 TEST(node_correlator, a_port_down_for_four_minutes_without_recovery_is_dropped) {
   node_correlator rules;
   using namespace std::chrono_literals;

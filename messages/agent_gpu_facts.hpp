@@ -1,0 +1,41 @@
+// What a node's agent knows of its GPUs from gpu_metadata.json, sent with
+// every heartbeat (POST /v1/heartbeat, key "gpus") so the control plane can
+// decide what may be reset alone from the hardware itself rather than from
+// labels only GPU feature discovery sets (seed 001 "Scope of Support"):
+//
+//   "gpus": {"product":"NVIDIA A100-SXM4-80GB","count":8,"nvswitches":6,
+//            "driverVersion":"575.57.08"}
+//
+// Every key is optional; an unknown count is -1 (an older agent, or no
+// metadata collected). CAF-free.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "messages/expected.hpp"
+
+namespace vigil {
+
+struct agent_gpu_facts {
+  std::string product; ///< nvidia-smi's name of the node's GPUs; "" unknown
+  int gpu_count = -1;
+  /// NVSwitches the GPUs' NVLinks reach: 0 on PCIe and NVLink-bridge boards,
+  /// 4 or 6 on HGX/DGX baseboards, -1 unknown.
+  int nvswitch_count = -1;
+  std::string driver_version; ///< "" unknown
+
+  friend bool operator==(const agent_gpu_facts& a, const agent_gpu_facts& b) {
+    return a.product == b.product && a.gpu_count == b.gpu_count
+           && a.nvswitch_count == b.nvswitch_count
+           && a.driver_version == b.driver_version;
+  }
+};
+
+nlohmann::json encode_agent_gpu_facts(const agent_gpu_facts& facts);
+
+/// Failures name the key under "gpus" ("gpus.count: expected an integer ≥ 0").
+expected<agent_gpu_facts> decode_agent_gpu_facts(const nlohmann::json& object);
+
+} // namespace vigil
