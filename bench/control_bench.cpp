@@ -3,6 +3,7 @@
 // clock and prints the figures BENCHMARKS.md records.
 //
 //   bench_control JOURNAL_URL [NODES=10000] [EVENTS=200000] [RATE=1000] [SECONDS=10]
+//                 [STREAMS=0]
 //
 // 1. RSS per idle node: resident memory grown by the fleet listing NODES
 //    Nodes (8 GPUs each by label) and spawning one idle node actor for each,
@@ -14,6 +15,10 @@
 //    event, each on a node not yet quarantined; from handing the request to
 //    the ingest actor until the node actor's cordon PATCH leaves for the
 //    gateway (a tap in front of the gateway records it).
+// 4. With STREAMS > 0, that many console streams (the console feed actor,
+//    subscribed to the journal, writing Server-Sent Events to streams that
+//    count what they get) are open throughout: compare the figures with a
+//    run without, and the rows each stream got with those committed.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,6 +33,7 @@
 #include <unistd.h>
 
 #include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/console/console_feed.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/gpu/gpu_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
@@ -138,6 +144,23 @@ std::uint64_t fleet_number(caf::scoped_actor& self, const caf::actor& fleet,
 
 } // namespace
 
+// A console client that reads as fast as it is written to: counts rows.
+struct counting_stream : http::body_stream {
+  std::atomic<std::size_t> rows{0}, skipped_notes{0};
+  bool send(std::string chunk) override {
+    for (auto at = chunk.find("event: row"); at != std::string::npos;
+         at = chunk.find("event: row", at + 1))
+      ++rows;
+    if (chunk.find("event: skipped") != std::string::npos)
+      ++skipped_notes;
+    return true;
+  }
+  std::size_t pending_bytes() const override { return 0; }
+  bool closed() const override { return false; }
+  void end() override {}
+  void on_close(std::function<void()>) override {}
+};
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
@@ -149,6 +172,7 @@ int main(int argc, char** argv) {
   const std::size_t events = argc > 3 ? std::stoul(argv[3]) : 200000;
   const std::size_t rate = argc > 4 ? std::stoul(argv[4]) : 1000;
   const std::size_t seconds = argc > 5 ? std::stoul(argv[5]) : 10;
+  const std::size_t stream_count = argc > 6 ? std::stoul(argv[6]) : 0;
   const std::size_t probes = std::min(nodes, rate * seconds);
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
 
@@ -258,6 +282,19 @@ int main(int argc, char** argv) {
 
   auto ingest_actor =
     sys.spawn(ingest, ingest_settings{}, journal_actor, fleet_actor, time);
+  caf::actor feed;
+  std::vector<std::shared_ptr<counting_stream>> streams;
+  if (stream_count > 0) {
+    console_feed_config fc;
+    fc.keepalive = std::chrono::seconds(0);
+    feed = sys.spawn(console_feed, fc, journal_actor);
+    for (std::size_t i = 0; i < stream_count; ++i) {
+      streams.push_back(std::make_shared<counting_stream>());
+      caf::anon_send(feed, feed_open_atom::value,
+                     std::shared_ptr<http::body_stream>(streams.back()),
+                     console::row_filter{});
+    }
+  }
 
   // 2. Throughput.
   {
@@ -316,6 +353,18 @@ int main(int argc, char** argv) {
                 "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
                 probes, rate, ms.size(), percentile(ms, 0.5), percentile(ms, 0.99),
                 percentile(ms, 1.0));
+  }
+  if (!streams.empty()) {
+    std::this_thread::sleep_for(std::chrono::seconds(1)); // the last batches
+    json summary = json::object();
+    self->request(feed, caf::infinite, summary_atom::value)
+      .receive([&](const std::string& s) { summary = json::parse(s); },
+               [](const caf::error&) {});
+    std::printf("%zu console streams open throughout: the feed saw %s committed rows; "
+                "each stream got %zu rows (%s skipped)\n",
+                streams.size(), summary["rows"].dump().c_str(), streams[0]->rows.load(),
+                summary["skipped"].dump().c_str());
+    caf::anon_send_exit(feed, caf::exit_reason::user_shutdown);
   }
   for (const auto& a : std::vector<caf::actor>{ingest_actor, fleet_actor,
                                                caf::actor_cast<caf::actor>(breaker_actor),

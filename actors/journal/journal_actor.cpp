@@ -49,10 +49,18 @@ void write_in_flight(journal_actor* self) {
     .then(
       [=](std::vector<append_outcome>& outcomes) {
         auto& st = self->state;
+        std::vector<journal_record> stored;
         for (size_t i = 0; i < st.in_flight.size() && i < outcomes.size(); ++i) {
           st.stats.duplicates += outcomes[i].duplicate ? 1 : 0;
           st.in_flight[i].promise.deliver(outcomes[i]);
+          if (!outcomes[i].duplicate && !st.subscribers.empty()) {
+            stored.push_back(st.in_flight[i].record);
+            stored.back().seq = outcomes[i].seq;
+          }
         }
+        if (!stored.empty())
+          for (const auto& subscriber : st.subscribers)
+            self->send(subscriber, committed_atom::value, stored);
         st.stats.committed += st.in_flight.size();
         st.in_flight.clear();
         if (!st.stats.available)
@@ -104,6 +112,13 @@ caf::behavior journal(journal_actor* self, journal_config config, caf::actor wri
   self->state.config = config;
   self->state.writer = std::move(writer);
   self->state.backoff = ms(config.reconnect_initial_ms);
+  self->set_down_handler([=](caf::down_msg& down) {
+    auto& subscribers = self->state.subscribers;
+    subscribers.erase(
+      std::remove_if(subscribers.begin(), subscribers.end(),
+                     [&](const caf::actor& a) { return a.address() == down.source; }),
+      subscribers.end());
+  });
   return {
     [=](append_atom, journal_record& record) -> caf::result<append_outcome> {
       auto& st = self->state;
@@ -126,6 +141,10 @@ caf::behavior journal(journal_actor* self, journal_config config, caf::actor wri
     },
     [=](retry_atom) { write_in_flight(self); },
     [=](stats_atom) { return current_stats(self); },
+    [=](subscribe_atom, const caf::actor& subscriber) {
+      self->monitor(subscriber);
+      self->state.subscribers.push_back(subscriber);
+    },
     [=](read_atom atom, journal_query& query) {
       return self->delegate(self->state.writer, atom, std::move(query));
     },

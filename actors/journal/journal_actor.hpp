@@ -35,6 +35,7 @@ struct journal_state {
   bool flush_armed = false;
   caf::timespan backoff{};
   journal_stats stats;
+  std::vector<caf::actor> subscribers; ///< told of each committed batch
   static inline const char* name = "journal";
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
@@ -26,6 +27,13 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 /// (stats_atom) → journal_stats.
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+/// (subscribe_atom, caf::actor) to the journal: from now on the subscriber
+/// gets (committed_atom, vector<journal_record>) after each committed batch,
+/// the rows newly stored (duplicates left out) with their seq, until it goes
+/// down. For watchers of the journal (the console's live stream), never for
+/// anything that must not miss a row: a subscriber restarts with a read.
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+using committed_atom = caf::atom_constant<caf::atom("committed")>;
 
 enum class journal_errc : std::uint8_t {
   overloaded = 1, ///< the bounded queue is full: retry later, nothing was stored

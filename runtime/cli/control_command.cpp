@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/control/console/console_api.hpp"
 #include "actors/control/endpoints/control_endpoints.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "runtime/actor_clock.hpp"
@@ -12,6 +13,7 @@
 #include "runtime/control_plane.hpp"
 #include "runtime/http/http_host.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/replay/replay_analysis.hpp"
 
 namespace vigil {
 
@@ -104,6 +106,10 @@ int run_control(command_context& ctx) {
     for (const auto& [name, actor] : plane->named)
       caf::anon_send(p.root, adopt_atom::value, name, actor);
     auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
+    auto console = spawn_console(p.system, plane->actors, fleet_at);
+    caf::anon_send(p.root, adopt_atom::value, std::string("console"), console.api);
+    caf::anon_send(p.root, adopt_atom::value, std::string("console_feed"), console.feed);
+    http_options.console = console.api;
     http_options.authenticator = plane->authenticator;
     http_options.agent_tokens = cc.token_review.enabled;
     http_options.metrics_auth = !cc.metrics_readers.empty();

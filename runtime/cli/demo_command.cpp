@@ -200,9 +200,11 @@ int run_demo(command_context& ctx) {
     all << in.rdbuf();
     text = all.str();
   }
-  // --nodes and --seed size and seed the scenario's cluster too.
+  // --nodes and --seed size and seed the scenario's cluster too; --serve
+  // takes up to 10,000 nodes (the console's benchmark fleet).
   scenario_overrides overrides;
-  for (auto [name, high] : {std::pair<const char*, long long>{"nodes", 4096},
+  const long long most_nodes = ctx.args.has("serve") ? 10000 : 4096;
+  for (auto [name, high] : {std::pair<const char*, long long>{"nodes", most_nodes},
                             {"seed", std::numeric_limits<long long>::max()}}) {
     if (!ctx.args.has(name))
       continue;

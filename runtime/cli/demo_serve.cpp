@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/control/console/console_api.hpp" // http::request as a message
 #include "actors/control/node/node_actor.hpp"
 #include "actors/control/node/node_resource.hpp"
 #include "actors/control/remediation/remediation_state.hpp"
@@ -23,11 +24,10 @@
 #include "runtime/control_plane.hpp"
 #include "runtime/http/http_host.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/replay/replay_analysis.hpp"
 #include "runtime/sim/cluster_simulator.hpp"
 #include "runtime/sim/kube/kube_test_server.hpp"
 #include "runtime/sim/kube/test_certificates.hpp"
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::http::request)
 
 namespace vigil::demo {
 
@@ -388,7 +388,10 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
     auto inspector = p.system.spawn<caf::detached>(
       introspection, server.get(), plane->actors, simulator, journal_reader, sim.spec);
     auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
+    auto console = spawn_console(p.system, plane->actors, fleet_at);
     control_http_options http_options;
+    http_options.console = console.api;
+    http_options.console_open = true; // loopback only, like the rest of the demo
     http_options.token = ingest_token;
     http_options.limits.max_body_bytes = config.ingest.max_body_bytes;
     http_options.limits.max_line_bytes = config.ingest.limits.max_event_bytes;
@@ -399,7 +402,7 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
     listen.max_body_bytes = config.ingest.max_body_bytes;
     auto http_server = http::server::start(
       listen, [control_handler, inspector](http::request req, http::responder reply) {
-        if (req.path.rfind("/api/", 0) == 0)
+        if (req.path.rfind("/api/", 0) == 0 && !is_console_path(req.path))
           caf::anon_send(inspector, std::move(req), std::move(reply));
         else
           control_handler(std::move(req), std::move(reply));
@@ -411,6 +414,7 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
             << "  kubectl --server " << server->url() << " --certificate-authority "
             << ca_file << " --token " << api_token << " get nodes\n"
             << "ingest:        " << base << "/v1/events  token " << ingest_token << "\n"
+            << "console:       " << base << "/console/\n"
             << "introspection: " << base << "/api/nodes\n"
             << "journal:       " << journal_db->describe() << "\n"
             << "simulated cluster: " << sim.spec.nodes
@@ -418,6 +422,8 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
     ctx.out.flush();
     for (auto [name, actor] : {std::pair<const char*, caf::actor>{"simulator", simulator},
                                {"introspection", inspector},
+                               {"console", console.api},
+                               {"console_feed", console.feed},
                                {"endpoints", endpoints_actor}})
       caf::anon_send(p.root, adopt_atom::value, std::string(name), actor);
     caf::anon_send(p.root, adopt_atom::value, std::string("http"),

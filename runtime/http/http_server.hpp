@@ -31,14 +31,48 @@ struct request {
   std::string header(const std::string& lower_name) const;
 };
 
+/// The open body of a streamed response (Server-Sent Events): chunks go out
+/// in the order sent, on the connection's own strand. Every call is
+/// thread-safe and harmless once the client has gone.
+class body_stream {
+public:
+  virtual ~body_stream() = default;
+  /// Queues `chunk` for writing; false when the stream is closed.
+  virtual bool send(std::string chunk) = 0;
+  /// Bytes queued and not yet written: a sender that sees them grow (a slow
+  /// client) should skip rather than queue without bound.
+  virtual std::size_t pending_bytes() const = 0;
+  virtual bool closed() const = 0;
+  /// Ends the response: the connection closes once the queue is written.
+  virtual void end() = 0;
+  /// `callback` runs once when the connection closes (the client left, a
+  /// write failed or timed out, end(), the server stopped), on an I/O
+  /// thread; at once when it is closed already. One callback; a later call
+  /// replaces it.
+  virtual void on_close(std::function<void()> callback) = 0;
+};
+
+/// Given the stream once the response's header (and `body`) are written.
+using stream_starter = std::function<void(std::shared_ptr<body_stream>)>;
+
 /// What the handler answers. Content-Length and Connection are the server's:
 /// extra headers by those names (or Transfer-Encoding), and names or values
 /// that are not valid HTTP, are dropped.
 struct response {
+  response() = default;
+  response(int status, std::string content_type,
+           std::vector<std::pair<std::string, std::string>> headers, std::string body)
+    : status(status), content_type(std::move(content_type)), headers(std::move(headers)),
+      body(std::move(body)) {}
+
   int status = 200; ///< 200..599; anything else is sent as 500
   std::string content_type = "application/json";            ///< omitted when empty
   std::vector<std::pair<std::string, std::string>> headers; ///< {"Retry-After", "2"}
   std::string body;
+  /// Set: the body does not end with `body`. The connection stays open, its
+  /// end delimits the response (no Content-Length, Connection: close), and
+  /// `stream` gets the rest of it. Not for HEAD, which gets the header only.
+  stream_starter stream;
 };
 
 /// A text/plain (UTF-8) response: health checks, errors, short answers.

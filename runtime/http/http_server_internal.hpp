@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,41 @@ public:
   /// Writes the answer to request number `sequence`, if still awaited.
   virtual void deliver(std::uint64_t sequence, response answer) = 0;
   virtual void close() = 0;
+  /// A streamed response's next chunk, and its end.
+  virtual void stream_chunk(std::string chunk) = 0;
+  virtual void stream_end() = 0;
+};
+
+/// What a streamed response's body_stream and its connection share.
+struct stream_progress {
+  std::atomic<std::size_t> pending{0}; ///< queued, not yet written
+  std::atomic<bool> closed{false};
+  std::mutex mutex; ///< guards on_close and, with it, the closing
+  std::function<void()> on_close;
+
+  /// Marks the stream closed and runs the callback once.
+  void close() {
+    std::function<void()> callback;
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      if (closed.exchange(true))
+        return;
+      callback = std::move(on_close);
+    }
+    if (callback)
+      callback();
+  }
+
+  void set_on_close(std::function<void()> callback) {
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      if (!closed) {
+        on_close = std::move(callback);
+        return;
+      }
+    }
+    callback();
+  }
 };
 
 // Outlives the server (responders share it), so that an actor answering after

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -74,6 +76,46 @@ private:
   std::atomic<bool> answered_{false};
 };
 
+// The handler's end of a streamed response: chunks are posted to the
+// connection, which writes them in order; nothing is sent after the close.
+class connection_stream : public body_stream {
+public:
+  connection_stream(std::shared_ptr<connection_registry> registry,
+                    std::weak_ptr<connection> target,
+                    std::shared_ptr<stream_progress> progress)
+    : registry_(std::move(registry)), target_(std::move(target)),
+      progress_(std::move(progress)) {}
+
+  bool send(std::string chunk) override {
+    if (progress_->closed)
+      return false;
+    progress_->pending += chunk.size();
+    std::lock_guard<std::mutex> guard(registry_->mutex);
+    auto target = target_.lock();
+    if (registry_->stopped || !target)
+      return false;
+    target->stream_chunk(std::move(chunk));
+    return true;
+  }
+
+  std::size_t pending_bytes() const override { return progress_->pending; }
+  bool closed() const override { return progress_->closed; }
+  void on_close(std::function<void()> callback) override {
+    progress_->set_on_close(std::move(callback));
+  }
+
+  void end() override {
+    std::lock_guard<std::mutex> guard(registry_->mutex);
+    if (auto target = target_.lock(); target && !registry_->stopped)
+      target->stream_end();
+  }
+
+private:
+  std::shared_ptr<connection_registry> registry_;
+  std::weak_ptr<connection> target_;
+  std::shared_ptr<stream_progress> progress_;
+};
+
 /// One client connection: reads a request, waits for its responder, writes
 /// the response, and only then reads the next (pipelined bytes wait in the
 /// buffer). Every member is touched only on the connection's strand.
@@ -105,6 +147,21 @@ public:
 
   void close() override {
     asio::post(executor_, [self = this->shared_from_this()] { self->close_now(); });
+  }
+
+  void stream_chunk(std::string chunk) override {
+    asio::post(executor_,
+               [self = this->shared_from_this(), chunk = std::move(chunk)]() mutable {
+                 self->queue_chunk(std::move(chunk));
+               });
+  }
+
+  void stream_end() override {
+    asio::post(executor_, [self = this->shared_from_this()] {
+      self->ending_ = true;
+      if (!self->writing_ && self->outbox_.empty())
+        self->close_now();
+    });
   }
 
 private:
@@ -227,7 +284,86 @@ private:
     if (closed_ || !awaiting_ || sequence != sequence_)
       return;
     awaiting_ = false;
+    if (answer.stream && !head_)
+      return start_stream(std::move(answer));
     write(to_wire(std::move(answer), version_, keep_alive_, head_), !keep_alive_);
+  }
+
+  // A streamed response: the header and first body without a length, then
+  // chunks as the handler's stream sends them, until either side ends it.
+  // Reading goes on only to notice the client leaving.
+  void start_stream(response answer) {
+    auto starter = std::move(answer.stream);
+    auto head = to_wire(std::move(answer), version_, false, false);
+    head.erase(wire::field::content_length);
+    reply_.emplace(std::move(head));
+    progress_ = std::make_shared<stream_progress>();
+    writing_ = true;
+    transport().expires_after(core_.options.idle_timeout);
+    wire::async_write(stream_, *reply_,
+                      [self = this->shared_from_this(),
+                       starter = std::move(starter)](error_code ec, std::size_t) {
+                        self->reply_.reset();
+                        self->writing_ = false;
+                        if (self->closed_)
+                          return;
+                        if (ec)
+                          return self->close_now();
+                        self->watch_for_close();
+                        self->next_chunk();
+                        starter(std::make_shared<connection_stream>(
+                          self->core_.registry, self->weak_from_this(), self->progress_));
+                      });
+  }
+
+  void watch_for_close() {
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](
+                                                     error_code ec, std::size_t) {
+      if (self->closed_)
+        return;
+      if (ec)
+        return self->close_now();
+      self->watch_for_close(); // a client has nothing to say
+    });
+  }
+
+  void queue_chunk(std::string chunk) {
+    if (closed_ || ending_ || !progress_) {
+      if (progress_)
+        progress_->pending -= std::min(progress_->pending.load(), chunk.size());
+      return;
+    }
+    outbox_.push_back(std::move(chunk));
+    if (!writing_)
+      next_chunk();
+  }
+
+  // Writes the oldest queued chunk; a client that reads nothing for the idle
+  // timeout is closed, and no timer runs while there is nothing to write.
+  void next_chunk() {
+    if (outbox_.empty()) {
+      transport().expires_never();
+      // Everything is written and the client sends nothing (what it did send
+      // was read), so closing now loses nothing.
+      if (ending_)
+        close_now();
+      return;
+    }
+    writing_ = true;
+    transport().expires_after(core_.options.idle_timeout);
+    asio::async_write(stream_, asio::buffer(outbox_.front()),
+                      [self = this->shared_from_this()](error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        self->progress_->pending -= std::min(
+                          self->progress_->pending.load(), self->outbox_.front().size());
+                        self->outbox_.pop_front();
+                        if (self->closed_)
+                          return;
+                        if (ec)
+                          return self->close_now();
+                        self->next_chunk();
+                      });
   }
 
   // Answers an unreadable request and ends the connection.
@@ -283,6 +419,8 @@ private:
     if (closed_)
       return;
     closed_ = true;
+    if (progress_)
+      progress_->close();
     transport().close();
     core_.forget(this);
   }
@@ -302,6 +440,12 @@ private:
   bool head_ = false;
   bool awaiting_ = false; // the handler has not answered yet
   bool closed_ = false;
+  // A streamed response: what its body_stream shares, the chunks not yet
+  // written, whether one is being written, and whether the handler ended it.
+  std::shared_ptr<stream_progress> progress_;
+  std::deque<std::string> outbox_;
+  bool writing_ = false;
+  bool ending_ = false;
   std::size_t drained_ = 0;
 };
 

@@ -7,12 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/embedded_file.hpp"
+
 namespace vigil::install {
 
-struct embedded_file {
-  std::string_view name; // relative to runtime/install/assets/
-  std::string_view text;
-};
+using vigil::embedded_file; // names relative to runtime/install/assets/
 
 /// Every embedded file, in the order CMakeLists.txt lists them.
 const std::vector<embedded_file>& embedded_files();

@@ -148,4 +148,26 @@ rebuild_fleet_view(journal_store& store, std::optional<wall_time> at, bool use_s
   return result;
 }
 
+std::string summarise_row(const journal_record& row, std::string& problem) {
+  if (row.kind != "event")
+    return row.body;
+  auto event = decode_health_event(row.body);
+  if (!event) {
+    problem = event.error().to_string();
+    return "(undecodable: " + problem + ")";
+  }
+  std::string out = event->component_class + " " + event->check_name + " "
+                    + (event->is_healthy ? "healthy" : "unhealthy")
+                    + (event->is_fatal ? " fatal" : "");
+  for (const auto& code : event->error_codes)
+    out += " code=" + code;
+  if (!event->is_healthy)
+    out += " action=" + std::string(to_string(event->action));
+  for (const auto& e : event->entities)
+    out += " " + e.type + "=" + e.value;
+  if (!event->message.empty())
+    out += " \"" + event->message + "\"";
+  return out;
+}
+
 } // namespace vigil

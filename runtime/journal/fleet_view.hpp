@@ -72,4 +72,7 @@ expected<rebuild_result> rebuild_fleet_view(journal_store& store,
                                             std::optional<wall_time> at = std::nullopt,
                                             bool use_snapshot = true);
 
+/// One line a person can read about a row: what its event says, or its body.
+std::string summarise_row(const journal_record& row, std::string& problem);
+
 } // namespace vigil

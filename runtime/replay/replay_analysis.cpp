@@ -153,28 +153,6 @@ bool claimed_by_fabric(const std::vector<wall_time>& joins, wall_time at,
 
 } // namespace
 
-std::string summarise_row(const journal_record& row, std::string& problem) {
-  if (row.kind != "event")
-    return row.body;
-  auto event = decode_health_event(row.body);
-  if (!event) {
-    problem = event.error().to_string();
-    return "(undecodable: " + problem + ")";
-  }
-  std::string out = event->component_class + " " + event->check_name + " "
-                    + (event->is_healthy ? "healthy" : "unhealthy")
-                    + (event->is_fatal ? " fatal" : "");
-  for (const auto& code : event->error_codes)
-    out += " code=" + code;
-  if (!event->is_healthy)
-    out += " action=" + std::string(to_string(event->action));
-  for (const auto& e : event->entities)
-    out += " " + e.type + "=" + e.value;
-  if (!event->message.empty())
-    out += " \"" + event->message + "\"";
-  return out;
-}
-
 json fleet_at(const std::vector<journal_record>& rows, wall_time at) {
   fleet_view view;
   std::map<std::string, json> nodes;

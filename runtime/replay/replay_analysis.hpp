@@ -12,12 +12,10 @@
 #include "actors/control/remediation/remediation_plan.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
+#include "runtime/journal/fleet_view.hpp"
 #include "runtime/journal/journal_store.hpp"
 
 namespace vigil {
-
-/// One line a person can read about a row: what its event says, or its body.
-std::string summarise_row(const journal_record& row, std::string& problem);
 
 /// The fleet as of the last of `rows` (all recorded at or before the moment):
 /// {"at", "nodes": [{"name", "activeEvents": [...], "quarantine": <latest

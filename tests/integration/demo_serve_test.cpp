@@ -78,6 +78,14 @@ TEST(demo_serve, answers_introspection_and_a_posted_event_cordons_a_node) {
 
   auto detail = get_json(base + "/api/nodes/" + node);
   EXPECT_TRUE(detail["cordoned"].get<bool>()) << detail.dump();
+
+  // The console's API (open in the demo) tells the same from the actors.
+  auto console_fleet = get_json(base + "/api/v1/fleet");
+  ASSERT_EQ(console_fleet["nodes"].size(), 16u) << console_fleet.dump();
+  EXPECT_EQ(console_fleet["counts"]["healthy"].get<int>(), 15)
+    << console_fleet["counts"].dump();
+  auto console_node = get_json(base + "/api/v1/nodes/" + node);
+  EXPECT_NE(console_node["state"], "healthy") << console_node.dump();
   EXPECT_TRUE(detail["cordonedByVigil"].get<bool>());
   ASSERT_EQ(detail["activeEvents"].size(), 1u) << detail.dump();
   EXPECT_EQ(detail["activeEvents"][0]["entityValue"], demo::gpu_uuid(2, 3));

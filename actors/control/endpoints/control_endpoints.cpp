@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/control/auth/authenticator.hpp"
+#include "actors/control/console/console_api.hpp"
 #include "actors/control/fleet/agent_liveness.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/journal/journal_messages.hpp"
@@ -376,6 +377,20 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
     const bool post = req.method == "POST";
     auto shared = std::make_shared<http::request>(std::move(req));
     const auto& path = shared->path;
+    if (is_console_path(path)) {
+      if (!options.console)
+        return reply(to_http(control::error_reply(404, "no console here")));
+      // Read-only: the static token or a reader's own token (as for
+      // /metrics), and open only where no token is configured or the demo
+      // says so.
+      auto read = [=](control::agent_identity) {
+        caf::anon_send(options.console, console_request_atom::value, *shared, reply);
+      };
+      if (options.console_open)
+        return read({});
+      return with_identity(options, *shared, reply, control::token_use::metrics_reader,
+                           read);
+    }
     if (path == "/v1/events") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
@@ -410,6 +425,9 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
           if (refuse_foreign(who, {beat->node_name}, reply))
             return;
           caf::anon_send(actors.fleet, agent_heard_atom::value, beat->node_name);
+          if (beat->gpus)
+            caf::anon_send(actors.fleet, gpu_facts_atom::value, beat->node_name,
+                           std::move(*beat->gpus));
           reply(text(200, "ok\n"));
         });
     }

@@ -1,5 +1,6 @@
 // The HTTP face of `vigil control`: POST /v1/events (ingest), POST
-// /v1/breaker/reset, GET /metrics (Prometheus text), /healthz and /readyz.
+// /v1/breaker/reset, GET /metrics (Prometheus text), /healthz and /readyz,
+// and the console's /api/v1/ and /console/ (handed to its own actor).
 // The handler runs on the server's I/O thread and never blocks: it parses,
 // checks the token, and hands the request to an actor with the responder.
 #pragma once
@@ -56,6 +57,12 @@ struct control_http_options {
   /// (control.metrics_readers); otherwise it is open.
   bool metrics_auth = false;
   int retry_after_seconds = 2; ///< Retry-After when the API server cannot check a token
+  /// The console's API actor (actors/control/console/console_api.hpp): it
+  /// answers /api/v1/… and /console/… for the static token or a reader's
+  /// token, like /metrics. Null: those paths are 404.
+  caf::actor console;
+  /// The console without a token (`vigil demo --serve` on loopback only).
+  bool console_open = false;
 };
 
 /// The request handler for http::server::start.

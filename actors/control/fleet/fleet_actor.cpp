@@ -300,6 +300,10 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
       if (!self->state.standby)
         agent_heard(self, node);
     },
+    [=](gpu_facts_atom atom, const std::string& node, agent_gpu_facts& facts) {
+      if (!self->state.standby)
+        self->send(node_for(self, node), atom, std::move(facts));
+    },
     [=](allocations_atom atom, gpu_allocations& report) {
       if (!self->state.standby) {
         auto node = node_for(self, report.node);
@@ -320,6 +324,33 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
       summary["nodeMailboxHigh"] =
         self->state.settings->counters->node_mailbox_high.load();
       return summary.dump();
+    },
+    [=](node_summaries_atom) -> caf::result<std::vector<std::string>> {
+      // Asked of each node actor by message, so nothing but the mailboxes
+      // is touched; answered when the last reply (or error) is in.
+      struct gathering {
+        caf::response_promise promise;
+        std::vector<std::string> summaries;
+        std::size_t waiting = 0;
+      };
+      auto g = std::make_shared<gathering>();
+      g->promise = self->make_response_promise();
+      g->waiting = self->state.nodes.size();
+      if (g->waiting == 0)
+        g->promise.deliver(std::vector<std::string>{});
+      auto one_done = [g] {
+        if (--g->waiting == 0)
+          g->promise.deliver(std::move(g->summaries));
+      };
+      for (const auto& [name, node] : self->state.nodes)
+        self->request(node, std::chrono::seconds(5), summary_atom::value)
+          .then(
+            [g, one_done](std::string& summary) {
+              g->summaries.push_back(std::move(summary));
+              one_done();
+            },
+            [one_done](caf::error&) { one_done(); });
+      return g->promise;
     },
     [=](summary_atom atom, const std::string& node) {
       // The node actor answers; the promise makes sure nothing else does.

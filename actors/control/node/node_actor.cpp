@@ -107,9 +107,20 @@ std::string summary_of(const node_state& st) {
                         {"fabricPortsDown", st.fabric.ports()},
                         {"remediation", node_remediation_steps::summary(st)}};
   if (st.node) {
+    const auto& labels = st.node->observation.labels;
+    auto label = [&](const std::string& key) {
+      auto it = labels.find(key);
+      return it == labels.end() ? std::string{} : it->second;
+    };
     out["unschedulable"] = st.node->observation.unschedulable;
     out["cordonOwned"] = st.node->observation.cordon_owned;
+    out["pool"] = label(st.settings->remediation.pool_label);
+    out["optedOut"] = label(st.settings->quarantine.opt_out_label) == "true";
   }
+  if (!st.handed_to_operator.empty())
+    out["handedToOperator"] = st.handed_to_operator;
+  if (st.agent_gpus)
+    out["agentGpus"] = encode_agent_gpu_facts(*st.agent_gpus);
   return out.dump();
 }
 
@@ -251,6 +262,9 @@ caf::behavior node(node_actor* self, std::string name,
         logger()->warn("node {}: the agent cannot read the kubelet's GPU allocations: {}",
                        st.node_name, report.error);
       st.allocations = std::move(report);
+    },
+    [=](gpu_facts_atom, agent_gpu_facts& facts) {
+      self->state.agent_gpus = std::move(facts);
     },
     [=](agent_quiet_atom, bool silent, std::int64_t since_ns) {
       auto& st = self->state;

@@ -1,0 +1,334 @@
+#include "actors/control/console/console_api.hpp"
+
+#include <chrono>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/control/console/console_assets.hpp"
+#include "actors/control/console/console_feed.hpp"
+#include "actors/control/console/console_view.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
+
+namespace vigil {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr auto ask_timeout = std::chrono::seconds(5);
+constexpr std::size_t node_timeline_rows = 200;
+
+http::response json_reply(int status, const json& body) {
+  return http::response{
+    status, "application/json", {{"Cache-Control", "no-store"}}, body.dump()};
+}
+
+http::response error(int status, const std::string& what) {
+  return json_reply(status, {{"error", what}});
+}
+
+// An actor did not answer: the console says which, and stays up.
+auto unavailable(const http::responder& reply, const char* who) {
+  return [reply, who](caf::error&) {
+    reply(error(503, std::string(who) + " did not answer; try again"));
+  };
+}
+
+std::string_view content_type_of(std::string_view name) {
+  auto ends = [&](std::string_view suffix) {
+    return name.size() >= suffix.size()
+           && name.substr(name.size() - suffix.size()) == suffix;
+  };
+  if (ends(".html"))
+    return "text/html; charset=utf-8";
+  if (ends(".js"))
+    return "text/javascript; charset=utf-8";
+  if (ends(".css"))
+    return "text/css; charset=utf-8";
+  if (ends(".svg"))
+    return "image/svg+xml";
+  return "application/octet-stream";
+}
+
+void serve_asset(std::string_view path, const http::responder& reply) {
+  if (path == "/console")
+    return reply(http::response{301, "", {{"Location", "/console/"}}, ""});
+  auto name = path.substr(std::string_view("/console/").size());
+  if (name.empty())
+    name = "index.html";
+  for (const auto& file : console::embedded_files())
+    if (file.name == name)
+      return reply(http::response{200,
+                                  std::string(content_type_of(name)),
+                                  {{"Cache-Control", "no-cache"}},
+                                  std::string(file.text)});
+  reply(error(404, "no console file " + std::string(name)));
+}
+
+json journal_figures(const journal_stats& s) {
+  return {{"queueDepth", s.queue_depth},
+          {"inFlight", s.in_flight},
+          {"lagSeconds", static_cast<double>(s.lag_ns) / 1e9},
+          {"committed", s.committed},
+          {"duplicates", s.duplicates},
+          {"refused", s.refused},
+          {"available", s.available}};
+}
+
+void fleet(caf::event_based_actor* self, const console_actors& a, http::responder reply) {
+  self->request(a.fleet, ask_timeout, node_summaries_atom::value)
+    .then(
+      [=](std::vector<std::string>& summaries) {
+        std::vector<console::node_tile> tiles;
+        tiles.reserve(summaries.size());
+        for (const auto& s : summaries)
+          tiles.push_back(console::tile_of(json::parse(s, nullptr, false)));
+        self->request(a.fleet, ask_timeout, summary_atom::value)
+          .then(
+            [=](std::string& fleet_summary) {
+              self->request(a.breaker, ask_timeout, summary_atom::value)
+                .then(
+                  [=](std::string& breaker_summary) {
+                    self->request(a.journal, ask_timeout, stats_atom::value)
+                      .then(
+                        [=](journal_stats& stats) {
+                          reply(json_reply(
+                            200, console::fleet_page(
+                                   tiles, json::parse(fleet_summary, nullptr, false),
+                                   json::parse(breaker_summary, nullptr, false),
+                                   journal_figures(stats))));
+                        },
+                        unavailable(reply, "the journal"));
+                  },
+                  unavailable(reply, "the breaker"));
+            },
+            unavailable(reply, "the fleet"));
+      },
+      unavailable(reply, "the fleet"));
+}
+
+// The rows a journal read returns, filtered and capped; `newest` keeps the
+// last `limit` rather than the first.
+json rows_json(const std::vector<journal_record>& rows, const console::row_filter& filter,
+               std::size_t limit, bool newest) {
+  std::vector<const journal_record*> kept;
+  for (const auto& row : rows)
+    if (filter.matches(row))
+      kept.push_back(&row);
+  const std::size_t from = newest && kept.size() > limit ? kept.size() - limit : 0;
+  json out = json::array();
+  for (std::size_t i = from; i < kept.size() && out.size() < limit; ++i)
+    out.push_back(console::row_json(*kept[i]));
+  return out;
+}
+
+void node(caf::event_based_actor* self, const console_actors& a, const std::string& name,
+          http::responder reply) {
+  self->request(a.fleet, ask_timeout, summary_atom::value, name)
+    .then(
+      [=](std::string& summary) {
+        journal_query query;
+        query.node = name;
+        self->request(a.journal, ask_timeout, read_atom::value, query)
+          .then(
+            [=](std::vector<journal_record>& rows) {
+              auto node_summary = json::parse(summary, nullptr, false);
+              const auto tile = console::tile_of(node_summary);
+              reply(json_reply(
+                200, {{"node", node_summary},
+                      {"state", std::string(console::to_string(tile.state))},
+                      {"detail", tile.detail},
+                      {"timeline", rows_json(rows, {}, node_timeline_rows, true)}}));
+            },
+            unavailable(reply, "the journal"));
+      },
+      [=](caf::error&) { reply(error(404, "no node " + name + " in the fleet")); });
+}
+
+// Every actor's own answer, asked one after another; a node's through the
+// fleet's gathering. What did not answer is left out.
+void actor_figures(caf::event_based_actor* self, const console_actors& a,
+                   http::responder reply) {
+  struct gathered {
+    std::vector<std::pair<std::string, json>> named; ///< supervisor-level actors
+    std::vector<std::string> nodes;
+  };
+  auto g = std::make_shared<gathered>();
+  auto finish = [=] {
+    std::vector<json> top;
+    for (auto& [name, summary] : g->named)
+      top.push_back(summary.is_object() ? summary : json::object());
+    std::vector<json> nodes;
+    for (const auto& s : g->nodes)
+      nodes.push_back(json::parse(s, nullptr, false));
+    std::vector<std::string> names;
+    for (const auto& [name, summary] : g->named)
+      names.push_back(name);
+    reply(json_reply(200, console::actor_table(names, top, nodes)));
+  };
+  auto ask = [=](const std::string& name, auto handle, auto atom, auto next) {
+    self->request(handle, ask_timeout, atom)
+      .then(
+        [=](std::string& s) {
+          g->named.emplace_back(name, json::parse(s, nullptr, false));
+          next();
+        },
+        [=](caf::error&) { next(); });
+  };
+  auto after_journal = [=] {
+    self->request(a.fleet, ask_timeout, node_summaries_atom::value)
+      .then(
+        [=](std::vector<std::string>& s) {
+          g->nodes = std::move(s);
+          finish();
+        },
+        [=](caf::error&) { finish(); });
+  };
+  auto journal_next = [=] {
+    self->request(a.journal, ask_timeout, stats_atom::value)
+      .then(
+        [=](journal_stats& s) {
+          g->named.emplace_back("journal", json{{"mailboxDepth", s.mailbox_depth},
+                                                {"queueDepth", s.queue_depth},
+                                                {"committed", s.committed}});
+          after_journal();
+        },
+        [=](caf::error&) { after_journal(); });
+  };
+  auto feed_next = [=] {
+    ask("console_feed", a.feed, summary_atom::value, journal_next);
+  };
+  auto ingest_next = [=] { ask("ingest", a.ingest, stats_atom::value, feed_next); };
+  auto breaker_next = [=] {
+    self->request(a.breaker, ask_timeout, summary_atom::value)
+      .then(
+        [=](std::string& s) {
+          g->named.emplace_back("breaker", json::parse(s, nullptr, false));
+          ingest_next();
+        },
+        [=](caf::error&) { ingest_next(); });
+  };
+  ask("fleet", a.fleet, summary_atom::value, breaker_next);
+}
+
+void journal(caf::event_based_actor* self, const console_actors& a,
+             std::string_view query, http::responder reply) {
+  auto request = console::parse_journal_request(query);
+  if (!request)
+    return reply(error(400, request.error().to_string()));
+  journal_query read;
+  read.after_seq = request->after_seq;
+  read.node = request->filter.node;
+  read.since = request->from;
+  read.until = request->to;
+  self->request(a.journal, ask_timeout, read_atom::value, read)
+    .then(
+      [=, r = *request](std::vector<journal_record>& rows) {
+        auto out = rows_json(rows, r.filter, r.limit, false);
+        // Where the next read starts: past what this one looked at, even
+        // when the filter kept none of it.
+        std::int64_t next = r.after_seq;
+        if (out.size() == r.limit)
+          next = out.back()["seq"].get<std::int64_t>();
+        else if (!rows.empty())
+          next = rows.back().seq;
+        reply(json_reply(200, {{"rows", out}, {"next", next}}));
+      },
+      unavailable(reply, "the journal"));
+}
+
+// The fleet as the journal had it at `at`: every row up to it (at most
+// history_rows), rebuilt as `vigil replay --at` does.
+constexpr std::size_t history_rows = 200000;
+
+void history(caf::event_based_actor* self, const console_actors& a,
+             std::string_view query, http::responder reply) {
+  if (!a.fleet_at)
+    return reply(error(404, "no history here"));
+  auto request = console::parse_journal_request(query);
+  if (!request)
+    return reply(error(400, request.error().to_string()));
+  if (!request->to)
+    return reply(error(400, "at: required, an RFC 3339 time"));
+  journal_query read;
+  read.until = request->to;
+  read.node = request->filter.node;
+  read.limit = history_rows;
+  self->request(a.journal, ask_timeout, read_atom::value, read)
+    .then(
+      [=, at = *request->to](std::vector<journal_record>& rows) {
+        auto fleet = a.fleet_at(rows, at);
+        fleet["rowsRead"] = rows.size();
+        fleet["complete"] = rows.size() < history_rows;
+        reply(json_reply(200, fleet));
+      },
+      unavailable(reply, "the journal"));
+}
+
+void stream(const console_actors& a, std::string_view query, http::responder reply) {
+  auto request = console::parse_journal_request(query);
+  if (!request)
+    return reply(error(400, request.error().to_string()));
+  http::response open{200,
+                      "text/event-stream",
+                      {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}},
+                      ": vigil journal stream\n\n"};
+  open.stream = [feed = a.feed,
+                 filter = request->filter](std::shared_ptr<http::body_stream> s) {
+    caf::anon_send(feed, feed_open_atom::value, std::move(s), filter);
+  };
+  reply(std::move(open));
+}
+
+} // namespace
+
+console_parts spawn_console(caf::actor_system& system, const control_actors& actors,
+                            decltype(console_actors::fleet_at) fleet_at) {
+  console_parts parts;
+  parts.feed = system.spawn(console_feed, console_feed_config{}, actors.journal);
+  parts.api = system.spawn(
+    console_api, console_actors{actors.fleet, actors.journal, parts.feed, actors.breaker,
+                                actors.ingest, std::move(fleet_at)});
+  return parts;
+}
+
+bool is_console_path(std::string_view path) {
+  return path.rfind("/api/v1/", 0) == 0 || path == "/console"
+         || path.rfind("/console/", 0) == 0;
+}
+
+caf::behavior console_api(caf::event_based_actor* self, console_actors actors) {
+  return {
+    [=](console_request_atom, http::request& req, http::responder& reply) {
+      if (req.method != "GET" && req.method != "HEAD")
+        return reply(error(405, "the console is read-only here: use GET"));
+      const std::string& path = req.path;
+      if (path.rfind("/console", 0) == 0)
+        return serve_asset(path, reply);
+      if (path == "/api/v1/fleet")
+        return fleet(self, actors, reply);
+      if (path == "/api/v1/breaker")
+        return self->request(actors.breaker, ask_timeout, summary_atom::value)
+          .then(
+            [=](std::string& s) {
+              reply(json_reply(200, json::parse(s, nullptr, false)));
+            },
+            unavailable(reply, "the breaker"));
+      if (path == "/api/v1/actors")
+        return actor_figures(self, actors, reply);
+      if (path == "/api/v1/history")
+        return history(self, actors, req.query, reply);
+      if (path == "/api/v1/journal")
+        return journal(self, actors, req.query, reply);
+      if (path == "/api/v1/stream")
+        return stream(actors, req.query, reply);
+      constexpr std::string_view nodes = "/api/v1/nodes/";
+      if (path.rfind(nodes, 0) == 0 && path.size() > nodes.size())
+        return node(self, actors, console::url_decode(path.substr(nodes.size())), reply);
+      reply(error(404, "no console route " + path));
+    },
+  };
+}
+
+} // namespace vigil

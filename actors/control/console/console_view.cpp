@@ -1,0 +1,285 @@
+#include "actors/control/console/console_view.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <limits>
+#include <map>
+#include <type_traits>
+
+#include "messages/health_event.hpp"
+#include "messages/wall_time.hpp"
+#include "runtime/journal/fleet_view.hpp"
+
+namespace vigil::console {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr std::array<std::string_view, 9> state_names{
+  "fabric_incident",    "waiting_for_person", "remediating", "draining", "quarantined",
+  "cordoned_by_others", "opted_out",          "healthy",     "unknown"};
+
+std::string text_of(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+bool flag_of(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::size_t size_of(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_array() ? it->size() : 0;
+}
+
+std::string plural(std::size_t n, const char* one) {
+  return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
+}
+
+} // namespace
+
+std::string_view to_string(tile_state state) {
+  return state_names[static_cast<std::size_t>(state)];
+}
+
+node_tile tile_of(const json& summary) {
+  node_tile tile;
+  if (!summary.is_object())
+    return tile;
+  tile.name = text_of(summary, "node");
+  tile.pool = text_of(summary, "pool");
+  tile.active = size_of(summary, "active");
+  const auto remediation = summary.value("remediation", json::object());
+  const auto in_flight = text_of(remediation, "inFlight");
+  const auto person = text_of(summary, "handedToOperator");
+  const auto draining = text_of(summary, "draining");
+  const auto active = plural(tile.active, "active event");
+  if (auto ports = size_of(summary, "fabricPortsDown"); ports > 0) {
+    tile.state = tile_state::fabric_incident;
+    tile.detail = plural(ports, "NIC port") + " down in a fabric incident";
+  } else if (!person.empty() && tile.active > 0) {
+    tile.state = tile_state::waiting_for_person;
+    tile.detail = person;
+  } else if (!in_flight.empty()) {
+    tile.state = tile_state::remediating;
+    auto cr = text_of(remediation, "cr");
+    tile.detail = text_of(remediation, "kind") + (cr.empty() ? "" : " " + cr) + ": "
+                  + text_of(remediation, "step");
+  } else if (!draining.empty()) {
+    tile.state = tile_state::draining;
+    tile.detail = "drain " + draining;
+  } else if (tile.active > 0 && flag_of(summary, "cordonOwned")) {
+    tile.state = tile_state::quarantined;
+    tile.detail = active;
+  } else if (flag_of(summary, "optedOut")) {
+    tile.state = tile_state::opted_out;
+    tile.detail = tile.active > 0 ? active + "; opted out of quarantine" : "opted out";
+  } else if (flag_of(summary, "unschedulable") && !flag_of(summary, "cordonOwned")) {
+    tile.state = tile_state::cordoned_by_others;
+    tile.detail = "cordoned, not by vigil";
+  } else if (!flag_of(summary, "observed")) {
+    tile.state = tile_state::unknown;
+    tile.detail = "no Node object seen";
+  } else {
+    tile.state = tile_state::healthy;
+    tile.detail = tile.active > 0 ? active + ", none quarantining" : "";
+  }
+  return tile;
+}
+
+json fleet_page(const std::vector<node_tile>& tiles, const json& fleet,
+                const json& breaker, const json& journal) {
+  auto sorted = tiles;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  json counts = json::object();
+  for (auto name : state_names)
+    counts[std::string(name)] = 0;
+  json list = json::array();
+  for (const auto& t : sorted) {
+    const auto state = std::string(to_string(t.state));
+    counts[state] = counts[state].get<int>() + 1;
+    list.push_back({{"name", t.name},
+                    {"pool", t.pool},
+                    {"state", state},
+                    {"detail", t.detail},
+                    {"active", t.active}});
+  }
+  return {{"nodes", list},
+          {"counts", counts},
+          {"fleet", fleet},
+          {"breaker", breaker},
+          {"journal", journal}};
+}
+
+json actor_table(const std::vector<std::string>& names,
+                 const std::vector<json>& summaries,
+                 const std::vector<json>& node_summaries) {
+  std::vector<json> rows;
+  auto depth = [](const json& s) {
+    auto it = s.find("mailboxDepth");
+    return it != s.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0u;
+  };
+  for (std::size_t i = 0; i < names.size() && i < summaries.size(); ++i)
+    rows.push_back({{"name", names[i]},
+                    {"kind", names[i]},
+                    {"parent", "supervisor"},
+                    {"mailboxDepth", depth(summaries[i])},
+                    {"detail", summaries[i]}});
+  for (const auto& s : node_summaries) {
+    if (!s.is_object())
+      continue;
+    const auto tile = tile_of(s);
+    rows.push_back({{"name", "node/" + tile.name},
+                    {"kind", "node"},
+                    {"parent", "fleet"},
+                    {"mailboxDepth", depth(s)},
+                    {"gpuActors", s.value("gpuActors", 0)},
+                    {"nicPortActors", s.value("nicPortActors", 0)},
+                    {"state", std::string(to_string(tile.state))},
+                    {"detail", tile.detail}});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
+    return a["mailboxDepth"].get<std::uint64_t>()
+           > b["mailboxDepth"].get<std::uint64_t>();
+  });
+  return {{"actors", rows}};
+}
+
+namespace {
+
+// A decision row in one line: the fields a person reads first, in this
+// order, then "…" for the rest (the whole body is in the row anyway).
+std::string decision_summary(const json& body, const std::string& fallback) {
+  static constexpr std::array<const char*, 12> keys{
+    "phase",  "decision", "kind",    "group",   "cr",        "drain",
+    "reason", "why",      "verdict", "outcome", "evictions", "activeEvents"};
+  if (!body.is_object())
+    return fallback.substr(0, 200);
+  std::string out;
+  for (const char* key : keys) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null() || it->is_object() || it->is_array())
+      continue;
+    auto value = it->is_string() ? it->get<std::string>() : it->dump();
+    if (value.empty())
+      continue;
+    out += (out.empty() ? "" : " ") + std::string(key) + "=" + value;
+  }
+  if (out.size() > 200)
+    out = out.substr(0, 197) + "...";
+  return out.empty() ? fallback.substr(0, 200) : out;
+}
+
+} // namespace
+
+json row_json(const journal_record& row) {
+  std::string problem;
+  auto body = json::parse(row.body, nullptr, false);
+  const auto summary =
+    row.kind == "event" ? summarise_row(row, problem) : decision_summary(body, row.body);
+  json out = {{"seq", row.seq},
+              {"at", format_rfc3339(row.recorded_at)},
+              {"node", row.node},
+              {"kind", row.kind},
+              {"summary", summary}};
+  out["body"] = body.is_discarded() ? json(row.body) : body;
+  if (row.kind == "event" && body.is_object())
+    out["check"] = body.value("checkName", "");
+  return out;
+}
+
+bool row_filter::matches(const journal_record& row) const {
+  if (!node.empty() && row.node != node)
+    return false;
+  if (!kind.empty() && row.kind != kind)
+    return false;
+  if (check.empty())
+    return true;
+  if (row.kind != "event")
+    return false;
+  auto body = json::parse(row.body, nullptr, false);
+  return body.is_object() && body.value("checkName", "") == check;
+}
+
+expected<journal_request> parse_journal_request(std::string_view query) {
+  journal_request out;
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (pair.empty())
+      continue;
+    auto eq = pair.find('=');
+    const auto key = url_decode(pair.substr(0, eq));
+    const auto value =
+      eq == std::string_view::npos ? std::string{} : url_decode(pair.substr(eq + 1));
+    auto number = [&](auto& into, long long max) -> status {
+      long long n = -1;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || end != value.data() + value.size() || n < 0 || n > max)
+        return failure{key, "expected a whole number from 0 to " + std::to_string(max)};
+      into = static_cast<std::decay_t<decltype(into)>>(n);
+      return ok();
+    };
+    if (key == "node")
+      out.filter.node = value;
+    else if (key == "kind")
+      out.filter.kind = value;
+    else if (key == "check")
+      out.filter.check = value;
+    else if (key == "since") {
+      if (auto st = number(out.after_seq, std::numeric_limits<std::int64_t>::max()); !st)
+        return st.error();
+    } else if (key == "limit") {
+      if (auto st = number(out.limit, 10000); !st)
+        return st.error();
+    } else if (key == "from" || key == "to" || key == "at") {
+      auto t = parse_rfc3339(value);
+      if (!t)
+        return failure{key, "expected an RFC 3339 time (2026-11-26T04:00:00Z)"};
+      (key == "from" ? out.from : out.to) = *t;
+    } else
+      return failure{key, "is not a parameter here (node, kind, check, since, from, to, "
+                          "at, limit)"};
+  }
+  return out;
+}
+
+std::string sse_row(const journal_record& row) {
+  return "id: " + std::to_string(row.seq) + "\nevent: row\ndata: " + row_json(row).dump()
+         + "\n\n";
+}
+
+std::string sse_skipped(std::uint64_t skipped) {
+  return "event: skipped\ndata: " + json{{"skipped", skipped}}.dump() + "\n\n";
+}
+
+std::string url_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out += ' ';
+    } else if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0
+               && hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+} // namespace vigil::console

@@ -1,0 +1,236 @@
+// The console's actors (actors/control/console): the feed writes committed
+// journal rows to open streams by their filters, skips for a slow stream
+// and says how many, forgets a closed one; the API answers the fleet, a
+// node, the journal and the stream from the actors' own answers.
+#define CAF_SUITE control_console
+#include <caf/test/dsl.hpp>
+
+#include <set>
+
+#include "actors/control/console/console_api.hpp"
+#include "actors/control/console/console_feed.hpp"
+#include "runtime/replay/replay_analysis.hpp"
+#include "tests/actors/control/control_fixture.hpp"
+
+using namespace caf;
+using namespace vigil;
+using namespace vigil::test;
+using nlohmann::json;
+
+namespace {
+
+// A client's stream as the feed sees it: what was sent, and a pending
+// figure the test sets to play a slow client.
+struct recording_stream : http::body_stream {
+  std::vector<std::string> chunks;
+  std::size_t pending = 0;
+  bool is_closed = false;
+  std::function<void()> closer;
+
+  bool send(std::string chunk) override {
+    if (is_closed)
+      return false;
+    chunks.push_back(std::move(chunk));
+    return true;
+  }
+  std::size_t pending_bytes() const override { return pending; }
+  bool closed() const override { return is_closed; }
+  void end() override { close(); }
+  void on_close(std::function<void()> callback) override { closer = std::move(callback); }
+  void close() {
+    is_closed = true;
+    if (closer)
+      closer();
+  }
+  std::string all() const {
+    std::string out;
+    for (const auto& c : chunks)
+      out += c;
+    return out;
+  }
+};
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+struct console_fixture : control_fixture {
+  actor feed;
+  actor api;
+
+  void start_console() {
+    start();
+    console_feed_config config;
+    config.keepalive = std::chrono::seconds(0); // no timer left for the shutdown
+    feed = sys.spawn(console_feed, config, journal);
+    api = sys.spawn(console_api,
+                    console_actors{fleet, journal, feed, breaker, ingest, fleet_at});
+    run();
+  }
+
+  ~console_fixture() {
+    for (auto* a : {&feed, &api})
+      if (*a)
+        anon_send_exit(*a, exit_reason::user_shutdown);
+    run();
+  }
+
+  int open_streams() {
+    auto figures = json::parse(ask(feed, summary_atom::value));
+    return figures["streams"].get<int>();
+  }
+
+  std::shared_ptr<recording_stream> open(console::row_filter filter = {}) {
+    auto s = std::make_shared<recording_stream>();
+    self->send(feed, feed_open_atom::value, std::shared_ptr<http::body_stream>(s),
+               filter);
+    run();
+    return s;
+  }
+
+  http::response get(const std::string& target, const std::string& method = "GET") {
+    http::request req;
+    req.method = method;
+    req.target = target;
+    const auto mark = target.find('?');
+    req.path = target.substr(0, mark);
+    req.query = mark == std::string::npos ? "" : target.substr(mark + 1);
+    http::response got;
+    got.status = 0;
+    http::responder reply = [&got](http::response r) { got = std::move(r); };
+    self->send(api, console_request_atom::value, req, reply);
+    run();
+    return got;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(control_console_tests, console_fixture)
+
+CAF_TEST(each_stream_gets_the_committed_rows_its_filter_wants) {
+  start_console();
+  auto all = open();
+  auto node2 = open({"node-2", "", ""});
+  auto xids = open({"", "event", "SysLogsXIDError"});
+  post({reset_needed("node-1", "GPU-a"), reset_needed("node-2", "GPU-b")});
+  const auto everything = all->all();
+  CAF_CHECK(count_of(everything, "event: row") >= 4); // events, quarantines, drains
+  CAF_CHECK(everything.find("\"node\":\"node-1\"") != std::string::npos);
+  CAF_CHECK(node2->all().find("\"node\":\"node-1\"") == std::string::npos);
+  CAF_CHECK(node2->all().find("\"node\":\"node-2\"") != std::string::npos);
+  CAF_CHECK_EQUAL(count_of(xids->all(), "event: row"), 2u);
+  CAF_CHECK(xids->all().find("\"kind\":\"quarantine\"") == std::string::npos);
+  // Rows carry their seq as the SSE id, so a client can tell what it has.
+  CAF_CHECK(everything.rfind("id: ", 0) == 0);
+}
+
+CAF_TEST(a_slow_stream_skips_rows_and_then_says_how_many) {
+  start_console();
+  auto slow = open({"", "event", ""});
+  slow->pending = 2 << 20; // the client reads nothing
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(slow->chunks.empty());
+  slow->pending = 0; // it caught up
+  post({reset_needed("node-2", "GPU-b")});
+  CAF_REQUIRE_EQUAL(slow->chunks.size(), 1u);
+  CAF_CHECK_EQUAL(slow->chunks[0].rfind("event: skipped\ndata: {\"skipped\":1}", 0), 0u);
+  CAF_CHECK_EQUAL(count_of(slow->chunks[0], "event: row"), 1u);
+  auto figures = json::parse(ask(feed, summary_atom::value));
+  CAF_CHECK_EQUAL(figures["skipped"], 1);
+}
+
+CAF_TEST(a_closed_stream_is_forgotten) {
+  start_console();
+  auto gone = open();
+  open();
+  gone->close();
+  run();
+  CAF_CHECK_EQUAL(open_streams(), 1);
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(gone->chunks.empty());
+}
+
+CAF_TEST(the_api_answers_from_the_actors) {
+  start_console();
+  post({reset_needed("node-1", "GPU-a")});
+  auto fleet_page = get("/api/v1/fleet");
+  CAF_REQUIRE_EQUAL(fleet_page.status, 200);
+  auto page = json::parse(fleet_page.body);
+  CAF_REQUIRE_EQUAL(page["nodes"].size(), 4u);
+  CAF_CHECK_EQUAL(page["nodes"][0]["name"], "node-1");
+  CAF_CHECK_NOT_EQUAL(page["nodes"][0]["state"], "healthy");
+  CAF_CHECK_EQUAL(page["nodes"][1]["state"], "healthy");
+  CAF_CHECK_EQUAL(page["counts"]["healthy"], 3);
+  CAF_CHECK(page["breaker"].contains("tripped"));
+  CAF_CHECK(page["journal"]["committed"].get<int>() > 0);
+
+  auto node_page = json::parse(get("/api/v1/nodes/node-1").body);
+  CAF_CHECK_EQUAL(node_page["node"]["node"], "node-1");
+  bool saw_event = false;
+  bool saw_quarantine = false;
+  for (const auto& row : node_page["timeline"]) {
+    saw_event |= row["kind"] == "event" && row["check"] == "SysLogsXIDError";
+    saw_quarantine |= row["kind"] == "quarantine";
+  }
+  CAF_CHECK(saw_event);
+  CAF_CHECK(saw_quarantine);
+  CAF_CHECK_EQUAL(get("/api/v1/nodes/node-9").status, 404);
+
+  auto events = json::parse(get("/api/v1/journal?kind=event&limit=10").body);
+  CAF_CHECK_EQUAL(events["rows"].size(), 1u);
+  auto after = json::parse(get("/api/v1/journal?since=" + events["next"].dump()).body);
+  CAF_CHECK(after["rows"].empty());
+  auto bad = get("/api/v1/journal?nodes=x");
+  CAF_CHECK_EQUAL(bad.status, 400);
+  CAF_CHECK(bad.body.find("nodes") != std::string::npos);
+  CAF_CHECK_EQUAL(get("/api/v1/journal?limit=lots").status, 400);
+
+  auto actors = json::parse(get("/api/v1/actors").body)["actors"];
+  CAF_CHECK_EQUAL(actors.size(), 5u + 4u); // fleet, breaker, ingest, feed, journal; nodes
+  std::set<std::string> names;
+  for (const auto& a : actors)
+    names.insert(a["name"].get<std::string>());
+  for (const char* name : {"fleet", "breaker", "ingest", "console_feed", "journal",
+                           "node/node-1", "node/node-4"})
+    CAF_CHECK(names.count(name) == 1);
+
+  // The fleet then, rebuilt as `vigil replay --at` does.
+  auto then = json::parse(get("/api/v1/history?at=2200-01-01T00:00:00Z").body);
+  CAF_REQUIRE_EQUAL(then["nodes"].size(), 1u); // nodes with rows
+  CAF_CHECK_EQUAL(then["nodes"][0]["name"], "node-1");
+  CAF_CHECK_EQUAL(then["nodes"][0]["activeEvents"].size(), 1u);
+  CAF_CHECK_EQUAL(then["complete"], true);
+  auto before = json::parse(get("/api/v1/history?at=2000-01-01T00:00:00Z").body);
+  CAF_CHECK(before["nodes"].empty());
+  CAF_CHECK_EQUAL(get("/api/v1/history").status, 400);
+  CAF_CHECK_EQUAL(get("/api/v1/history?at=yesterday").status, 400);
+  CAF_CHECK_EQUAL(get("/api/v1/history?at=2999-01-01T00:00:00Z").status, 400);
+
+  CAF_CHECK_EQUAL(get("/api/v1/fleet", "POST").status, 405);
+  CAF_CHECK_EQUAL(get("/api/v1/nowhere").status, 404);
+  auto html = get("/console/");
+  CAF_CHECK_EQUAL(html.status, 200);
+  CAF_CHECK_EQUAL(html.content_type, "text/html; charset=utf-8");
+  CAF_CHECK(html.body.find("console.js") != std::string::npos);
+  CAF_CHECK_EQUAL(get("/console/console.js").content_type,
+                  "text/javascript; charset=utf-8");
+  CAF_CHECK_EQUAL(get("/console").status, 301);
+  CAF_CHECK_EQUAL(get("/console/secrets.txt").status, 404);
+
+  auto stream = get("/api/v1/stream?node=node-1");
+  CAF_CHECK_EQUAL(stream.status, 200);
+  CAF_CHECK_EQUAL(stream.content_type, "text/event-stream");
+  CAF_REQUIRE(static_cast<bool>(stream.stream));
+  auto client = std::make_shared<recording_stream>();
+  stream.stream(client); // what the server does once the header is out
+  run();
+  CAF_CHECK_EQUAL(open_streams(), 1);
+  CAF_CHECK_EQUAL(get("/api/v1/stream?since=x").status, 400);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
