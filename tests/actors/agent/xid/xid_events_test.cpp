@@ -212,8 +212,10 @@ TEST_F(event_fixture, nvlink5_decode) {
                  "07 (0x0000");
   // An intrInfo no row reads (here cut short to 0x0000) is not escalated.
   EXPECT_EQ(no_row.action, recommended_action::none);
-  EXPECT_EQ(no_row.metadata.at("decision"), "WORKFLOW_NVLINK5_ERR: no decode row: not escalated");
-  auto unreadable = expect_event("NVRM: Xid (PCI:0009:01:00): 146, TLW_RX_PIPE0 Fatal XC0 i0");
+  EXPECT_EQ(no_row.metadata.at("decision"),
+            "WORKFLOW_NVLINK5_ERR: no decode row: not escalated");
+  auto unreadable =
+    expect_event("NVRM: Xid (PCI:0009:01:00): 146, TLW_RX_PIPE0 Fatal XC0 i0");
   EXPECT_EQ(unreadable.action, recommended_action::contact_support); // nothing to decode
   EXPECT_TRUE(unreadable.is_fatal);
 }
