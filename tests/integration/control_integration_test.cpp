@@ -475,6 +475,17 @@ TEST_F(control_integration, an_agent_reports_only_for_its_own_node) {
   EXPECT_EQ(metrics("ingest-token"), 200);
   EXPECT_EQ(metrics("agent-of-node-1"), 401);
   EXPECT_EQ(metrics("nobody"), 401);
+  // The console: its page loads without a token (a browser sends none with a
+  // navigation); its API wants the same tokens as /metrics.
+  EXPECT_EQ(test::get_with_token(port, "/console/", "").first, 200);
+  auto console_api = [&](const std::string& token) {
+    return test::get_with_token(port, "/api/v1/fleet", token).first;
+  };
+  EXPECT_EQ(console_api(""), 401);
+  EXPECT_EQ(console_api("ingest-token"), 200);
+  EXPECT_EQ(console_api("prometheus-token"), 200);
+  EXPECT_EQ(console_api("agent-of-node-1"), 401);
+  EXPECT_EQ(test::get_with_token(port, "/api/v1/stream", "").first, 401);
   // A review is remembered: the revoked token still works until it expires.
   api_->with_store(
     [](kube::object_store& store) { store.token_reviews().revoke("agent-of-node-1"); });

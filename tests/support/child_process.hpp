@@ -120,6 +120,27 @@ inline std::pair<long, std::string> post_events(int port, const std::string& tok
   return post_to(port, "/v1/events", token, body);
 }
 
+// GET `path` with a bearer token ("" sends none); returns (status, body).
+inline std::pair<long, std::string> get_with_token(int port, const std::string& path,
+                                                   const std::string& token) {
+  CURL* curl = curl_easy_init();
+  std::string answer;
+  const auto url = "http://127.0.0.1:" + std::to_string(port) + path;
+  curl_slist* headers = nullptr;
+  if (!token.empty())
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
+  long status = 0;
+  if (curl_easy_perform(curl) == CURLE_OK)
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  return {status, answer};
+}
+
 // GET (or another verb without a body) on `url`; returns (status, body).
 inline std::pair<long, std::string> http_call(const std::string& url,
                                               const std::string& verb = "GET") {

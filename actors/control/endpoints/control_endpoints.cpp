@@ -380,13 +380,14 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
     if (is_console_path(path)) {
       if (!options.console)
         return reply(to_http(control::error_reply(404, "no console here")));
-      // Read-only: the static token or a reader's own token (as for
-      // /metrics), and open only where no token is configured or the demo
-      // says so.
+      // The API is read-only for the static token or a reader's own token
+      // (as /metrics), open only where no token is configured or the demo
+      // says so. The page itself holds no data and must load in a browser,
+      // which sends no bearer token with a navigation: it asks for one.
       auto read = [=](control::agent_identity) {
         caf::anon_send(options.console, console_request_atom::value, *shared, reply);
       };
-      if (options.console_open)
+      if (options.console_open || path.rfind("/console", 0) == 0)
         return read({});
       return with_identity(options, *shared, reply, control::token_use::metrics_reader,
                            read);

@@ -74,6 +74,47 @@ void replay_from(node_actor* self, std::shared_ptr<replay_job> job, std::size_t 
   reconcile(self);
 }
 
+// The node's GPUs as the console lists them: every GPU the node actor knows
+// of (its gpu actors, the agent's allocation report, active records), with
+// its active events and the pods holding it.
+nlohmann::json gpu_rows(const node_state& st) {
+  std::map<std::string, nlohmann::json> gpus;
+  auto row = [&](const std::string& uuid) -> nlohmann::json& {
+    auto [it, added] = gpus.try_emplace(uuid);
+    if (added)
+      it->second = {{"uuid", uuid},
+                    {"activeEvents", 0},
+                    {"pods", nlohmann::json::array()},
+                    {"gpuActor", st.gpus.count(uuid) > 0}};
+    return it->second;
+  };
+  for (const auto& [uuid, actor] : st.gpus)
+    row(uuid);
+  if (st.allocations)
+    for (const auto& a : st.allocations->allocations)
+      for (const auto& uuid : a.gpu_uuids)
+        row(uuid)["pods"].push_back(a.ns + "/" + a.pod);
+  for (const auto& r : st.active.records())
+    if (auto uuid = control::gpu_uuid_of(r); !uuid.empty()) {
+      auto& g = row(uuid);
+      g["activeEvents"] = g["activeEvents"].get<int>() + 1;
+      g["lastCheck"] = r.check_name;
+    }
+  auto out = nlohmann::json::array();
+  for (auto& [uuid, g] : gpus)
+    out.push_back(std::move(g));
+  return out;
+}
+
+// The NIC ports the node actor has actors for, down in a fabric incident or not.
+nlohmann::json port_rows(const node_state& st) {
+  auto out = nlohmann::json::array();
+  const auto& down = st.fabric.ports();
+  for (const auto& [port, actor] : st.ports)
+    out.push_back({{"port", port}, {"fabricDown", down.count(port) > 0}});
+  return out;
+}
+
 std::string summary_of(const node_state& st) {
   nlohmann::json active = nlohmann::json::array();
   for (const auto& r : st.active.records())
@@ -119,6 +160,8 @@ std::string summary_of(const node_state& st) {
   }
   if (!st.handed_to_operator.empty())
     out["handedToOperator"] = st.handed_to_operator;
+  out["gpus"] = gpu_rows(st);
+  out["nicPorts"] = port_rows(st);
   if (st.agent_gpus)
     out["agentGpus"] = encode_agent_gpu_facts(*st.agent_gpus);
   return out.dump();

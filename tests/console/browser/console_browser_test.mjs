@@ -2,7 +2,8 @@
 // against `vigil demo --serve`: the fleet page lists every node; an XID 48
 // POSTed to ingest turns that node's tile from healthy without a reload,
 // through the stream; the node page shows the event and the drain in its
-// timeline. Screenshots go to $VIGIL_ARTIFACTS (CI keeps them).
+// timeline and its GPUs; the actors page lists the node actor with its
+// mailbox depth. Screenshots go to $VIGIL_ARTIFACTS (CI keeps them).
 // Usage: node console_browser_test.mjs VIGIL_BINARY
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync } from 'node:fs';
@@ -90,7 +91,18 @@ try {
     document.querySelector('#timeline tr[data-kind="drain"]'), wait);
   const state = await page.$eval('#node-state', (b) => b.textContent);
   if (state === 'healthy') fail('the node page says healthy after the XID');
+  await page.waitForFunction(() => document.querySelectorAll('#gpus tr[data-gpu]').length > 0,
+    wait);
   await page.screenshot({ path: join(artifacts, 'console-node.png'), fullPage: true });
+
+  // The actors page: every actor with its mailbox depth, the node among them.
+  await page.goto(consoleUrl + '#/actors', { waitUntil: 'domcontentloaded' });
+  await page.waitForFunction((node) => {
+    const row = document.querySelector(`#actors tr[data-actor="node/${node}"]`);
+    return row && /^\d+$/.test(row.children[2].textContent) &&
+      document.querySelector('#actors tr[data-actor="journal"]');
+  }, wait, victim);
+  await page.screenshot({ path: join(artifacts, 'console-actors.png'), fullPage: true });
   console.log(`ok: ${nodes} tiles; ${victim} is "${state}"; screenshots in ${artifacts}`);
 } catch (e) {
   if (!process.exitCode) console.error('FAIL: ' + e.message);

@@ -70,8 +70,10 @@ async function renderFleet() {
     `<span class="figure">nodes <b id="node-count">${page.nodes.length}</b></span>` +
     `<span class="figure">breaker <span class="gauge${b.tripped ? ' tripped' : ''}">` +
     `<span style="width:${use}%"></span></span> ${use}% of its limit` +
-    `${b.tripped ? ' <b>TRIPPED</b> ' + esc(b.reason) : ''} ` +
-    `(${b.cordonsInWindow ?? 0} cordons in window)</span>` +
+    `${b.tripped ? ' <b>TRIPPED</b> ' + esc(b.reason) +
+      ' <button id="breaker-reset">Reset the breaker</button>' : ''} ` +
+    `(${b.cordonsInWindow ?? 0} cordons in window, ` +
+    `<a href="#/breaker">${b.trips ?? 0} trips</a>)</span>` +
     `<span class="figure">journal lag <b>${(page.journal.lagSeconds ?? 0).toFixed(2)} s</b>` +
     `${page.journal.available ? '' : ' <b>UNAVAILABLE</b>'}</span>` +
     `<span class="figure">events/s <b>${rate(page.fleet.routed, prev && prev.routed,
@@ -81,6 +83,7 @@ async function renderFleet() {
     `<div class="counts">${counts}</div>` +
     `<input id="search" placeholder="search nodes" value="${esc(ui.search)}">` +
     `<span class="muted"> ${shown.length} shown</span>${tiles}`;
+  if ($('breaker-reset')) $('breaker-reset').addEventListener('click', resetBreaker);
   document.querySelectorAll('.count').forEach((c) => c.addEventListener('click', () => {
     ui.state = ui.state === c.dataset.state ? '' : c.dataset.state;
     renderFleet();
@@ -90,6 +93,32 @@ async function renderFleet() {
     const again = $('search'); again.focus();
     again.setSelectionRange(again.value.length, again.value.length);
   }); });
+}
+
+// The same journaled reset as `vigil breaker reset`: POST /v1/breaker/reset
+// with the operator's token (a reader's token is refused there).
+async function resetBreaker() {
+  if (!confirm('Reset the circuit breaker? Quarantines it held will proceed.')) return;
+  const r = await fetch('/v1/breaker/reset', { method: 'POST', headers: headers() });
+  setStatus(r.ok ? 'breaker reset' : 'breaker reset refused: HTTP ' + r.status +
+    (r.status === 401 || r.status === 403 ? ' (the operator token is needed)' : ''));
+  render();
+}
+
+// The breaker's trips and resets, from the journal.
+async function renderBreaker() {
+  const b = await api('/api/v1/breaker');
+  const rows = [];
+  for (const kind of ['breaker_tripped', 'breaker_reset'])
+    rows.push(...(await api('/api/v1/journal?limit=10000&kind=' + kind)).rows);
+  rows.sort((x, y) => y.seq - x.seq);
+  $('view').innerHTML = `<h2>Circuit breaker <span class="badge state-${b.tripped
+    ? 'quarantined' : 'healthy'}">${b.tripped ? 'tripped' : 'closed'}</span></h2>` +
+    `<pre>${esc(JSON.stringify(b, null, 2))}</pre><h3>Trips and resets</h3>` +
+    '<table id="trips"><thead><tr><th>seq</th><th>time</th><th>kind</th><th>what</th>' +
+    '</tr></thead><tbody>' + rows.map((r) => `<tr><td>#${r.seq}</td><td>${esc(r.at)}` +
+      `</td><td>${esc(r.kind)}</td><td>${esc(r.summary)}</td></tr>`).join('') +
+    '</tbody></table>';
 }
 
 // --- Node ------------------------------------------------------------------
@@ -133,6 +162,16 @@ async function renderNode(name, focus) {
       `</b></span>` : ''}</div>` +
     `<h3>Active events</h3><table><thead><tr><th>check</th><th>entity</th>` +
     `<th>rule</th></tr></thead><tbody>${active}</tbody></table>` +
+    `<h3>GPUs</h3><table id="gpus"><thead><tr><th>UUID</th><th>active events</th>` +
+    `<th>held by</th></tr></thead><tbody>${(n.gpus || []).map((g) =>
+      `<tr data-gpu="${esc(g.uuid)}"><td>${esc(g.uuid)}</td><td>${g.activeEvents}` +
+      `${g.lastCheck ? ' (' + esc(g.lastCheck) + ')' : ''}</td><td>` +
+      `${esc(g.pods.join(', ') || '–')}</td></tr>`).join('') ||
+      '<tr><td colspan="3" class="muted">none known yet (the agent reports ' +
+      'allocations; a GPU with an event gets an actor)</td></tr>'}</tbody></table>` +
+    `<h3>NIC ports</h3><p>${(n.nicPorts || []).map((p) => esc(p.port) +
+      (p.fabricDown ? ' <b>(down in a fabric incident)</b>' : '')).join(', ') ||
+      '<span class="muted">none with events</span>'}</p>` +
     `<h3>Drain and remediation</h3><div class="figures">` +
     `<span class="figure">drain <b>${esc(n.draining || 'none')}</b></span>` +
     `<span class="figure">last drained <b>${esc(n.drainedKey || '–')}</b></span>` +
@@ -276,7 +315,8 @@ function render() {
   const history = hash.match(/^\/history(?:\/(.+))?$/);
   const shown = node ? renderNode(node[1], node[2] ? Number(node[2]) : 0)
     : history ? renderHistory(history[1])
-      : hash === '/actors' ? renderActors() : renderFleet();
+      : hash === '/actors' ? renderActors()
+        : hash === '/breaker' ? renderBreaker() : renderFleet();
   return shown.then(() => setStatus($('status').textContent === 'connecting…'
     ? 'ready' : $('status').textContent)).catch((e) => setStatus(e.message));
 }

@@ -179,6 +179,13 @@ CAF_TEST(the_api_answers_from_the_actors) {
   }
   CAF_CHECK(saw_event);
   CAF_CHECK(saw_quarantine);
+  // Its GPUs: the one with the fault has an actor and an active event.
+  auto gpus = node_page["node"]["gpus"];
+  CAF_REQUIRE_EQUAL(gpus.size(), 1u);
+  CAF_CHECK_EQUAL(gpus[0]["uuid"], "GPU-a");
+  CAF_CHECK_EQUAL(gpus[0]["activeEvents"], 1);
+  CAF_CHECK_EQUAL(gpus[0]["gpuActor"], true);
+  CAF_CHECK(node_page["node"]["nicPorts"].is_array());
   CAF_CHECK_EQUAL(get("/api/v1/nodes/node-9").status, 404);
 
   auto events = json::parse(get("/api/v1/journal?kind=event&limit=10").body);
