@@ -90,20 +90,25 @@ inline size_t collect(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
-// POST `path` (NDJSON) to 127.0.0.1:port with a bearer token; returns
-// (status, body).
-inline std::pair<long, std::string> post_to(int port, const std::string& path,
-                                            const std::string& token,
-                                            const std::string& body) {
+// One request with curl: `verb` on `url`, a bearer token when `token` is not
+// empty, and `body` (with `content_type`) when `verb` is POST; returns
+// (status, body), status 0 when nothing answered.
+inline std::pair<long, std::string>
+curl_call(const std::string& url, const std::string& verb, const std::string& token = "",
+          const std::string& body = "", const std::string& content_type = "") {
   CURL* curl = curl_easy_init();
   std::string answer;
-  const auto url = "http://127.0.0.1:" + std::to_string(port) + path;
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
-  headers = curl_slist_append(headers, "Content-Type: application/x-ndjson");
+  if (!token.empty())
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  if (!content_type.empty())
+    headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  if (verb == "POST")
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  else
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, verb.c_str());
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
   long status = 0;
@@ -112,6 +117,18 @@ inline std::pair<long, std::string> post_to(int port, const std::string& path,
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   return {status, answer};
+}
+
+inline std::string local_url(int port, const std::string& path) {
+  return "http://127.0.0.1:" + std::to_string(port) + path;
+}
+
+// POST `path` (NDJSON) to 127.0.0.1:port with a bearer token; returns
+// (status, body).
+inline std::pair<long, std::string> post_to(int port, const std::string& path,
+                                            const std::string& token,
+                                            const std::string& body) {
+  return curl_call(local_url(port, path), "POST", token, body, "application/x-ndjson");
 }
 
 // POST /v1/events; returns (status, body).
@@ -123,38 +140,13 @@ inline std::pair<long, std::string> post_events(int port, const std::string& tok
 // GET `path` with a bearer token ("" sends none); returns (status, body).
 inline std::pair<long, std::string> get_with_token(int port, const std::string& path,
                                                    const std::string& token) {
-  CURL* curl = curl_easy_init();
-  std::string answer;
-  const auto url = "http://127.0.0.1:" + std::to_string(port) + path;
-  curl_slist* headers = nullptr;
-  if (!token.empty())
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
-  long status = 0;
-  if (curl_easy_perform(curl) == CURLE_OK)
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  return {status, answer};
+  return curl_call(local_url(port, path), "GET", token);
 }
 
 // GET (or another verb without a body) on `url`; returns (status, body).
 inline std::pair<long, std::string> http_call(const std::string& url,
                                               const std::string& verb = "GET") {
-  CURL* curl = curl_easy_init();
-  std::string answer;
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, verb.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
-  long status = 0;
-  if (curl_easy_perform(curl) == CURLE_OK)
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(curl);
-  return {status, answer};
+  return curl_call(url, verb);
 }
 
 } // namespace vigil::test

@@ -20,6 +20,17 @@ response event_stream(stream_starter starter) {
   return r;
 }
 
+// Answers every request with a stream, handing each stream to the test and
+// telling `gone` when its connection closes.
+handler streaming(mailbox<std::shared_ptr<body_stream>>& streams, mailbox<bool>& gone) {
+  return [&streams, &gone](request, responder answer) {
+    answer(event_stream([&streams, &gone](std::shared_ptr<body_stream> s) {
+      s->on_close([&gone] { gone.push(true); });
+      streams.push(s);
+    }));
+  };
+}
+
 TEST_F(http_server_test, a_streamed_response_is_written_as_it_is_sent) {
   mailbox<std::shared_ptr<body_stream>> streams;
   start({}, [&](request, responder answer) {
@@ -57,12 +68,7 @@ TEST_F(http_server_test, a_streamed_response_is_written_as_it_is_sent) {
 TEST_F(http_server_test, a_client_that_leaves_closes_the_stream) {
   mailbox<std::shared_ptr<body_stream>> streams;
   mailbox<bool> gone;
-  start({}, [&](request, responder answer) {
-    answer(event_stream([&](std::shared_ptr<body_stream> s) {
-      s->on_close([&] { gone.push(true); });
-      streams.push(s);
-    }));
-  });
+  start({}, streaming(streams, gone));
   auto stream = [&] {
     raw_client client(server_->port());
     client.send("GET /api/v1/stream HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -93,12 +99,7 @@ TEST_F(http_server_test, a_head_request_gets_only_the_streams_header) {
 TEST_F(http_server_test, stop_closes_an_open_stream) {
   mailbox<std::shared_ptr<body_stream>> streams;
   mailbox<bool> gone;
-  start({}, [&](request, responder answer) {
-    answer(event_stream([&](std::shared_ptr<body_stream> s) {
-      s->on_close([&] { gone.push(true); });
-      streams.push(s);
-    }));
-  });
+  start({}, streaming(streams, gone));
   raw_client client(server_->port());
   client.send("GET /api/v1/stream HTTP/1.1\r\nHost: x\r\n\r\n");
   auto stream = streams.pop();
