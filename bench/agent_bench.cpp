@@ -1,10 +1,13 @@
 // The node agent's hot paths: the kernel-log parser on a mixed log (target
 // >= 1,000,000 lines/s on one core) and one NIC monitor poll cycle over
-// seed 002 §8.6's 34-device tree (target <= 2 ms CPU).
+// seed 002 §8.6's 34-device tree (target <= 2 ms CPU), and one DCGM scrape
+// (dcgm-exporter page parsed, every check run) of an 8- and a 72-GPU page.
 // `bench_agent --agent-rss VIGIL SECONDS`: the memory of a real `vigil agent`
 // (NIC monitor polling that tree every second, XID monitor, forwarder
 // spooling for an unreachable control plane) after SECONDS of running.
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -17,6 +20,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "actors/agent/dcgm/dcgm_health.hpp"
 #include "actors/agent/nic/nic_monitor_core.hpp"
 #include "actors/agent/topology/gpu_metadata.hpp"
 #include "actors/agent/xid/parse_kernel_log.hpp"
@@ -119,6 +123,78 @@ void BM_parse_kernel_log(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * lines.size()));
 }
 BENCHMARK(BM_parse_kernel_log)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// A dcgm-exporter page of `gpus` GPUs in its own shape (HELP/TYPE, seven
+// labels, pod labels on half the GPUs), with the 26 fields of
+// tests/data/dcgm/h100_8gpu.txt; `step` moves the counters on.
+std::string dcgm_page(int gpus, int step) {
+  static const char* fields[] = {"DCGM_FI_DEV_SM_CLOCK",
+                                 "DCGM_FI_DEV_MEM_CLOCK",
+                                 "DCGM_FI_DEV_MEMORY_TEMP",
+                                 "DCGM_FI_DEV_GPU_TEMP",
+                                 "DCGM_FI_DEV_POWER_USAGE",
+                                 "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+                                 "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                                 "DCGM_FI_DEV_GPU_UTIL",
+                                 "DCGM_FI_DEV_MEM_COPY_UTIL",
+                                 "DCGM_FI_DEV_FB_FREE",
+                                 "DCGM_FI_DEV_FB_USED",
+                                 "DCGM_FI_DEV_XID_ERRORS",
+                                 "DCGM_FI_DEV_POWER_VIOLATION",
+                                 "DCGM_FI_DEV_THERMAL_VIOLATION",
+                                 "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+                                 "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                                 "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+                                 "DCGM_FI_DEV_RETIRED_SBE",
+                                 "DCGM_FI_DEV_RETIRED_DBE",
+                                 "DCGM_FI_DEV_RETIRED_PENDING",
+                                 "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+                                 "DCGM_FI_DEV_ROW_REMAP_PENDING",
+                                 "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+                                 "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+                                 "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+                                 "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"};
+  std::string out;
+  for (const char* field : fields) {
+    out +=
+      std::string("# HELP ") + field + " A DCGM field.\n# TYPE " + field + " gauge\n";
+    for (int g = 0; g < gpus; ++g) {
+      char line[512];
+      std::snprintf(
+        line, sizeof line,
+        "%s{gpu=\"%d\",UUID=\"GPU-%08x-1c2d-4e5f-8a9b-00123456789%d\","
+        "pci_bus_id=\"%08X:%02X:00.0\",device=\"nvidia%d\",modelName=\"NVIDIA "
+        "GB200\",Hostname=\"gpu-node-17\",DCGM_FI_DRIVER_VERSION=\"570.133.20\"%s} "
+        "%d\n",
+        field, g, 0x3f2a1b00 + g, g % 10, g / 4, 0x10 + g % 200, g,
+        g % 2 == 0 ? ",container=\"trainer\",namespace=\"ml\",pod=\"llm-0\"" : "",
+        std::strstr(field, "TEMP") ? 45 : step);
+      out += line;
+    }
+  }
+  return out;
+}
+
+// What the agent's dcgm_monitor does with each scrape: parse the page, run
+// every check; Arg: GPUs on the page (an 8-GPU HGX node, a 72-GPU NVL72 rack's
+// exporter). Items are page lines.
+void BM_dcgm_scrape(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const std::string pages[2] = {dcgm_page(gpus, 1), dcgm_page(gpus, 2)};
+  const auto lines = std::count(pages[0].begin(), pages[0].end(), '\n');
+  dcgm_health health("gpu-node-17", dcgm_thresholds{});
+  auto now = from_unix(1'800'000'000, 0);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    auto page = parse_prometheus_text(pages[i++ % 2]);
+    auto events = health.observe(page, now);
+    now += std::chrono::seconds(30);
+    benchmark::DoNotOptimize(events.size());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * lines);
+  state.counters["page_bytes"] = static_cast<double>(pages[0].size());
+}
+BENCHMARK(BM_dcgm_scrape)->Arg(8)->Arg(72)->Unit(benchmark::kMicrosecond);
 
 std::string bus(int b, int fn = 0) {
   char buf[32];

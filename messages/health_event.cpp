@@ -128,9 +128,13 @@ status event_reader::read_action(const json& j, const std::string& where,
 
 status event_reader::read_strategy(const json& j, const std::string& where,
                                    processing_strategy& out) const {
-  if (!j.is_string())
-    return wrong_type(where, "a strategy name", j);
-  auto parsed = parse_processing_strategy(j.get_ref<const std::string&>());
+  std::optional<processing_strategy> parsed;
+  if (j.is_number_integer())
+    parsed = processing_strategy_from_number(j.get<long long>());
+  else if (j.is_string())
+    parsed = parse_processing_strategy(j.get_ref<const std::string&>());
+  else
+    return wrong_type(where, "a strategy name or number", j);
   if (!parsed)
     return failure{where, "unknown processing strategy " + j.dump()};
   out = *parsed;
@@ -305,6 +309,8 @@ status event_reader::read(const json& doc, health_event& e) {
       st = read_string(value, key, e.message, limits_.max_message_bytes);
     else if (name == "recommendedaction")
       st = read_action(value, key, e.action);
+    else if (name == "customrecommendedaction")
+      st = read_string(value, key, e.custom_action);
     else if (name == "errorcode")
       st = read_error_codes(value, key, e.error_codes);
     else if (name == "entitiesimpacted")
@@ -424,16 +430,48 @@ std::optional<processing_strategy> parse_processing_strategy(std::string_view te
   for (const auto& [value, name] : strategy_names)
     if (name == text)
       return value;
+  long long number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec == std::errc{} && end == text.data() + text.size())
+    return processing_strategy_from_number(number);
   return std::nullopt;
+}
+
+std::optional<processing_strategy> processing_strategy_from_number(long long number) {
+  switch (number) {
+    case 0: // UNSPECIFIED: the platform connector's default
+    case 1: return processing_strategy::execute_remediation;
+    case 2: return processing_strategy::store_only;
+    case 3: return processing_strategy::store_and_analyse;
+    default: return std::nullopt;
+  }
+}
+
+bool healthy_event_clears(const health_event& healthy, std::string_view agent,
+                          std::string_view check, const entity& subject,
+                          const std::vector<std::string>& codes) {
+  if (healthy.agent != agent || healthy.check_name != check)
+    return false;
+  if (!healthy.entities.empty()
+      && std::find(healthy.entities.begin(), healthy.entities.end(), subject)
+           == healthy.entities.end())
+    return false;
+  if (healthy.error_codes.empty())
+    return true;
+  return std::any_of(codes.begin(), codes.end(), [&](const std::string& code) {
+    return std::find(healthy.error_codes.begin(), healthy.error_codes.end(), code)
+           != healthy.error_codes.end();
+  });
 }
 
 bool operator==(const health_event& a, const health_event& b) {
   return a.id == b.id && a.agent == b.agent && a.component_class == b.component_class
          && a.check_name == b.check_name && a.is_fatal == b.is_fatal
          && a.is_healthy == b.is_healthy && a.message == b.message && a.action == b.action
-         && a.error_codes == b.error_codes && a.entities == b.entities
-         && a.metadata == b.metadata && a.generated == b.generated
-         && a.node_name == b.node_name && a.quarantine_overrides == b.quarantine_overrides
+         && a.custom_action == b.custom_action && a.error_codes == b.error_codes
+         && a.entities == b.entities && a.metadata == b.metadata
+         && a.generated == b.generated && a.node_name == b.node_name
+         && a.quarantine_overrides == b.quarantine_overrides
          && a.drain_overrides == b.drain_overrides && a.strategy == b.strategy;
 }
 
@@ -470,6 +508,8 @@ std::string encode_health_event(const health_event& e) {
   doc["isHealthy"] = e.is_healthy;
   doc["message"] = e.message;
   doc["recommendedAction"] = std::string(to_string(e.action));
+  if (!e.custom_action.empty())
+    doc["customRecommendedAction"] = e.custom_action;
   doc["errorCode"] = e.error_codes;
   auto entities = json::array();
   for (const auto& ent : e.entities)

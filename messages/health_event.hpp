@@ -43,7 +43,11 @@ enum class processing_strategy {
 };
 
 std::string_view to_string(processing_strategy strategy);
+/// Accepts the name or NVSentinel's protobuf number, as a number or text:
+/// 0 UNSPECIFIED (= EXECUTE_REMEDIATION), 1 EXECUTE_REMEDIATION, 2 STORE_ONLY,
+/// 3 STORE_AND_ANALYSE.
 std::optional<processing_strategy> parse_processing_strategy(std::string_view text);
+std::optional<processing_strategy> processing_strategy_from_number(long long number);
 
 /// One thing the event is about: ("GPU_UUID", "GPU-455d…"), ("PCI", "0000:03:00"),
 /// ("NIC", "mlx5_0"), ("NICPort", "mlx5_0/1").
@@ -78,6 +82,9 @@ struct health_event {
   bool is_healthy = false;
   std::string message;
   recommended_action action = recommended_action::none;
+  /// With action CUSTOM: the name of the custom remediation
+  /// (NVSentinel's customRecommendedAction); "" otherwise.
+  std::string custom_action;
   std::vector<std::string> error_codes;
   std::vector<entity> entities;
   std::map<std::string, std::string> metadata;
@@ -92,6 +99,16 @@ struct health_event {
     return !(a == b);
   }
 };
+
+/// Whether the healthy event `healthy` clears an active record of its node
+/// raised by (agent, check) for entity `subject` with `codes` (seed 000 §2.2,
+/// NVSentinel's scoped recovery): the same agent and check; the subject among
+/// the entities it names, or any when it names none; and when it names error
+/// codes (a cancellation, or a counter that recovered), one of the record's
+/// codes among them — with none, every code of the entity is cleared.
+bool healthy_event_clears(const health_event& healthy, std::string_view agent,
+                          std::string_view check, const entity& subject,
+                          const std::vector<std::string>& codes);
 
 /// Bounds on untrusted input; the ingest endpoint takes them from config.
 struct decode_limits {

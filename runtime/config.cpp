@@ -256,6 +256,16 @@ void read_control(section_reader s, control_config& c) {
   s.read("renew_deadline_seconds", c.renew_deadline_seconds, 1u, 3600u);
   s.read("retry_period_seconds", c.retry_period_seconds, 1u, 3600u);
   s.read("agent_silence_seconds", c.agent_silence_seconds, 0u, 86400u);
+  s.read("not_ready_after", c.not_ready_after, 0u, 86400u);
+  s.read("not_ready_action", c.not_ready_action);
+  if (!parse_recommended_action(c.not_ready_action))
+    s.error("not_ready_action",
+            "'" + c.not_ready_action + "' is not a recommendedAction");
+  s.read("node_problem_conditions", c.node_problem_conditions);
+  s.read("node_problem_action", c.node_problem_action);
+  if (!parse_recommended_action(c.node_problem_action))
+    s.error("node_problem_action",
+            "'" + c.node_problem_action + "' is not a recommendedAction");
   auto review = s.section("token_review");
   review.read("enabled", c.token_review.enabled);
   review.read("audience", c.token_review.audience);
@@ -477,6 +487,49 @@ void read_janitor(section_reader s, janitor_section& c) {
   s.finish();
 }
 
+// A {raise, clear} band: clear may not exceed raise.
+void read_band(section_reader s, agent::dcgm_band& band, double max) {
+  s.read("raise", band.raise, 0.0, max);
+  s.read("clear", band.clear, 0.0, max);
+  if (band.clear > band.raise)
+    s.error("clear", "must be <= raise (the hysteresis band)");
+  s.finish();
+}
+
+void read_dcgm(section_reader s, dcgm_section& d) {
+  auto& t = d.thresholds;
+  read_band(s.section("gpu_temp_c"), t.gpu_temp_c, 200.0);
+  read_band(s.section("memory_temp_c"), t.memory_temp_c, 200.0);
+  read_band(s.section("power_violation_share"), t.power_violation_share, 1.0);
+  read_band(s.section("thermal_violation_share"), t.thermal_violation_share, 1.0);
+  s.read("violation_counter_seconds", t.violation_counter_seconds, 1e-12, 1.0);
+  read_band(s.section("nvlink_crc_per_second"), t.nvlink_crc_per_second, 1e12);
+  read_band(s.section("nvlink_replay_per_second"), t.nvlink_replay_per_second, 1e12);
+  read_band(s.section("nvlink_recovery_per_second"), t.nvlink_recovery_per_second, 1e12);
+  s.read("retired_pages_replace", t.retired_pages_replace, 1.0, 1e6);
+  s.finish();
+}
+
+void read_alertmanager(section_reader s, alertmanager_section& a) {
+  s.read("node_labels", a.node_labels);
+  if (a.node_labels.empty())
+    s.error("node_labels", "must name at least one label");
+  s.read("gpu_labels", a.gpu_labels);
+  s.read("pci_labels", a.pci_labels);
+  s.read("agent", a.agent);
+  if (a.agent.empty())
+    s.error("agent", "must not be empty");
+  s.read("component_class", a.component_class);
+  std::string action(to_string(a.default_action));
+  s.read("default_action", action);
+  if (auto parsed = parse_recommended_action(action))
+    a.default_action = *parsed;
+  else
+    s.error("default_action", "'" + action + "' is not a recommendedAction");
+  s.read("fatal_severities", a.fatal_severities);
+  s.finish();
+}
+
 } // namespace
 
 expected<vigil_config> parse_config(const std::string& yaml_text) {
@@ -501,6 +554,8 @@ expected<vigil_config> parse_config(const std::string& yaml_text) {
   read_correlation(top.section("correlation"), config.correlation);
   read_remediation(top.section("remediation"), config.remediation);
   read_janitor(top.section("janitor"), config.janitor);
+  read_dcgm(top.section("dcgm"), config.dcgm);
+  read_alertmanager(top.section("alertmanager"), config.alertmanager);
   top.finish();
   if (errors.empty())
     return config;

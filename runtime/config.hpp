@@ -9,6 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "actors/agent/dcgm/dcgm_thresholds.hpp"
+#include "actors/control/ingest/alertmanager.hpp"
+#include "actors/control/rules/node_conditions.hpp"
 #include "messages/expected.hpp"
 #include "messages/health_event.hpp"
 
@@ -68,6 +71,15 @@ struct control_config {
   /// A GPU node whose agent sent no heartbeat or event for this long gets
   /// the VigilAgentReporting=False condition and an Event; 0: not watched.
   std::uint32_t agent_silence_seconds = 300;
+  /// A GPU node whose Ready condition is False or Unknown this long gets a
+  /// NodeNotReady HealthEvent from vigil recommending not_ready_action
+  /// (seconds; 0: never); node-problem-detector's condition types that become
+  /// events (True = a problem), with node_problem_action.
+  std::uint32_t not_ready_after = 300;
+  std::string not_ready_action = "RESTART_BM";
+  std::vector<std::string> node_problem_conditions =
+    control::node_condition_settings{}.problem_types;
+  std::string node_problem_action = "NONE";
   /// Agents' projected ServiceAccount tokens checked by TokenReview; each
   /// agent may report for its own node only.
   struct token_review_config {
@@ -217,6 +229,16 @@ struct janitor_section {
   } bug_report;
 };
 
+/// The agent's DCGM telemetry check (seed 004): what a dcgm-exporter page
+/// must show to be a fault. The exporter's address and the interval are
+/// `vigil agent` flags (--dcgm-url, --dcgm-interval).
+struct dcgm_section {
+  agent::dcgm_thresholds thresholds;
+};
+
+/// POST /v1/alertmanager: how an Alertmanager alert becomes a HealthEvent.
+using alertmanager_section = control::alertmanager_mapping;
+
 struct vigil_config {
   log_config log;
   runtime_config runtime;
@@ -229,6 +251,8 @@ struct vigil_config {
   correlation_section correlation;
   remediation_section remediation;
   janitor_section janitor;
+  dcgm_section dcgm;
+  alertmanager_section alertmanager;
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values fail

@@ -170,6 +170,10 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
   settings->gpu_nodes = std::move(*gpu_nodes);
   settings->events_namespace = cc.events_namespace;
   settings->agent_silence = std::chrono::seconds{cc.agent_silence_seconds};
+  settings->conditions.not_ready_after = std::chrono::seconds{cc.not_ready_after};
+  settings->conditions.not_ready_action = *parse_recommended_action(cc.not_ready_action);
+  settings->conditions.problem_types = cc.node_problem_conditions;
+  settings->conditions.problem_action = *parse_recommended_action(cc.node_problem_action);
   // Each stage's dry run covers the stages after it: no drain on a node
   // vigil did not cordon, no reset under pods never evicted.
   settings->dry_run = cc.dry_run || config.quarantine.dry_run;

@@ -113,7 +113,10 @@ void render_forwarder(metrics::family_list& out, const agent::forwarder_figures&
 
 void render_monitors(metrics::family_list& out, const agent_snapshot& s) {
   const std::pair<const char*, const std::optional<agent::monitor_figures>*> monitors[] =
-    {{"xid_monitor", &s.xid_monitor}, {"nic_monitor", &s.nic_monitor}};
+    {{"xid_monitor", &s.xid_monitor},
+     {"nic_monitor", &s.nic_monitor},
+     {"dcgm_monitor", &s.dcgm_monitor},
+     {"fabric_monitor", &s.fabric_monitor}};
   auto each = [&](const char* name, MetricType type, const char* help, auto value) {
     metrics::family_builder family(name, help, type);
     for (const auto& [monitor, figures] : monitors)
@@ -135,6 +138,10 @@ void render_monitors(metrics::family_list& out, const agent_snapshot& s) {
     counter(out, "vigil_agent_malformed_kernel_log_lines_total",
             "NVIDIA kernel-log lines that did not parse", s.xid_monitor->malformed);
   }
+  if (s.dcgm_monitor)
+    counter(out, "vigil_agent_dcgm_lines_skipped_total",
+            "dcgm-exporter page lines that were not valid samples",
+            s.dcgm_monitor->malformed);
 }
 
 std::string describe(caf::timespan t) {
@@ -187,6 +194,8 @@ void gather(agent_endpoints_actor* self, std::function<void(agent_snapshot&)> do
   }
   ask_monitor(c.xid_monitor, "xid_monitor", &agent_snapshot::xid_monitor);
   ask_monitor(c.nic_monitor, "nic_monitor", &agent_snapshot::nic_monitor);
+  ask_monitor(c.dcgm_monitor, "dcgm_monitor", &agent_snapshot::dcgm_monitor);
+  ask_monitor(c.fabric_monitor, "fabric_monitor", &agent_snapshot::fabric_monitor);
   finish();
 }
 
@@ -198,7 +207,9 @@ health_verdict judge_agent_health(const agent_snapshot& snapshot) {
     for (const auto& [name, present] :
          {std::pair{"forwarder", snapshot.forwarder.has_value()},
           {"xid_monitor", snapshot.xid_monitor.has_value()},
-          {"nic_monitor", snapshot.nic_monitor.has_value()}})
+          {"nic_monitor", snapshot.nic_monitor.has_value()},
+          {"dcgm_monitor", snapshot.dcgm_monitor.has_value()},
+          {"fabric_monitor", snapshot.fabric_monitor.has_value()}})
       if (present)
         running += (running.empty() ? "" : ", ") + std::string(name);
     return {200, "ok: " + running + "\n"};
@@ -218,7 +229,9 @@ std::string render_agent_metrics(const agent_snapshot& snapshot) {
   for (const auto& [name, present] :
        {std::pair{"forwarder", snapshot.forwarder.has_value()},
         {"xid_monitor", snapshot.xid_monitor.has_value()},
-        {"nic_monitor", snapshot.nic_monitor.has_value()}}) {
+        {"nic_monitor", snapshot.nic_monitor.has_value()},
+        {"dcgm_monitor", snapshot.dcgm_monitor.has_value()},
+        {"fabric_monitor", snapshot.fabric_monitor.has_value()}}) {
     const bool silent = snapshot.silent.count(name) > 0;
     if (present || silent)
       up.sample(present ? 1 : 0, {{"component", name}});
@@ -226,7 +239,8 @@ std::string render_agent_metrics(const agent_snapshot& snapshot) {
   out.push_back(up.build());
   if (snapshot.forwarder)
     render_forwarder(out, *snapshot.forwarder);
-  if (snapshot.xid_monitor || snapshot.nic_monitor)
+  if (snapshot.xid_monitor || snapshot.nic_monitor || snapshot.dcgm_monitor
+      || snapshot.fabric_monitor)
     render_monitors(out, snapshot);
   return metrics::exposition(out);
 }

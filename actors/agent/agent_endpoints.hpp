@@ -24,6 +24,8 @@ struct agent_components {
   caf::actor forwarder;
   caf::actor xid_monitor;
   caf::actor nic_monitor;
+  caf::actor dcgm_monitor;
+  caf::actor fabric_monitor;
 };
 
 /// What one round of asking gave.
@@ -31,6 +33,8 @@ struct agent_snapshot {
   std::optional<agent::forwarder_figures> forwarder;
   std::optional<agent::monitor_figures> xid_monitor;
   std::optional<agent::monitor_figures> nic_monitor;
+  std::optional<agent::monitor_figures> dcgm_monitor;
+  std::optional<agent::monitor_figures> fabric_monitor;
   /// Component name → why it gave no figures ("did not answer within 2s").
   std::map<std::string, std::string> silent;
 };

@@ -123,6 +123,9 @@ using gpu_facts_atom = caf::atom_constant<caf::atom("gpufacts")>;
 /// (agent_quiet_atom, silent, since in ns since the epoch) from the fleet to a
 /// node actor: its agent went silent (true, since then) or reports again.
 using agent_quiet_atom = caf::atom_constant<caf::atom("agentquiet")>;
+/// (condition_check_atom) a node actor's own timer: a NotReady Node's
+/// control.not_ready_after has passed; judge its conditions again.
+using condition_check_atom = caf::atom_constant<caf::atom("condcheck")>;
 /// (liveness_atom) the fleet's own timer: which agents went silent.
 using liveness_atom = caf::atom_constant<caf::atom("liveness")>;
 

@@ -7,6 +7,8 @@
 #include <caf/all.hpp>
 
 #include "actors/agent/agent_endpoints.hpp"
+#include "actors/agent/dcgm/dcgm_monitor.hpp"
+#include "actors/agent/fabric/fabric_monitor.hpp"
 #include "actors/agent/forwarder/forwarder.hpp"
 #include "actors/agent/logsource/journald_source.hpp"
 #include "actors/agent/logsource/kmsg_source.hpp"
@@ -19,6 +21,7 @@
 #include "actors/protocol/atoms.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/cli/command_support.hpp"
 #include "runtime/http/http_host.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/version.hpp"
@@ -34,22 +37,6 @@ std::string option(const command_line& args, const char* name, std::string fallb
 // How long /healthz and /metrics wait for each component to answer: well
 // inside the probes' timeoutSeconds (the DaemonSet of `vigil install`).
 constexpr auto component_answer_timeout = std::chrono::seconds{2};
-
-// A Go duration flag ("30s", "500ms"); `zero_allowed`: "0" too (off).
-expected<std::chrono::milliseconds> duration_flag(const command_line& args,
-                                                  const char* name,
-                                                  std::chrono::milliseconds fallback,
-                                                  bool zero_allowed) {
-  const auto text = args.value(name);
-  if (!text)
-    return fallback;
-  if (zero_allowed && *text == "0")
-    return std::chrono::milliseconds{0};
-  auto parsed = agent::parse_go_duration(*text);
-  if (!parsed)
-    return failure{std::string("--") + name, parsed.error().what};
-  return *parsed;
-}
 
 expected<std::uint16_t> port_flag(const command_line& args, const char* name,
                                   std::uint16_t fallback) {
@@ -177,6 +164,11 @@ make_xid_parts(const command_line& args, const std::string& state_dir,
   if (!check)
     return check.error();
   parts->nic_check = std::make_shared<const agent::nic_driver_check>(std::move(*check));
+  auto cancellations = agent::xid_cancellations::load(agent::xid_catalog::default_dir());
+  if (!cancellations)
+    return cancellations.error();
+  parts->cancellations =
+    std::make_shared<const agent::xid_cancellations>(std::move(*cancellations));
   parts->sysfs_root = option(args, "sysfs-root", "/sys");
   // Optional here: without it, XID events name the PCI address only until a
   // "GPU at PCI" line teaches the UUID.
@@ -288,6 +280,14 @@ std::vector<option_spec> agent_option_specs() {
     {"boot-id-path", "FILE",
      "the host's boot ID (default /proc/sys/kernel/random/boot_id)"},
     {"no-nic", "", "do not run the NIC monitor"},
+    {"dcgm-url", "URL",
+     "this node's dcgm-exporter page (default http://localhost:9400/metrics: a "
+     "hostNetwork or hostPort exporter); thresholds from --config's dcgm: section"},
+    {"dcgm-interval", "DURATION", "how often the DCGM page is read (default 30s)"},
+    {"no-dcgm", "", "do not read dcgm-exporter"},
+    {"fabric-interval", "DURATION",
+     "how often each GPU's NVLink fabric state is read from nvidia-smi (default 60s)"},
+    {"no-fabric", "", "do not check the NVLink fabric"},
     {"state-file", "FILE", "NIC monitor state (default STATE-DIR/nic-state.json)"},
   };
   for (auto& spec : agent::nic_monitor_tuning_specs()) // seed 002 §12.1
@@ -373,6 +373,30 @@ int run_agent(command_context& ctx) {
     config.poll_interval = *interval;
     allocations = std::move(config);
   }
+  std::optional<dcgm_monitor_config> dcgm;
+  agent::dcgm_exporter_options dcgm_exporter;
+  if (!ctx.args.has("no-dcgm")) {
+    dcgm_monitor_config config;
+    config.node = node;
+    config.thresholds = ctx.config.dcgm.thresholds;
+    auto interval = duration_flag(ctx.args, "dcgm-interval", config.interval, false);
+    if (!interval)
+      return fail(interval.error());
+    config.interval = *interval;
+    dcgm_exporter.url = option(ctx.args, "dcgm-url", dcgm_exporter.url);
+    dcgm = std::move(config);
+  }
+  std::optional<fabric_monitor_config> fabric;
+  if (!ctx.args.has("no-fabric")) {
+    fabric_monitor_config config;
+    config.node = node;
+    config.nvidia_smi = option(ctx.args, "nvidia-smi", config.nvidia_smi);
+    auto interval = duration_flag(ctx.args, "fabric-interval", config.interval, false);
+    if (!interval)
+      return fail(interval.error());
+    config.interval = *interval;
+    fabric = std::move(config);
+  }
   agent::http_poster_options post;
   post.url = *control;
   post.token_file = option(ctx.args, "token-file", "");
@@ -420,6 +444,21 @@ int run_agent(command_context& ctx) {
       components.nic_monitor =
         p.system.spawn<caf::detached>(nic_monitor, std::move(*nic), fwd, wall);
       adopt("nic_monitor", components.nic_monitor);
+    }
+    if (dcgm) {
+      auto catalog = agent::xid_catalog::load(agent::xid_catalog::default_dir());
+      components.dcgm_monitor = p.system.spawn<caf::detached>(
+        dcgm_monitor, *dcgm, std::make_shared<agent::dcgm_exporter_client>(dcgm_exporter),
+        catalog ? std::make_shared<const agent::xid_catalog>(std::move(*catalog))
+                : nullptr,
+        fwd, wall);
+      adopt("dcgm_monitor", components.dcgm_monitor);
+    }
+    if (fabric) {
+      components.fabric_monitor = p.system.spawn<caf::detached>(
+        fabric_monitor, *fabric, agent::timed_command_runner(*nvidia_smi_timeout), fwd,
+        wall);
+      adopt("fabric_monitor", components.fabric_monitor);
     }
     auto endpoints = p.system.spawn(agent_endpoints, components,
                                     caf::timespan{component_answer_timeout});

@@ -5,7 +5,24 @@
 #include <ostream>
 #include <sstream>
 
+#include "actors/agent/nic/nic_monitor_options.hpp"
+
 namespace vigil {
+
+expected<std::chrono::milliseconds> duration_flag(const command_line& args,
+                                                  const char* name,
+                                                  std::chrono::milliseconds fallback,
+                                                  bool zero_allowed) {
+  const auto text = args.value(name);
+  if (!text)
+    return fallback;
+  if (zero_allowed && *text == "0")
+    return std::chrono::milliseconds{0};
+  auto parsed = agent::parse_go_duration(*text);
+  if (!parsed)
+    return failure{std::string("--") + name, parsed.error().what};
+  return *parsed;
+}
 
 bool check_verb(command_context& ctx, const char* command,
                 std::initializer_list<const char*> verbs) {

@@ -1,7 +1,8 @@
 // What the debugging subcommands (`parse`, `nic`) share: sub-verb checks,
-// whole-file reads and event printing.
+// duration flags, whole-file reads and event printing.
 #pragma once
 
+#include <chrono>
 #include <initializer_list>
 #include <iosfwd>
 #include <string>
@@ -19,6 +20,13 @@ bool check_verb(command_context& ctx, const char* command,
 
 /// One HealthEvent JSON per line: the stable output of `parse` and `nic`.
 void print_events(std::ostream& out, const std::vector<health_event>& events);
+
+/// A Go duration flag ("30s", "500ms"); `zero_allowed`: "0" too (off). The
+/// failure names the flag.
+expected<std::chrono::milliseconds> duration_flag(const command_line& args,
+                                                  const char* name,
+                                                  std::chrono::milliseconds fallback,
+                                                  bool zero_allowed);
 
 /// A whole file, or a failure naming it.
 expected<std::string> read_text(const std::string& path);

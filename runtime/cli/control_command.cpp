@@ -49,6 +49,7 @@ int run_control(command_context& ctx) {
   http_options.limits.max_body_bytes = config.ingest.max_body_bytes;
   http_options.limits.max_line_bytes = config.ingest.limits.max_event_bytes;
   http_options.limits.event = config.ingest.limits;
+  http_options.alertmanager = config.alertmanager;
   if (!cc.token_file.empty()) {
     auto token = control::load_token_file(cc.token_file);
     if (!token)

@@ -396,6 +396,7 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
     http_options.limits.max_body_bytes = config.ingest.max_body_bytes;
     http_options.limits.max_line_bytes = config.ingest.limits.max_event_bytes;
     http_options.limits.event = config.ingest.limits;
+    http_options.alertmanager = config.alertmanager;
     auto control_handler =
       make_control_handler(plane->actors, endpoints_actor, http_options);
     http::server_options listen;

@@ -4,9 +4,11 @@
 #include <optional>
 #include <ostream>
 
+#include "actors/agent/dcgm/dcgm_health.hpp"
 #include "actors/agent/topology/topo_parser.hpp"
 #include "actors/agent/xid/parse_kernel_log.hpp"
 #include "runtime/cli/command_support.hpp"
+#include "runtime/clock.hpp"
 
 namespace vigil {
 
@@ -39,14 +41,18 @@ std::vector<option_spec> parse_option_specs() {
     {"gpus", "FILE", "output of `nvidia-smi --query-gpu=...` (topo)"},
     {"nvlinks", "FILE", "output of `nvidia-smi nvlink -R` (topo)"},
     {"sysfs-root", "DIR",
-     "where a NIC driver line's PCI address is looked up (kmsg; /sys)"}};
+     "where a NIC driver line's PCI address is looked up (kmsg; /sys)"},
+    {"time", "TIME", "RFC 3339 time of the first page (dcgm; default now)"},
+    {"interval", "DURATION", "time between concatenated pages (dcgm; default 30s)"}};
 }
 
 int run_parse(command_context& ctx, std::istream& in) {
-  if (!check_verb(ctx, "parse", {"kmsg", "topo"}))
+  if (!check_verb(ctx, "parse", {"kmsg", "topo", "dcgm"}))
     return 2;
   if (ctx.args.positional.front() == "topo")
     return run_parse_topo(ctx);
+  if (ctx.args.positional.front() == "dcgm")
+    return run_parse_dcgm(ctx, in);
   return run_parse_kmsg(ctx, in);
 }
 
@@ -67,6 +73,11 @@ int run_parse_kmsg(command_context& ctx, std::istream& in) {
   if (!check)
     return fail(check.error());
   options.nic_check = std::make_shared<const agent::nic_driver_check>(std::move(*check));
+  auto cancellations = agent::xid_cancellations::load(agent::xid_catalog::default_dir());
+  if (!cancellations)
+    return fail(cancellations.error());
+  options.cancellations =
+    std::make_shared<const agent::xid_cancellations>(std::move(*cancellations));
   options.sysfs_root = ctx.args.value("sysfs-root").value_or("/sys");
   options.node_name = ctx.args.value("node").value_or("");
   options.boot_id = ctx.args.value("boot-id").value_or("");
@@ -132,6 +143,50 @@ int run_parse_topo(command_context& ctx) {
     agent::attach_nvlinks(*metadata, agent::parse_nvlink_remotes(*text));
   }
   ctx.out << agent::encode_gpu_metadata(*metadata);
+  return 0;
+}
+
+int run_parse_dcgm(command_context& ctx, std::istream& in) {
+  auto fail = [&](const failure& f) {
+    ctx.err << "vigil parse dcgm: " << f.to_string() << "\n";
+    return 1;
+  };
+  wall_time at = system_now();
+  if (auto text = ctx.args.value("time")) {
+    auto t = parse_rfc3339(*text);
+    if (!t)
+      return fail({"--time", t.error().to_string()});
+    at = *t;
+  }
+  auto interval =
+    duration_flag(ctx.args, "interval", std::chrono::milliseconds(30000), false);
+  if (!interval)
+    return fail(interval.error());
+  auto catalog = agent::xid_catalog::load(agent::xid_catalog::default_dir());
+  if (!catalog)
+    return fail(catalog.error());
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto page = agent::parse_prometheus_text(text.str());
+  const auto skipped = page.skipped_lines;
+  for (const auto& problem : page.problems)
+    ctx.err << "vigil parse dcgm: skipped " << problem.to_string() << "\n";
+  agent::dcgm_health health(ctx.args.value("node").value_or(""),
+                            ctx.config.dcgm.thresholds, &*catalog);
+  auto pages = agent::split_concatenated_pages(std::move(page));
+  std::size_t samples = 0;
+  std::vector<health_event> events;
+  for (const auto& p : pages) {
+    samples += p.samples.size();
+    for (auto& e : health.observe(p, at))
+      events.push_back(std::move(e));
+    at += *interval;
+  }
+  print_events(ctx.out, events);
+  ctx.err << "vigil parse dcgm: " << pages.size()
+          << (pages.size() == 1 ? " page, " : " pages, ") << samples << " samples, "
+          << health.gpus() << " GPUs, " << skipped << " lines skipped, " << events.size()
+          << " events\n";
   return 0;
 }
 

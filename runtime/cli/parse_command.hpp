@@ -1,6 +1,6 @@
-// `vigil parse kmsg|topo`: the agent's parsers on a file, with a stable
-// output contract: one HealthEvent JSON per line (kmsg) or gpu_metadata.json
-// (topo) on stdout, problems on stderr.
+// `vigil parse kmsg|topo|dcgm`: the agent's parsers on a file, with a stable
+// output contract: one HealthEvent JSON per line (kmsg, dcgm) or
+// gpu_metadata.json (topo) on stdout, problems on stderr.
 #pragma once
 
 #include <iosfwd>
@@ -19,6 +19,12 @@ int run_parse(command_context& ctx, std::istream& in);
 /// [--boot-time TIME] < log`:
 /// HealthEvents after burst grouping; a summary of counters on stderr.
 int run_parse_kmsg(command_context& ctx, std::istream& in);
+
+/// `vigil parse dcgm [--node NAME] [--time TIME] [--interval D] < metrics.txt`:
+/// the DCGM check over dcgm-exporter pages (several pages concatenated are
+/// successive scrapes, --interval apart: counters need two), thresholds from
+/// --config's `dcgm:` section; HealthEvents on stdout, a summary on stderr.
+int run_parse_dcgm(command_context& ctx, std::istream& in);
 
 /// `vigil parse topo --topo FILE [--gpus FILE] [--node NAME]`: gpu_metadata.json.
 int run_parse_topo(command_context& ctx);

@@ -8,8 +8,10 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string key_of(const std::string& agent, const std::string& check, const entity& e) {
-  return agent + "|" + check + "|" + e.type + "|" + e.value;
+// quarantine_rules' record key: one per agent, check, entity and error code.
+std::string key_of(const std::string& agent, const std::string& check, const entity& e,
+                   const std::string& code) {
+  return agent + "|" + check + "|" + e.type + "|" + e.value + "|" + code;
 }
 
 } // namespace
@@ -30,20 +32,16 @@ void fleet_view::apply_event(const health_event& e, std::int64_t seq) {
     return;
   auto& active = nodes_[e.node_name];
   if (e.is_healthy) {
-    // No entities named: every entity of this agent and check recovered.
-    if (e.entities.empty()) {
-      const auto prefix = e.agent + "|" + e.check_name + "|";
-      for (auto i = active.begin(); i != active.end();)
-        i = i->first.rfind(prefix, 0) == 0 ? active.erase(i) : std::next(i);
-    } else {
-      for (const auto& ent : e.entities)
-        active.erase(key_of(e.agent, e.check_name, ent));
-    }
+    for (auto i = active.begin(); i != active.end();)
+      i = healthy_event_clears(e, i->second.agent, i->second.check_name,
+                               i->second.subject, {i->second.error_code})
+            ? active.erase(i)
+            : std::next(i);
   } else {
     const auto code = e.error_codes.empty() ? std::string() : e.error_codes.front();
     auto subjects = e.entities.empty() ? std::vector<entity>{{}} : e.entities;
     for (const auto& ent : subjects)
-      active[key_of(e.agent, e.check_name, ent)] =
+      active[key_of(e.agent, e.check_name, ent, code)] =
         active_event{e.agent, e.check_name, ent, code, e.message, e.action, seq};
   }
   if (active.empty())
@@ -104,7 +102,7 @@ expected<fleet_view> fleet_view::load(const std::string& text) {
           return failure{"snapshot", "unknown recommendedAction"};
         e.action = *action;
         e.seq = item.at("seq").get<std::int64_t>();
-        view.nodes_[node][key_of(e.agent, e.check_name, e.subject)] = e;
+        view.nodes_[node][key_of(e.agent, e.check_name, e.subject, e.error_code)] = e;
       }
     return view;
   } catch (const json::exception& e) {

@@ -1,9 +1,10 @@
 // The fleet as the journal tells it: for each node, the unhealthy events that
 // are still active. This is the state the control plane rebuilds at startup
 // (latest snapshot + the rows after it) and what `vigil replay --at` prints.
-// Matching follows seed 000 §2.2: a healthy event clears the entities it
-// names for the same agent and check, or every entity of that check when it
-// names none.
+// Matching is the control plane's (healthy_event_clears, seed 000 §2.2): a
+// healthy event clears the entities it names for the same agent and check,
+// or every entity of that check when it names none; one naming error codes
+// clears only the records of those codes. One record per entity and code.
 #pragma once
 
 #include <cstdint>

@@ -411,6 +411,47 @@ TEST_F(control_integration, ingest_cordon_partial_drain_restart_and_recovery) {
     1);
 }
 
+// An Alertmanager webhook (a PrometheusRule on dcgm-exporter's metrics):
+// the firing alert quarantines node-1 through the same journal and node actor
+// as an event; its resolved notification releases it.
+TEST_F(control_integration, an_alertmanager_webhook_quarantines_and_releases) {
+  remediate_ = false;
+  std::unique_ptr<child_process> control;
+  int port = start(control);
+  ASSERT_GT(port, 0);
+  auto webhook = [&](const std::string& status) {
+    json alert = {
+      {"status", status},
+      {"labels",
+       {{"alertname", "GpuDoubleBitEcc"},
+        {"severity", "critical"},
+        {"Hostname", "node-1"},
+        {"UUID", "GPU-a"}}},
+      {"annotations", {{"summary", "DBE on GPU-a"}}},
+      {"startsAt", "2026-11-26T08:00:00Z"},
+      {"endsAt", status == "resolved" ? "2026-11-26T08:05:00Z" : "0001-01-01T00:00:00Z"},
+      {"fingerprint", "c0ffee"}};
+    json body = {{"version", "4"},
+                 {"status", status},
+                 {"receiver", "vigil"},
+                 {"alerts", json::array({alert})}};
+    return test::curl_call(test::local_url(port, "/v1/alertmanager"), "POST",
+                           "ingest-token", body.dump(), "application/json");
+  };
+  auto [status, body] = webhook("firing");
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body, nullptr, false).value("accepted", 0), 1) << body;
+  ASSERT_FALSE(control->wait_for("node node-1: applied: cordon").empty())
+    << control->seen();
+  std::tie(status, body) = webhook("firing"); // Alertmanager's repeat
+  EXPECT_EQ(json::parse(body, nullptr, false).value("duplicates", 0), 1) << body;
+  std::tie(status, body) = webhook("resolved");
+  EXPECT_EQ(status, 200) << body;
+  ASSERT_FALSE(control->wait_for("node node-1: applied: uncordon").empty())
+    << control->seen();
+  EXPECT_EQ(control->stop(), 0) << control->seen();
+}
+
 // End to end, XID 48 from the kernel log → partial drain → GPUReset → the
 // janitor tears the GPU operator's operands down, runs the reset Job (played
 // by the test), restores the labels → the agent reads "GPU reset occurred"

@@ -139,6 +139,75 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(j.reboot_image, dj.reboot_image);
   EXPECT_EQ(j.reboot_service_account, dj.reboot_service_account);
   EXPECT_EQ(j.reboot_timeout_seconds, dj.reboot_timeout_seconds);
+  const auto& t = loaded->dcgm.thresholds;
+  const auto& dt = defaults.dcgm.thresholds;
+  for (auto [band, expected] :
+       {std::pair{t.gpu_temp_c, dt.gpu_temp_c},
+        {t.memory_temp_c, dt.memory_temp_c},
+        {t.power_violation_share, dt.power_violation_share},
+        {t.thermal_violation_share, dt.thermal_violation_share},
+        {t.nvlink_crc_per_second, dt.nvlink_crc_per_second},
+        {t.nvlink_replay_per_second, dt.nvlink_replay_per_second},
+        {t.nvlink_recovery_per_second, dt.nvlink_recovery_per_second}}) {
+    EXPECT_EQ(band.raise, expected.raise);
+    EXPECT_EQ(band.clear, expected.clear);
+  }
+  EXPECT_EQ(t.violation_counter_seconds, dt.violation_counter_seconds);
+  EXPECT_EQ(t.retired_pages_replace, dt.retired_pages_replace);
+  const auto& lc = loaded->control;
+  EXPECT_EQ(lc.not_ready_after, defaults.control.not_ready_after);
+  EXPECT_EQ(lc.not_ready_action, defaults.control.not_ready_action);
+  EXPECT_EQ(lc.node_problem_conditions, defaults.control.node_problem_conditions);
+  EXPECT_EQ(lc.node_problem_action, defaults.control.node_problem_action);
+  const auto& a = loaded->alertmanager;
+  const auto& da = defaults.alertmanager;
+  EXPECT_EQ(a.node_labels, da.node_labels);
+  EXPECT_EQ(a.gpu_labels, da.gpu_labels);
+  EXPECT_EQ(a.pci_labels, da.pci_labels);
+  EXPECT_EQ(a.agent, da.agent);
+  EXPECT_EQ(a.component_class, da.component_class);
+  EXPECT_EQ(a.default_action, da.default_action);
+  EXPECT_EQ(a.fatal_severities, da.fatal_severities);
+}
+
+TEST(config, node_conditions_and_alertmanager_errors_name_the_key) {
+  auto bad = parse_config(R"(
+control:
+  not_ready_after: -1
+  not_ready_action: REBOOT_PLEASE
+  node_problem_action: 12345
+alertmanager:
+  node_labels: []
+  default_action: PRAY
+  agent: ""
+)");
+  ASSERT_FALSE(bad.has_value());
+  const auto text = bad.error().to_string();
+  for (const char* expected : {"control.not_ready_after", "control.not_ready_action",
+                               "control.node_problem_action", "alertmanager.node_labels",
+                               "alertmanager.default_action", "alertmanager.agent"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
+}
+
+TEST(config, dcgm_thresholds_are_read_and_bad_ones_named) {
+  auto good = parse_config("dcgm:\n  gpu_temp_c: {raise: 80, clear: 75}\n");
+  ASSERT_TRUE(good.has_value()) << good.error().to_string();
+  EXPECT_EQ(good->dcgm.thresholds.gpu_temp_c.raise, 80);
+  EXPECT_EQ(good->dcgm.thresholds.gpu_temp_c.clear, 75);
+  EXPECT_EQ(good->dcgm.thresholds.memory_temp_c.raise, 95); // untouched default
+
+  auto bad = parse_config(R"(
+dcgm:
+  gpu_temp_c: {raise: 80, clear: 85}
+  memory_temp_c: {raise: hot}
+  power_violation_share: {raise: 2}
+  bogus: 1
+)");
+  ASSERT_FALSE(bad.has_value());
+  const auto text = bad.error().to_string();
+  for (const char* expected : {"dcgm.gpu_temp_c.clear", "dcgm.memory_temp_c.raise",
+                               "dcgm.power_violation_share.raise", "dcgm.bogus"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 
 TEST(config, remediation_and_janitor_errors_name_the_key) {

@@ -1,5 +1,6 @@
 #include "actors/agent/xid/burst_grouper.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace vigil::agent {
@@ -60,7 +61,16 @@ std::optional<health_event> burst_grouper::offer(health_event event, wall_time a
       const auto& first = it->second.first;
       bool same_node = first.node_name == event.node_name;
       auto open_gpu = gpu_identity(first);
-      bool match = same_node
+      // A healthy event naming codes (a cancellation) ends those codes' bursts only.
+      bool codes_match =
+        event.error_codes.empty()
+        || std::any_of(first.error_codes.begin(), first.error_codes.end(),
+                       [&](const std::string& code) {
+                         return std::find(event.error_codes.begin(),
+                                          event.error_codes.end(), code)
+                                != event.error_codes.end();
+                       });
+      bool match = same_node && codes_match
                    && (gpu.empty() ? first.check_name == event.check_name
                                    : open_gpu == uuid || open_gpu == pci);
       if (match) {

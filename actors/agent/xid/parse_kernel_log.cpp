@@ -106,11 +106,15 @@ parse_result parse_kernel_log(std::istream& in, const parse_options& options) {
     if (!event)
       continue;
     ++counters.events_before_grouping;
-    if (auto now = grouper.offer(std::move(*event), last_time, closed)) {
-      if (!now->is_healthy)
-        index_by_id[now->id] = result.events.size();
-      result.events.push_back(std::move(*now));
-    }
+    auto cancelled = options.cancellations ? options.cancellations->cancelled_by(*event)
+                                           : std::vector<health_event>{};
+    cancelled.insert(cancelled.begin(), std::move(*event));
+    for (auto& e : cancelled)
+      if (auto now = grouper.offer(std::move(e), last_time, closed)) {
+        if (!now->is_healthy)
+          index_by_id[now->id] = result.events.size();
+        result.events.push_back(std::move(*now));
+      }
     apply_closed(closed, result.events, index_by_id);
   }
   grouper.close_all(closed);

@@ -14,6 +14,7 @@
 
 #include "actors/agent/topology/gpu_metadata.hpp"
 #include "actors/agent/xid/nic_driver_check.hpp"
+#include "actors/agent/xid/xid_cancellation.hpp"
 #include "actors/agent/xid/xid_catalog.hpp"
 #include "messages/health_event.hpp"
 #include "messages/wall_time.hpp"
@@ -56,6 +57,8 @@ struct parse_options {
   /// mlx5_core's fault lines (config/nic_driver_patterns.csv); none: not checked.
   std::shared_ptr<const nic_driver_check> nic_check;
   std::string sysfs_root = "/sys"; ///< where the NIC of a PCI address is looked up
+  /// config/xid_cancellations.csv; none: nothing is cancelled.
+  std::shared_ptr<const xid_cancellations> cancellations;
 };
 
 struct parse_counters {

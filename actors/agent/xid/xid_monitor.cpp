@@ -39,8 +39,17 @@ void poll_once(xid_monitor_actor* self, const clock& wall) {
       continue;
     }
     const auto at = line.realtime.value_or(now);
-    if (auto event = st.builder->build(parsed, line.text, at))
-      if (auto out = st.grouper.offer(std::move(*event), at, st.closed))
+    auto event = st.builder->build(parsed, line.text, at);
+    if (!event)
+      continue;
+    // Every superseding line cancels, even one its burst swallows: the
+    // records it supersedes may have come after the burst opened.
+    auto cancelled = st.parts.cancellations ? st.parts.cancellations->cancelled_by(*event)
+                                            : std::vector<health_event>{};
+    if (auto out = st.grouper.offer(std::move(*event), at, st.closed))
+      forward(self, std::move(*out));
+    for (auto& healthy : cancelled)
+      if (auto out = st.grouper.offer(std::move(healthy), at, st.closed))
         forward(self, std::move(*out));
   }
   st.grouper.expire(now, st.closed);

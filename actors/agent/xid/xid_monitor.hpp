@@ -15,6 +15,7 @@
 #include "actors/agent/xid/burst_grouper.hpp"
 #include "actors/agent/xid/nic_driver_check.hpp"
 #include "actors/agent/xid/parse_kernel_log.hpp"
+#include "actors/agent/xid/xid_cancellation.hpp"
 #include "actors/agent/xid/xid_events.hpp"
 #include "actors/agent/xid/xid_parser.hpp"
 #include "actors/protocol/agent_messages.hpp"
@@ -36,6 +37,8 @@ struct xid_monitor_parts {
   std::optional<agent::gpu_metadata> metadata;
   /// mlx5_core's fault lines (config/nic_driver_patterns.csv); null: none.
   std::shared_ptr<const agent::nic_driver_check> nic_check;
+  /// config/xid_cancellations.csv; none: nothing is cancelled.
+  std::shared_ptr<const agent::xid_cancellations> cancellations;
   std::string sysfs_root = "/sys";
 };
 

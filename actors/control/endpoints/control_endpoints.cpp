@@ -392,14 +392,22 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
       return with_identity(options, *shared, reply, control::token_use::metrics_reader,
                            read);
     }
-    if (path == "/v1/events") {
+    // HealthEvents (NDJSON, a JSON array or one object), or Alertmanager's
+    // webhook; both journaled by the ingest actor, with the same answer.
+    if (path == "/v1/events" || path == "/v1/alertmanager") {
       if (!post)
         return reply(to_http(control::error_reply(405, "use POST")));
+      const bool alerts = path == "/v1/alertmanager";
       return with_identity(
         options, *shared, reply, control::token_use::agent,
         [=](control::agent_identity who) {
-          auto items = control::parse_ingest_body(
-            shared->body, shared->header("content-type"), options.limits);
+          auto items =
+            alerts
+              ? control::parse_alertmanager_body(shared->body,
+                                                 shared->header("content-type"),
+                                                 options.alertmanager, options.limits)
+              : control::parse_ingest_body(shared->body, shared->header("content-type"),
+                                           options.limits);
           if (!items)
             return reply(to_http(control::request_failure_reply(items.error())));
           std::vector<std::string> nodes;

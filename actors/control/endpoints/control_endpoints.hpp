@@ -13,6 +13,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/ingest/alertmanager.hpp"
 #include "actors/control/ingest/ingest_logic.hpp"
 #include "actors/gateway/kube_gateway.hpp"
 #include "actors/janitor/janitor_actor.hpp"
@@ -46,6 +47,8 @@ caf::behavior endpoints(endpoints_actor* self, control_actors actors);
 
 struct control_http_options {
   control::ingest_limits limits;
+  /// POST /v1/alertmanager: alerts → events (the `alertmanager:` section).
+  control::alertmanager_mapping alertmanager;
   /// The operator's static token (any node); "" = none.
   std::string token;
   /// TokenReview of bearer tokens (actors/control/auth); null = none.

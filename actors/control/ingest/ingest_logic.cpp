@@ -184,6 +184,23 @@ expected<std::vector<document>> split_array(std::string_view body,
   return out;
 }
 
+bool is_json(std::string_view text) {
+  json_validator validator;
+  return json::sax_parse(text.begin(), text.end(), &validator);
+}
+
+// One pretty-printed object (what `curl -d @event.json` sends): its first line
+// is not a JSON value on its own, while the whole body is one. NDJSON's first
+// line always is.
+bool is_single_object(std::string_view body, std::size_t first) {
+  if (body[first] != '{')
+    return false;
+  const auto eol = body.find('\n', first);
+  if (eol == std::string_view::npos || body.find('\0') != std::string_view::npos)
+    return false;
+  return !is_json(body.substr(first, eol - first)) && is_json(body.substr(first));
+}
+
 ingest_item decode_document(const document& doc, std::string_view unit,
                             const ingest_limits& limits) {
   ingest_item item;
@@ -226,9 +243,12 @@ expected<std::vector<ingest_item>> parse_ingest_body(std::string_view body,
   const auto first = body.find_first_not_of(json_blanks);
   const bool is_array = first != std::string_view::npos && body[first] == '[';
   const auto max_documents = limits.max_events_per_request;
-  auto documents = is_array
-                     ? split_array(body, max_documents)
-                     : expected<std::vector<document>>(split_ndjson(body, max_documents));
+  const bool single =
+    !is_array && first != std::string_view::npos && is_single_object(body, first);
+  auto documents =
+    is_array ? split_array(body, max_documents)
+    : single ? expected<std::vector<document>>(std::vector<document>{{1, trim(body)}})
+             : expected<std::vector<document>>(split_ndjson(body, max_documents));
   if (!documents)
     return documents.error();
   if (documents->empty())

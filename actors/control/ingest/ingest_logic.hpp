@@ -40,7 +40,9 @@ inline constexpr std::string_view event_count_where = "event count";   ///< 413
 inline constexpr std::string_view body_where = "body"; ///< 400: no events, bad array
 
 /// Splits and decodes a request body. A body whose first non-blank byte is '['
-/// is a JSON array; otherwise NDJSON (blank lines skipped, "\r\n" tolerated); a
+/// is a JSON array; one JSON object spread over lines (pretty-printed: its first
+/// line is not JSON alone) is one event; otherwise NDJSON (blank lines
+/// skipped, "\r\n" tolerated); a
 /// leading UTF-8 byte-order mark is ignored. Content-Type "application/json",
 /// "application/x-ndjson", "application/jsonl" (parameters ignored) or absent.
 /// Whole-request failures: body over max_body_bytes, wrong content type, an array

@@ -288,8 +288,14 @@ caf::behavior node(node_actor* self, std::string name,
         reconcile(self);
     },
     [=](observe_atom, const std::string& node_json) {
-      if (take_node(self, node_json))
-        reconcile(self);
+      if (!take_node(self, node_json))
+        return;
+      check_conditions(self);
+      reconcile(self);
+    },
+    [=](condition_check_atom) {
+      self->state.condition_check_at.reset();
+      check_conditions(self);
     },
     [=](reconcile_atom) {
       self->state.retry_armed = false;

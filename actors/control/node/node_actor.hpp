@@ -106,6 +106,9 @@ struct node_settings {
   /// or event for this long gets the VigilAgentReporting=False condition and
   /// an Event (never a remediation). 0 (this default): not watched.
   std::chrono::seconds agent_silence{0};
+  /// control.not_ready_after, control.node_problem_conditions: what the Node's
+  /// own conditions raise (NodeNotReady → a reboot; node-problem-detector's).
+  control::node_condition_settings conditions;
   remediation_settings remediation;
 };
 
@@ -169,6 +172,11 @@ struct node_state {
   /// seed 000 §3.1: what this quarantine already drained; reset on release.
   control::drain_history drain_history = control::drain_history::none;
   std::string drained_key; ///< key of the last drain that completed
+  /// Ids of the condition events raised and not yet seen in the active set
+  /// (their journal append is in flight), so a repeated watch event does not
+  /// raise them twice; and the NotReady recheck timer armed, if any.
+  std::set<std::string> conditions_raised;
+  std::optional<wall_time> condition_check_at;
   /// Since when the node's agent has been silent; unset while it reports.
   std::optional<wall_time> agent_silent_since;
   /// The agent's latest PodResources report: which pod holds which GPU, for

@@ -36,6 +36,13 @@ void retry_later(node_actor* self, const std::string& what);
 /// Reads a Node from a response body into the observation.
 bool take_node(node_actor* self, const std::string& json);
 
+// node_condition_watch.cpp
+
+/// Raises or clears the events the Node's own conditions call for (NotReady
+/// past control.not_ready_after, node-problem-detector's problems), journaled
+/// first, then routed to this actor like any event; arms the NotReady timer.
+void check_conditions(node_actor* self);
+
 // node_drain.cpp
 
 /// After the quarantine converged: the drain, then (once drained) the

@@ -120,6 +120,11 @@ expected<observed_node> observe_node(const std::string& node_json,
         if (!c.is_object())
           continue;
         auto type = string_at(c, "type");
+        kube_condition seen{type, string_at(c, "status"), string_at(c, "reason"),
+                            string_at(c, "message"), std::nullopt};
+        if (auto since = parse_rfc3339(string_at(c, "lastTransitionTime")))
+          seen.since = *since;
+        out.conditions.push_back(std::move(seen));
         if (!is_managed(types, type))
           continue;
         obs.conditions[type] =

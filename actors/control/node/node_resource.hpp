@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/control/rules/label_selector.hpp"
+#include "actors/control/rules/node_conditions.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
 #include "messages/expected.hpp"
 #include "messages/wall_time.hpp"
@@ -31,6 +32,9 @@ struct observed_node {
   node_observation observation;
   std::string resource_version;
   bool gpu_node = false; ///< matches the fleet's GPU-node selector label
+  /// Every condition of the Node (Ready, node-problem-detector's, …), for
+  /// judge_node_conditions.
+  std::vector<kube_condition> conditions;
 };
 
 /// Reads a Node's JSON. Conditions are read for the types `policy` manages

@@ -46,12 +46,13 @@ bool matches(const rule_match& m, const health_event& e) {
          && filter_accepts_any(m.entity_types, entity_types_of(e));
 }
 
-std::string key_of(const std::string& agent, const std::string& check, const entity& e) {
-  return agent + "|" + check + "|" + e.type + "|" + e.value;
-}
-
-std::string check_prefix(const health_event& e) {
-  return e.agent + "|" + e.check_name + "|";
+// One record per agent, check, entity and (first) error code, as fleet_view
+// keys them: two XIDs on one GPU are two records, and a cancellation of one
+// leaves the other.
+std::string record_key(const std::string& agent, const std::string& check,
+                       const entity& e, const std::vector<std::string>& codes) {
+  return agent + "|" + check + "|" + e.type + "|" + e.value + "|"
+         + (codes.empty() ? std::string() : codes.front());
 }
 
 const quarantine_rule* find_rule(const std::vector<quarantine_rule>& rules,
@@ -220,35 +221,30 @@ void active_events::add(const health_event& e, const std::string& rule) {
     for (const auto& other : e.entities)
       if (!(other == subject))
         rec.reported_with.push_back(other);
-    records_[key_of(e.agent, e.check_name, subject)] = std::move(rec);
+    records_[record_key(e.agent, e.check_name, subject, e.error_codes)] = std::move(rec);
   }
 }
 
 bool active_events::clear(const health_event& e, const quarantine_policy& policy) {
-  const auto before = records_.size();
-  const auto prefix = check_prefix(e);
-  // seed 000 §2.2: no entities named means every entity of this check recovered.
-  if (e.entities.empty()) {
-    remove_if([&](const active_record& r) {
-      return r.agent == e.agent && r.check_name == e.check_name;
-    });
-    return records_.size() != before;
-  }
-  for (const auto& ent : e.entities)
-    records_.erase(key_of(e.agent, e.check_name, ent));
+  // seed 000 §2.2: the entities named (every entity of the check when none
+  // is), narrowed to the codes named when there are any.
+  auto removed = remove_if([&](const active_record& r) {
+    return healthy_event_clears(e, r.agent, r.check_name, r.subject, r.error_codes);
+  });
+  if (e.entities.empty())
+    return removed > 0;
   // seed 000 §1.2: a healthy event naming only the GPU UUID also clears the
   // PCI address reported with that GPU, which has no record of its own left.
-  remove_if([&](const active_record& r) {
-    if (r.agent != e.agent || r.check_name != e.check_name
-        || !contains(policy.alias_entity_types, r.subject.type))
+  removed += remove_if([&](const active_record& r) {
+    if (!contains(policy.alias_entity_types, r.subject.type))
       return false;
-    return std::any_of(r.reported_with.begin(), r.reported_with.end(),
-                       [&](const entity& other) {
-                         return !contains(policy.alias_entity_types, other.type)
-                                && contains(e.entities, other);
-                       });
+    return std::any_of(
+      r.reported_with.begin(), r.reported_with.end(), [&](const entity& other) {
+        return !contains(policy.alias_entity_types, other.type)
+               && healthy_event_clears(e, r.agent, r.check_name, other, r.error_codes);
+      });
   });
-  return records_.size() != before;
+  return removed > 0;
 }
 
 std::vector<active_record> active_events::records() const {

@@ -109,10 +109,11 @@ struct apply_outcome {
   std::string ignored;  ///< why the event was not tracked; empty when it was
 };
 
-/// Entity-level tracking of one node's active unhealthy events, with the
-/// matching of fleet_view (seed 000 §2.2): a healthy event clears the
-/// entities it names for the same agent and check, or all of that check's
-/// entities when it names none.
+/// Entity-level tracking of one node's active unhealthy events, one record per
+/// (agent, check, entity, error code), with the matching of fleet_view
+/// (healthy_event_clears, seed 000 §2.2): a healthy event clears the entities
+/// it names for the same agent and check, or all of that check's entities when
+/// it names none; when it names error codes, only records with one of them.
 class active_events {
 public:
   /// Applies one event of this node. Unhealthy events are tracked only when a
@@ -143,7 +144,7 @@ private:
   void add(const health_event& event, const std::string& rule);
   bool clear(const health_event& event, const quarantine_policy& policy);
 
-  // "agent|check|entityType|entityValue" → record (fleet_view's key)
+  // "agent|check|entityType|entityValue|errorCode" → record (fleet_view's key)
   std::map<std::string, active_record> records_;
 };
 

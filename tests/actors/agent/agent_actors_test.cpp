@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/agent/agent_endpoints.hpp"
+#include "actors/agent/dcgm/dcgm_monitor.hpp"
 #include "actors/agent/forwarder/forwarder.hpp"
 #include "actors/agent/nic/nic_monitor.hpp"
 #include "runtime/actor_clock.hpp"
@@ -262,6 +263,52 @@ CAF_TEST(nic_monitor_reports_a_port_going_down_on_its_interval) {
   sched.run();
 }
 
+// Pages (or failures) in order, as a dcgm-exporter would answer.
+struct scripted_pages : agent::metrics_page_source {
+  std::vector<vigil::expected<std::string>> answers;
+  std::size_t next = 0;
+  vigil::expected<std::string> fetch() override {
+    return next < answers.size() ? answers[next++] : answers.back();
+  }
+};
+
+CAF_TEST(dcgm_monitor_reports_an_outage_once_and_a_hot_gpu_on_its_interval) {
+  auto pages = std::make_shared<scripted_pages>();
+  const std::string hot = "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-0\"} 95\n";
+  pages->answers = {failure{"http://localhost:9400/metrics", "Connection refused"},
+                    failure{"http://localhost:9400/metrics", "Connection refused"},
+                    std::string("<html>not metrics</html>\n"), hot};
+  dcgm_monitor_config config;
+  config.node = "node-1";
+  auto wall = std::make_shared<caf_clock>(sys.clock(), from_unix(1700000000, 0));
+  auto monitor = sys.spawn(dcgm_monitor, config, pages, nullptr, fwd, wall);
+  sched.run();
+  CAF_REQUIRE_EQUAL(control_plane().bodies.size(), 1u);
+  CAF_CHECK(control_plane().bodies[0].find("DCGMExporterReachable") != std::string::npos);
+  CAF_CHECK(control_plane().bodies[0].find("STORE_ONLY") != std::string::npos);
+  for (int i = 0; i < 2; ++i) { // still refused, then not a metrics page: no more
+    advance_time(config.interval);
+    sched.run();
+  }
+  CAF_CHECK_EQUAL(control_plane().bodies.size(), 1u);
+  advance_time(config.interval);
+  sched.run();
+  const auto all = all_bodies();
+  CAF_CHECK(all.find("\"checkName\":\"DCGMThermal\"") != std::string::npos);
+  CAF_CHECK(all.find("dcgm-exporter is readable again") != std::string::npos);
+  self->send(monitor, figures_atom::value);
+  sched.run();
+  self->receive(
+    [](const agent::monitor_figures& f) {
+      CAF_CHECK_EQUAL(f.polls, 4u);
+      CAF_CHECK_EQUAL(f.events, 3u);
+      CAF_CHECK_EQUAL(f.malformed, 1u); // the HTML line
+    },
+    after(std::chrono::seconds{1}) >> [] { CAF_FAIL("no figures"); });
+  anon_send_exit(monitor, exit_reason::user_shutdown);
+  sched.run();
+}
+
 CAF_TEST(forwarder_heartbeats_at_start_and_every_interval_without_events) {
   CAF_CHECK_EQUAL(control_plane().heartbeats.size(), 1u); // the fixture's start-up check
   control_plane().heartbeats.clear();
@@ -343,7 +390,7 @@ CAF_TEST(forwarder_figures_count_sent_spooled_and_the_last_success) {
 CAF_TEST(healthz_is_200_while_every_component_answers) {
   auto xid = sys.spawn(fake_monitor, std::uint64_t{7});
   auto nic = sys.spawn(fake_monitor, std::uint64_t{3});
-  auto endpoints = sys.spawn(agent_endpoints, agent_components{fwd, xid, nic},
+  auto endpoints = sys.spawn(agent_endpoints, agent_components{fwd, xid, nic, {}, {}},
                              caf::timespan{std::chrono::seconds{2}});
   sched.run();
   auto health = get(endpoints, "/healthz");
@@ -381,7 +428,7 @@ CAF_TEST(healthz_is_503_naming_a_component_that_does_not_answer) {
   auto xid = sys.spawn(fake_monitor, std::uint64_t{7});
   auto nic = sys.spawn(fake_monitor, std::uint64_t{3});
   deref<stateful_actor<fake_monitor_state>>(nic).state.answers = false;
-  auto endpoints = sys.spawn(agent_endpoints, agent_components{fwd, xid, nic},
+  auto endpoints = sys.spawn(agent_endpoints, agent_components{fwd, xid, nic, {}, {}},
                              caf::timespan{std::chrono::seconds{2}});
   sched.run();
   auto health = get(endpoints, "/healthz");

@@ -196,7 +196,10 @@ health_event xid(const std::string& node, const std::string& uuid, bool healthy)
   e.check_name = "SysLogsXIDError";
   e.is_fatal = !healthy;
   e.is_healthy = healthy;
-  e.error_codes = {"79"};
+  // A recovery names no code, as the agent's "GPU reset occurred" does: it
+  // clears every XID of the GPU (one naming a code clears only that code).
+  if (!healthy)
+    e.error_codes = {"79"};
   e.entities = {{"GPU_UUID", uuid}};
   e.node_name = node;
   return e;

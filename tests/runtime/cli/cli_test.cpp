@@ -35,7 +35,7 @@ TEST(cli, every_subcommand_has_help) {
     EXPECT_NE(r.out.find("Usage: vigil " + cmd.name), std::string::npos) << cmd.name;
     EXPECT_NE(r.out.find("--config"), std::string::npos) << cmd.name;
   }
-  EXPECT_NE(run({"parse", "--help"}).out.find("kmsg|topo"), std::string::npos);
+  EXPECT_NE(run({"parse", "--help"}).out.find("kmsg|dcgm|topo"), std::string::npos);
   EXPECT_NE(run({"nic", "--help"}).out.find("--sysfs-root"), std::string::npos);
 }
 

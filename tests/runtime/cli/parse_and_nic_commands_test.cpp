@@ -10,6 +10,7 @@
 
 #include "actors/agent/topology/gpu_metadata.hpp"
 #include "runtime/cli/cli.hpp"
+#include "runtime/cli/parse_command.hpp"
 #include "tests/support/fake_sysfs.hpp"
 
 namespace vigil {
@@ -264,6 +265,62 @@ TEST_F(agent_startup, bad_timeouts_intervals_and_ports_name_their_flag) {
     EXPECT_EQ(r.code, 1) << flag << " " << value;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
   }
+}
+
+// `vigil parse dcgm`: the agent's DCGM check over pages on stdin; pages
+// concatenated are successive scrapes, --interval apart.
+struct parse_dcgm_command : ::testing::Test {
+  vigil_config config;
+
+  cli_result run_dcgm(const std::string& pages, std::vector<std::string> args) {
+    args.insert(args.begin(), "dcgm");
+    auto line = parse_command_line(parse_option_specs(), args);
+    EXPECT_TRUE(line.has_value());
+    std::ostringstream out, err;
+    std::istringstream in(pages);
+    command_context ctx{*line, config, out, err};
+    const int code = run_parse(ctx, in);
+    return {code, out.str(), err.str()};
+  }
+
+  static std::string temp(int gpu, int celsius) {
+    return "DCGM_FI_DEV_GPU_TEMP{gpu=\"" + std::to_string(gpu) + "\",UUID=\"GPU-"
+           + std::to_string(gpu) + "\",pci_bus_id=\"00000000:1" + std::to_string(gpu)
+           + ":00.0\"} " + std::to_string(celsius) + "\n";
+  }
+};
+
+TEST_F(parse_dcgm_command, prints_the_events_of_successive_pages) {
+  const auto pages = "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n" + temp(0, 50) + temp(1, 91)
+                     + "garbage{ line\n" + temp(0, 88) + temp(1, 91);
+  auto r = run_dcgm(pages, {"--node", "gpu-node-3", "--time", "2026-11-26T08:00:00Z"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto events = decode_lines(r.out);
+  ASSERT_EQ(events.size(), 3u) << r.out;
+  EXPECT_FALSE(events[0].is_healthy); // GPU 1 hot at the first page
+  EXPECT_EQ(events[0].node_name, "gpu-node-3");
+  EXPECT_EQ(events[0].check_name, "DCGMThermal");
+  EXPECT_EQ(format_rfc3339(*events[0].generated), "2026-11-26T08:00:00Z");
+  EXPECT_TRUE(events[1].is_healthy);  // GPU 0's first reading
+  EXPECT_FALSE(events[2].is_healthy); // GPU 0 hot on the second page, 30 s on
+  EXPECT_EQ(format_rfc3339(*events[2].generated), "2026-11-26T08:00:30Z");
+  EXPECT_NE(r.err.find("skipped line 4: label line has no ="), std::string::npos)
+    << r.err;
+  EXPECT_NE(r.err.find("2 pages, 4 samples, 2 GPUs, 1 lines skipped, 3 events"),
+            std::string::npos)
+    << r.err;
+}
+
+TEST_F(parse_dcgm_command, thresholds_come_from_the_config_and_bad_flags_are_named) {
+  config.dcgm.thresholds.gpu_temp_c = {40, 35};
+  auto r = run_dcgm(temp(0, 50), {"--node", "n"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(decode_lines(r.out).size(), 1u);
+  EXPECT_FALSE(decode_lines(r.out)[0].is_healthy);
+  EXPECT_EQ(run_dcgm("", {"--time", "yesterday"}).code, 1);
+  auto bad = run_dcgm("", {"--interval", "often"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--interval"), std::string::npos) << bad.err;
 }
 
 } // namespace

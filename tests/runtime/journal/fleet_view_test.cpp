@@ -136,6 +136,26 @@ TEST_P(fleet_view_test, healthy_event_clears_only_its_entities) {
   EXPECT_TRUE(rebuild_fleet_view(*store_)->view.active("n1").empty());
 }
 
+// The control plane's rule (healthy_event_clears): a healthy event naming a
+// code clears only that code's record; two codes on one GPU are two records.
+TEST(fleet_view, a_cancellation_clears_only_its_code) {
+  fleet_view view;
+  auto cancel = decode_health_event(xid_event("n1", "GPU-1", true));
+  ASSERT_TRUE(cancel.has_value());
+  cancel->error_codes = {"163"};
+  for (auto [i, body] : std::vector<std::pair<int, std::string>>{
+         {1, xid_event("n1", "GPU-1", false, "79")},
+         {2, xid_event("n1", "GPU-1", false, "163")},
+         {3, encode_health_event(*cancel)}})
+    ASSERT_TRUE(view.apply(row(i, "n1", body)).has_value());
+  auto active = view.active("n1");
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].error_code, "79");
+  auto saved = fleet_view::load(view.save());
+  ASSERT_TRUE(saved.has_value());
+  EXPECT_EQ(*saved, view);
+}
+
 INSTANTIATE_TEST_SUITE_P(stores, fleet_view_test, testing::Values("sqlite", "postgresql"),
                          [](const auto& info) { return info.param; });
 

@@ -97,6 +97,70 @@ TEST(parse_ingest_body, json_array_numbers_elements_and_keeps_valid_ones) {
   EXPECT_EQ(items[2].event->id, "evt-3");
 }
 
+// `curl -H 'Content-Type: application/json' -d @event.json`: one object,
+// pretty-printed, with NVSentinel's enums as protobuf numbers (Go's
+// encoding/json writes them so) and its customRecommendedAction.
+TEST(parse_ingest_body, one_pretty_printed_object_is_one_event) {
+  const std::string body = R"({
+  "version": 1,
+  "agent": "gpu-health-monitor",
+  "componentClass": "GPU",
+  "checkName": "GpuMemWatch",
+  "isFatal": true,
+  "isHealthy": false,
+  "recommendedAction": 27,
+  "customRecommendedAction": "GPU_THERMAL_QUALIFICATION",
+  "errorCode": [ "DCGM_FR_VOLATILE_DBE_DETECTED" ],
+  "entitiesImpacted": [
+    { "entityType": "GPU", "entityValue": "0" }
+  ],
+  "nodeName": "gpu-node-7",
+  "processingStrategy": 2
+}
+)";
+  auto items = parse_ok(body, "application/json");
+  ASSERT_EQ(items.size(), 1u);
+  ASSERT_TRUE(items[0].event) << items[0].error;
+  const auto& e = *items[0].event;
+  EXPECT_EQ(e.node_name, "gpu-node-7");
+  EXPECT_EQ(e.action, recommended_action::custom);
+  EXPECT_EQ(e.custom_action, "GPU_THERMAL_QUALIFICATION");
+  EXPECT_EQ(e.strategy, processing_strategy::store_only);
+  EXPECT_EQ(e.entities.size(), 1u);
+  // A pretty object that is not valid JSON is read as NDJSON: its lines are
+  // named one by one, nothing crashes.
+  auto broken = parse_ok("{\n  \"agent\": \"a\",\n", "application/json");
+  EXPECT_EQ(broken.size(), 2u);
+  EXPECT_FALSE(broken[0].event);
+}
+
+TEST(parse_ingest_body, enums_as_numbers_or_names_in_either_form) {
+  for (const auto& [field, expected] : std::vector<std::pair<std::string, std::string>>{
+         {R"("processingStrategy":0)", "EXECUTE_REMEDIATION"},
+         {R"("processingStrategy":1)", "EXECUTE_REMEDIATION"},
+         {R"("processingStrategy":"2")", "STORE_ONLY"},
+         {R"("processingStrategy":3)", "STORE_AND_ANALYSE"},
+         {R"("processingStrategy":"STORE_ONLY")", "STORE_ONLY"},
+         {R"("processingStrategy":"UNSPECIFIED")", "EXECUTE_REMEDIATION"}}) {
+    auto items = parse_ok(event_json("n1", "," + field));
+    ASSERT_TRUE(items[0].event) << field << ": " << items[0].error;
+    EXPECT_EQ(to_string(items[0].event->strategy), expected) << field;
+  }
+  for (const auto& [field, expected] : std::vector<std::pair<std::string, std::string>>{
+         {R"("recommendedAction":2)", "COMPONENT_RESET"},
+         {R"("recommendedAction":"24")", "RESTART_BM"},
+         {R"("recommendedAction":25)", "REPLACE_VM"},
+         {R"("recommendedAction":"CONTACT_SUPPORT")", "CONTACT_SUPPORT"}}) {
+    auto items = parse_ok(event_json("n1", "," + field));
+    ASSERT_TRUE(items[0].event) << field << ": " << items[0].error;
+    EXPECT_EQ(to_string(items[0].event->action), expected) << field;
+  }
+  auto bad = parse_ok(event_json("n1", R"(,"processingStrategy":7)") + "\n"
+                      + event_json("n1", R"(,"processingStrategy":true)"));
+  EXPECT_EQ(bad[0].error, "line 1: processingStrategy: unknown processing strategy 7");
+  EXPECT_TRUE(contains(bad[1].error, "a strategy name or number")) << bad[1].error;
+}
+
 TEST(parse_ingest_body, array_elements_are_checked_as_sent) {
   // Strings holding brackets and commas, a non-object element, and duplicate
   // keys (which a DOM round trip would silently merge).

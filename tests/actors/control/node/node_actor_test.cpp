@@ -44,6 +44,71 @@ CAF_TEST(a_healthy_event_for_another_gpu_does_not_uncordon) {
   CAF_CHECK_EQUAL(n["status"]["conditions"][0]["status"], "True");
 }
 
+// seed 003 (medik8s NodeHealthCheck's rule): a GPU node NotReady for
+// control.not_ready_after gets vigil's own NodeNotReady event (journaled,
+// RESTART_BM), which quarantines it; Ready again clears it. A node-problem-
+// detector condition becomes an event of its type the same way.
+CAF_TEST(a_gpu_node_that_stops_talking_gets_a_reboot_event_and_is_cleared_when_ready) {
+  control::quarantine_rule node_rule;
+  node_rule.name = "fatal-node";
+  node_rule.match.component_classes = {"Node"};
+  node_rule.match.is_fatal = true;
+  settings->quarantine.rules.push_back(node_rule);
+  start();
+  auto conditions = [&](json list) {
+    auto n = node("node-1");
+    n["status"]["conditions"] = std::move(list);
+    self->send(fleet, kube_watch_event{1, "MODIFIED", n.dump(), ""});
+    run();
+  };
+  auto ready = [&](const std::string& status) {
+    return json{{"type", "Ready"},
+                {"status", status},
+                {"reason", status == "True" ? "KubeletReady" : "NodeStatusUnknown"},
+                {"message", "Kubelet stopped posting node status."},
+                {"lastTransitionTime", format_rfc3339(time->wall_now())}};
+  };
+  conditions(json::array({ready("Unknown")}));
+  CAF_CHECK_EQUAL(journal_rows("event"), 0u); // not for 5 minutes yet
+  advance(std::chrono::seconds{299});
+  CAF_CHECK_EQUAL(journal_rows("event"), 0u);
+  advance(std::chrono::seconds{1});
+  CAF_REQUIRE_EQUAL(journal_rows("event"), 1u);
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(node_summary("node-1").dump().find("NodeNotReady") != std::string::npos);
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  auto raised = json::parse(rows->front().body);
+  CAF_CHECK_EQUAL(raised["checkName"], "NodeNotReady");
+  CAF_CHECK_EQUAL(raised["recommendedAction"], "RESTART_BM");
+  CAF_CHECK_EQUAL(raised["agent"], "vigil-control");
+  // The same condition seen again raises nothing more.
+  conditions(json::array({ready("Unknown")}));
+  CAF_CHECK_EQUAL(journal_rows("event"), 1u);
+  conditions(json::array({ready("True")}));
+  CAF_CHECK_EQUAL(journal_rows("event"), 2u);
+  CAF_CHECK(!cordoned("node-1"));
+
+  conditions(json::array({ready("True"), json{{"type", "KernelDeadlock"},
+                                              {"status", "True"},
+                                              {"reason", "DockerHung"},
+                                              {"message", "task docker:7 blocked"}}}));
+  CAF_CHECK_EQUAL(journal_rows("event"), 3u);
+  CAF_CHECK(cordoned("node-1"));
+  conditions(json::array({ready("True"), json{{"type", "KernelDeadlock"},
+                                              {"status", "False"},
+                                              {"reason", "KernelHasNoDeadlock"}}}));
+  CAF_CHECK_EQUAL(journal_rows("event"), 4u);
+  CAF_CHECK(!cordoned("node-1"));
+  // A Node that is not a GPU node is not vigil's to reboot.
+  auto cpu = node("node-2");
+  cpu["metadata"]["labels"] = json::object();
+  cpu["status"]["conditions"] = json::array({ready("False")});
+  self->send(fleet, kube_watch_event{1, "MODIFIED", cpu.dump(), ""});
+  advance(std::chrono::seconds{600});
+  CAF_CHECK_EQUAL(journal_rows("event"), 4u);
+}
+
 CAF_TEST(a_node_cordoned_by_someone_else_is_never_uncordoned) {
   CAF_REQUIRE(store
                 ->patch(*nodes(), "", "node-2", json{{"spec", {{"unschedulable", true}}}},

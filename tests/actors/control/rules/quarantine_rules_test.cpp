@@ -165,6 +165,56 @@ TEST_F(node_fixture, healthy_event_without_entities_clears_the_whole_check) {
   EXPECT_FALSE(obs.conditions["NICHealthy"].healthy);
 }
 
+// A healthy event naming error codes (a cancellation, a counter that
+// recovered) clears only the records raised with those codes: cancelling XID
+// 163 leaves the XID 48 on the same GPU, and the node quarantined.
+TEST_F(node_fixture, a_cancellation_clears_only_the_codes_it_names) {
+  step(xid(gpu_a));
+  auto power = xid(gpu_a);
+  power.error_codes = {"163"};
+  step(power);
+  EXPECT_EQ(active.size(), 4u); // GPU_UUID and PCI, for each code
+  auto cancel = xid(gpu_a, true);
+  cancel.error_codes = {"163"};
+  auto d = step(cancel);
+  EXPECT_FALSE(d.uncordon);
+  ASSERT_EQ(active.size(), 2u);
+  for (const auto& r : active.records())
+    EXPECT_EQ(r.error_codes, std::vector<std::string>{"48"});
+  // A code nobody raised clears nothing; a healthy event with no code, all.
+  cancel.error_codes = {"999"};
+  step(cancel);
+  EXPECT_EQ(active.size(), 2u);
+  cancel.error_codes.clear();
+  cancel.entities = {{"GPU_UUID", gpu_a}};
+  EXPECT_TRUE(step(cancel).uncordon);
+  EXPECT_TRUE(active.empty());
+}
+
+TEST(quarantine_rules, healthy_event_clears_is_scoped_by_agent_check_entity_and_code) {
+  auto healthy = xid(gpu_a, true);
+  const entity gpu{"GPU_UUID", gpu_a};
+  const std::vector<std::string> codes{"48"};
+  EXPECT_TRUE(healthy_event_clears(healthy, "syslog-health-monitor", "SysLogsXIDError",
+                                   gpu, codes));
+  EXPECT_FALSE(
+    healthy_event_clears(healthy, "other-agent", "SysLogsXIDError", gpu, codes));
+  EXPECT_FALSE(
+    healthy_event_clears(healthy, "syslog-health-monitor", "Other", gpu, codes));
+  EXPECT_FALSE(healthy_event_clears(healthy, "syslog-health-monitor", "SysLogsXIDError",
+                                    {"GPU_UUID", gpu_b}, codes));
+  healthy.entities.clear(); // the whole check
+  EXPECT_TRUE(healthy_event_clears(healthy, "syslog-health-monitor", "SysLogsXIDError",
+                                   {"GPU_UUID", gpu_b}, codes));
+  healthy.error_codes = {"79", "48"};
+  EXPECT_TRUE(healthy_event_clears(healthy, "syslog-health-monitor", "SysLogsXIDError",
+                                   gpu, codes));
+  EXPECT_FALSE(healthy_event_clears(healthy, "syslog-health-monitor", "SysLogsXIDError",
+                                    gpu, {"13"}));
+  EXPECT_FALSE(
+    healthy_event_clears(healthy, "syslog-health-monitor", "SysLogsXIDError", gpu, {}));
+}
+
 TEST_F(node_fixture, node_cordoned_by_someone_else_is_never_uncordoned) {
   obs.unschedulable = true; // an administrator cordoned it
   auto d = step(xid(gpu_a));

@@ -1,0 +1,46 @@
+// The fabric_monitor actor: asks nvidia-smi for each GPU's NVLink fabric
+// registration every interval and hands fabric_health's events to the
+// forwarder. nvidia-smi blocks (and may hang: it is killed after a timeout),
+// so spawn it detached.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/agent/agent_figures.hpp"
+#include "actors/agent/fabric/fabric_health.hpp"
+#include "actors/agent/topology/topology_collector.hpp"
+#include "runtime/clock.hpp"
+
+namespace vigil {
+
+struct fabric_monitor_config {
+  std::string node;
+  std::string nvidia_smi = "nvidia-smi";
+  std::chrono::milliseconds interval{60000};
+  std::chrono::seconds grace{600}; ///< registration may take this long
+};
+
+struct fabric_monitor_state {
+  std::optional<agent::fabric_health> health;
+  agent::command_runner run;
+  caf::actor forwarder;
+  std::string last_problem; ///< logged once until it changes
+  agent::monitor_figures figures;
+  static inline const char* name = "fabric_monitor";
+};
+
+using fabric_monitor_actor = caf::stateful_actor<fabric_monitor_state>;
+
+/// `run` executes the query (agent::timed_command_runner in the agent, a fake
+/// in tests). A query that fails (a driver without the fabric fields, a hung
+/// nvidia-smi) is logged once and counted as malformed, never an event.
+caf::behavior fabric_monitor(fabric_monitor_actor* self, fabric_monitor_config config,
+                             agent::command_runner run, caf::actor forwarder,
+                             std::shared_ptr<const clock> wall);
+
+} // namespace vigil
