@@ -108,13 +108,16 @@ parse_result parse_kernel_log(std::istream& in, const parse_options& options) {
     ++counters.events_before_grouping;
     auto cancelled = options.cancellations ? options.cancellations->cancelled_by(*event)
                                            : std::vector<health_event>{};
-    cancelled.insert(cancelled.begin(), std::move(*event));
-    for (auto& e : cancelled)
+    auto offer = [&](health_event e) {
       if (auto now = grouper.offer(std::move(e), last_time, closed)) {
         if (!now->is_healthy)
           index_by_id[now->id] = result.events.size();
         result.events.push_back(std::move(*now));
       }
+    };
+    offer(std::move(*event));
+    for (auto& e : cancelled)
+      offer(std::move(e));
     apply_closed(closed, result.events, index_by_id);
   }
   grouper.close_all(closed);
