@@ -5,13 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/source_tree.hpp"
+
 namespace vigil {
 namespace {
 
-std::string source_dir() {
-  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
-  return dir != nullptr ? dir : ".";
-}
+using test::config_dir;
+using test::source_dir;
 
 void expect_failure(const std::string& yaml, const std::string& where,
                     const std::string& what) {

@@ -3,21 +3,15 @@
 #include <cctype>
 #include <charconv>
 
+#include "actors/agent/text_input.hpp"
+
 namespace vigil::agent {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
-
 // nvidia-smi's "no value" spellings.
 std::string value_of(std::string_view field) {
-  field = trim(field);
+  field = trim_space(field);
   if (field == "N/A" || field == "[N/A]" || field == "[Not Supported]"
       || field == "Not Supported" || field == "[Unknown Error]")
     return "";
@@ -31,7 +25,7 @@ expected<std::vector<fabric_row>> parse_fabric_query(std::string_view csv) {
   std::size_t number = 0;
   while (!csv.empty()) {
     const auto eol = csv.find('\n');
-    auto line = trim(csv.substr(0, eol));
+    auto line = trim_space(csv.substr(0, eol));
     csv.remove_prefix(eol == std::string_view::npos ? csv.size() : eol + 1);
     ++number;
     if (line.empty() || line.substr(0, 5) == "index")
@@ -49,7 +43,7 @@ expected<std::vector<fabric_row>> parse_fabric_query(std::string_view csv) {
       return failure{where, "expected 5 fields (" + std::string(fabric_query_fields)
                               + "), found " + std::to_string(fields.size())};
     fabric_row row;
-    const auto index = trim(fields[0]);
+    const auto index = trim_space(fields[0]);
     auto [end, ec] =
       std::from_chars(index.data(), index.data() + index.size(), row.index);
     if (ec != std::errc() || end != index.data() + index.size())

@@ -3,17 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "actors/agent/text_input.hpp"
+
 namespace vigil::agent {
 
 namespace {
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-    text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-    text.remove_suffix(1);
-  return text;
-}
 
 bool all_digits(std::string_view text) {
   return !text.empty() && text.size() <= 4
@@ -53,7 +47,7 @@ expected<gpu_resource_names> parse_gpu_resource_names(std::string_view list) {
   names.patterns.clear();
   while (true) {
     const auto comma = list.find(',');
-    const auto entry = trim(list.substr(0, comma));
+    const auto entry = trim_space(list.substr(0, comma));
     if (entry.empty() || entry == "*")
       return failure{"--gpu-resources",
                      "an empty resource name in \"" + std::string(list) + "\""};

@@ -2,9 +2,8 @@
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "actors/agent/text_input.hpp"
 #include "actors/agent/xid/kernel_log_line.hpp"
 #include "actors/agent/xid/xid_events.hpp"
 
@@ -13,14 +12,6 @@ namespace vigil::agent {
 namespace {
 
 constexpr std::size_t max_message_bytes = 1024; // what ingest takes per string
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
 
 bool is_hex(char c) {
   return std::isxdigit(static_cast<unsigned char>(c)) != 0;
@@ -57,7 +48,7 @@ parse_nic_driver_patterns(std::string_view csv) {
   std::size_t number = 0;
   while (!csv.empty()) {
     auto eol = csv.find('\n');
-    auto line = trim(csv.substr(0, eol));
+    auto line = trim_space(csv.substr(0, eol));
     csv = eol == std::string_view::npos ? std::string_view{} : csv.substr(eol + 1);
     ++number;
     if (line.empty() || line.front() == '#')
@@ -72,7 +63,7 @@ parse_nic_driver_patterns(std::string_view csv) {
       auto comma = line.find(',');
       if (comma == std::string_view::npos)
         return failure{where, "expected name,fatal,action,regex,description"};
-      fields.push_back(trim(line.substr(0, comma)));
+      fields.push_back(trim_space(line.substr(0, comma)));
       line = line.substr(comma + 1);
     }
     nic_driver_pattern p;
@@ -90,7 +81,7 @@ parse_nic_driver_patterns(std::string_view csv) {
     p.regex = std::string(fields[3]);
     if (p.regex.empty())
       return failure{where + " regex", "is empty"};
-    p.description = std::string(trim(line));
+    p.description = std::string(trim_space(line));
     for (const auto& seen : out)
       if (seen.name == p.name)
         return failure{where + " name", "\"" + p.name + "\" is given twice"};
@@ -101,16 +92,7 @@ parse_nic_driver_patterns(std::string_view csv) {
 
 expected<std::vector<nic_driver_pattern>>
 load_nic_driver_patterns(const std::string& dir) {
-  const std::string path = dir + "/nic_driver_patterns.csv";
-  std::ifstream in(path);
-  if (!in)
-    return failure{path, "cannot be read"};
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto patterns = parse_nic_driver_patterns(text.str());
-  if (!patterns)
-    return failure{path + " " + patterns.error().where, patterns.error().what};
-  return patterns;
+  return load_config_file(dir, "nic_driver_patterns.csv", parse_nic_driver_patterns);
 }
 
 std::string first_pci_function(std::string_view text) {

@@ -2,20 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <sstream>
+
+#include "actors/agent/text_input.hpp"
 
 namespace vigil::agent {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
@@ -41,7 +34,7 @@ expected<xid_cancellations> xid_cancellations::parse(std::string_view csv) {
   std::size_t number = 0;
   for (auto raw : split(csv, '\n')) {
     ++number;
-    auto line = trim(raw);
+    auto line = trim_space(raw);
     if (line.empty() || line.front() == '#')
       continue;
     if (header) {
@@ -54,8 +47,8 @@ expected<xid_cancellations> xid_cancellations::parse(std::string_view csv) {
     auto fields = split(line, ',');
     if (fields.size() != 3)
       return fail("expected check,on_error_code,cancel_error_codes");
-    const auto check = trim(fields[0]);
-    const auto code = trim(fields[1]);
+    const auto check = trim_space(fields[0]);
+    const auto code = trim_space(fields[1]);
     if (check.empty() || has_space(check))
       return fail("check: empty or has spaces");
     if (code.empty() || has_space(code))
@@ -80,16 +73,7 @@ expected<xid_cancellations> xid_cancellations::parse(std::string_view csv) {
 }
 
 expected<xid_cancellations> xid_cancellations::load(const std::string& dir) {
-  const std::string path = dir + "/xid_cancellations.csv";
-  std::ifstream in(path);
-  if (!in)
-    return failure{path, "cannot be read"};
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto rules = parse(text.str());
-  if (!rules)
-    return failure{path + " " + rules.error().where, rules.error().what};
-  return rules;
+  return load_config_file(dir, "xid_cancellations.csv", parse);
 }
 
 std::vector<health_event>

@@ -8,15 +8,15 @@
 
 #include "actors/agent/xid/xid_catalog.hpp"
 
+#include "tests/support/source_tree.hpp"
+
 namespace vigil::agent {
 namespace {
 
-using namespace std::chrono_literals;
+using test::config_dir;
+using test::source_dir;
 
-std::string source_dir() {
-  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
-  return dir != nullptr ? dir : ".";
-}
+using namespace std::chrono_literals;
 
 const xid_catalog& catalog() {
   static const xid_catalog loaded = [] {

@@ -7,13 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/source_tree.hpp"
+
 namespace vigil::agent {
 namespace {
 
-std::string source_dir() {
-  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
-  return dir != nullptr ? dir : ".";
-}
+using test::config_dir;
+using test::source_dir;
 
 std::string fixture(const std::string& name) {
   std::ifstream in(source_dir() + "/tests/data/topo/" + name);

@@ -7,14 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/fresh_directory.hpp"
+#include "tests/support/source_tree.hpp"
 
 namespace vigil::agent {
 namespace {
 
-std::string config_dir() {
-  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
-  return std::string(dir != nullptr ? dir : ".") + "/config";
-}
+using test::config_dir;
+using test::source_dir;
 
 const nic_driver_check& shipped() {
   static const nic_driver_check check = [] {

@@ -7,13 +7,13 @@
 
 #include "actors/agent/xid/parse_kernel_log.hpp"
 
+#include "tests/support/source_tree.hpp"
+
 namespace vigil::agent {
 namespace {
 
-std::string config_dir() {
-  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
-  return std::string(dir != nullptr ? dir : ".") + "/config";
-}
+using test::config_dir;
+using test::source_dir;
 
 health_event xid(std::string code) {
   health_event e;

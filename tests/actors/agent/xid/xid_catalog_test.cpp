@@ -5,13 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/source_tree.hpp"
+
 namespace vigil::agent {
 namespace {
 
-std::string source_dir() {
-  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
-  return dir != nullptr ? dir : ".";
-}
+using test::config_dir;
+using test::source_dir;
 
 const xid_catalog& catalog() {
   static const xid_catalog loaded = [] {
