@@ -95,6 +95,10 @@ manifest agent_daemon_set(const install_context& ctx) {
        "--metrics-port=" + metrics,
        "--heartbeat-interval=60s",
        "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
+       // The same vigil.yaml as control: its dcgm: section is the agent's
+       // DCGM thresholds.
+       "--config",
+       std::string(config_dir) + "/vigil.yaml",
      }},
     {"ports", object::array({port("metrics", agent_metrics_port)})},
     // Topology collection runs before the port opens: two nvidia-smi calls
@@ -120,6 +124,8 @@ manifest agent_daemon_set(const install_context& ctx) {
                     volume_mount("kmsg", "/dev/kmsg", true),
                     volume_mount("state", "/var/lib/vigil", false),
                     volume_mount("pod-resources", "/var/lib/kubelet/pod-resources", true),
+                    // /etc/vigil before the CA inside it, as control's
+                    volume_mount("config", config_dir, true),
                     volume_mount(token_volume["name"], token_dir, true),
                     volume_mount("control-ca", ca_dir, true)})},
   };
@@ -133,11 +139,14 @@ manifest agent_daemon_set(const install_context& ctx) {
     {"containers", object::array({container})},
     {"volumes",
      object::array(
-       {host_path("sys", "/sys", "Directory"), host_path("proc", "/proc", "Directory"),
+       {host_path("sys", "/sys", "Directory"),
+        host_path("proc", "/proc", "Directory"),
         host_path("kmsg", "/dev/kmsg", "CharDevice"),
         host_path("state", "/var/lib/vigil", "DirectoryOrCreate"),
         host_path("pod-resources", "/var/lib/kubelet/pod-resources", "Directory"),
-        token_volume, secret_volume("control-ca", control_ca_secret)})},
+        token_volume,
+        secret_volume("control-ca", control_ca_secret),
+        {{"name", "config"}, {"configMap", {{"name", "vigil-config"}}}}})},
   };
   auto ds = header("apps/v1", "DaemonSet", "vigil-agent", ctx.ns, "agent");
   ds["spec"] = {

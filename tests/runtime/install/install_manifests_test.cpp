@@ -191,6 +191,11 @@ TEST(install_manifests, the_namespace_flag_moves_everything_and_the_lease) {
   const auto& agent = pod_spec(*find(r, "DaemonSet", "vigil-agent"))["containers"][0];
   EXPECT_EQ(agent["image"], "registry.example/vigil:1.2");
   EXPECT_EQ(agent["args"][1], "--control-url=https://vigil-control.ops.svc:8443");
+  // The agent reads the same vigil.yaml (its dcgm: thresholds).
+  const auto& args = agent["args"];
+  auto config_flag = std::find(args.begin(), args.end(), "--config");
+  ASSERT_NE(config_flag, args.end());
+  EXPECT_EQ(*std::next(config_flag), "/etc/vigil/vigil.yaml");
 }
 
 TEST(install_manifests, ports_come_from_the_configuration) {
