@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <sstream>
 
 #include "actors/agent/topology/gpu_metadata.hpp"
@@ -178,11 +177,15 @@ struct dcgm_scrape {
     return *value - last->second;
   }
 
-  // A per-code XID count: a code that first appears after the GPU's first
-  // page grew from 0.
+  // A per-code XID count: how many XIDs of that code to report now. The
+  // windowed count (XIDs in the exporter's last few minutes) is reported at
+  // the first reading too, a recent fault; the count since the exporter
+  // started is a baseline then. After that, growth, a code that first
+  // appears having grown from 0.
   std::optional<double> code_count_increase(const std::string& key) const {
     if (!before.scraped)
-      return std::nullopt;
+      return key.rfind(std::string(xid_count) + "/", 0) == 0 ? now.get(key)
+                                                             : std::nullopt;
     if (before.counters.count(key) == 0)
       return now.get(key);
     return increase(key);

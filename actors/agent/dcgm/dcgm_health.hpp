@@ -51,7 +51,8 @@ public:
   /// (the healthy ones grouped into one event per check naming those GPUs, so
   /// records left by an earlier run are cleared); after that only changes.
   /// Counters need two pages: the first is their baseline, and a counter that
-  /// went down (the exporter restarted) is a new baseline.
+  /// went down (the exporter restarted) is a new baseline (the windowed XID
+  /// count, XIDs of the last minutes, is reported at the first page too).
   std::vector<health_event> observe(const metric_page& page, wall_time now);
 
   /// The exporter could not be read (refused, timed out, not a metrics

@@ -146,18 +146,32 @@ TEST(dcgm_health, a_standing_xid_is_reported_at_the_first_reading) {
   EXPECT_EQ(gpus_named(events[1]), std::vector<std::string>{uuid(1)});
 }
 
-TEST(dcgm_health, xid_counts_per_code_need_a_baseline_then_raise_on_growth) {
+// The windowed count (XIDs in the exporter's last minutes) is a recent fault
+// even at the first reading; the count since the exporter started is only a
+// baseline then. Later, growth of either raises.
+TEST(dcgm_health, xid_counts_per_code_raise_when_recent_or_growing) {
   checker c;
   const auto count = [](std::string_view xid, std::string_view value) {
     return "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"2\",UUID=\"" + uuid(2) + "\",xid=\""
            + std::string(xid) + "\",window_size_in_ms=\"300000\"} " + std::string(value)
            + "\n";
   };
-  EXPECT_TRUE(c.scrape(count("13", "1")).empty()); // baseline
-  EXPECT_TRUE(c.scrape(count("13", "1")).empty());
-  auto grew = c.scrape(count("13", "1") + count("94", "2"));
+  auto recent = c.scrape(count("79", "1"));
+  ASSERT_EQ(recent.size(), 1u);
+  EXPECT_EQ(recent[0].error_codes[0], "79");
+  EXPECT_FALSE(recent[0].is_healthy);
+  EXPECT_TRUE(c.scrape(count("79", "1")).empty());
+  auto grew = c.scrape(count("79", "1") + count("94", "2"));
   ASSERT_EQ(grew.size(), 1u);
   EXPECT_EQ(grew[0].error_codes[0], "94");
+  const auto total = [](std::string_view value) {
+    return "DCGM_EXP_XID_ERRORS_TOTAL{gpu=\"5\",UUID=\"" + uuid(5) + "\",xid=\"31\"} "
+           + std::string(value) + "\n";
+  };
+  EXPECT_TRUE(c.scrape(total("4")).empty()); // since the exporter started: a baseline
+  auto more = c.scrape(total("5"));
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(more[0].error_codes[0], "31");
   // The window's "no XID" sample has no xid label: ignored.
   EXPECT_TRUE(c.scrape("DCGM_EXP_XID_ERRORS_COUNT{gpu=\"2\",UUID=\"" + uuid(2)
                        + "\",window_size_in_ms=\"300000\"} 0\n")
