@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,25 +14,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "actors/agent/text_input.hpp"
 #include "actors/agent/topology/topo_parser.hpp"
 
 namespace vigil::agent {
 
 namespace {
 
-expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    return failure{path, "cannot be read"};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A file's text when `file` is set, else the command's output.
 expected<std::string> output_of(const std::string& file, const std::string& command,
                                 const command_runner& run) {
-  return file.empty() ? run(command) : read_file(file);
+  return file.empty() ? run(command) : read_text_file(file);
 }
 
 // "30s", or "200ms" when not whole seconds.
