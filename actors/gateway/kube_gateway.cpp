@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "runtime/kube/watch_stream.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -128,12 +129,12 @@ void start_stream(kube_gateway_actor* self, std::uint64_t id) {
 // relist when the server says our version is gone.
 void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint64_t id,
                    const std::string& line) {
-  auto event = json::parse(line, nullptr, false);
-  if (!event.is_object() || !event.contains("type") || !event["type"].is_string()
-      || !event.contains("object") || !event["object"].is_object()) {
+  auto event = kube::decode_watch_line(line);
+  if (!event) {
     ++self->state.stats->bad_watch_lines;
-    component_logger("gateway")->warn("watch {}: not a watch event ({} bytes); resuming",
-                                      sub.spec.resource.plural, line.size());
+    component_logger("gateway")->warn(
+      "watch {}: not a watch event ({} bytes: {}); resuming", sub.spec.resource.plural,
+      line.size(), event.error().to_string());
     self->state.client->stop_watch(sub.stream);
     ++sub.generation;
     ++sub.failures;
@@ -141,12 +142,10 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
                        sub.generation);
     return;
   }
-  const std::string type = event["type"];
-  const json& object = event["object"];
-  if (type == "ERROR") {
+  if (event->type == "ERROR") {
     self->state.client->stop_watch(sub.stream);
     ++sub.generation;
-    if (object.value("code", 0) == 410) {
+    if (event->status_code == 410) {
       relist(self, id);
       return;
     }
@@ -156,12 +155,11 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
     return;
   }
   sub.failures = 0;
-  auto meta = object.value("metadata", json::object());
-  if (auto rv = meta.find("resourceVersion"); rv != meta.end() && rv->is_string())
-    sub.resource_version = rv->get<std::string>();
+  if (!event->resource_version.empty())
+    sub.resource_version = event->resource_version;
   ++self->state.stats->watch_events;
-  self->send(sub.subscriber,
-             kube_watch_event{id, type, object.dump(), sub.resource_version});
+  self->send(sub.subscriber, kube_watch_event{id, event->type, event->object.dump(),
+                                              sub.resource_version});
 }
 
 } // namespace

@@ -106,6 +106,9 @@ int run_control(command_context& ctx) {
       return plane.error();
     for (const auto& [name, actor] : plane->named)
       caf::anon_send(p.root, adopt_atom::value, name, actor);
+    auto http_counters = std::make_shared<http::server_counters>();
+    server_options.counters = http_counters;
+    plane->actors.http_figures = http_counters;
     auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
     auto console = spawn_console(p.system, plane->actors, fleet_at);
     caf::anon_send(p.root, adopt_atom::value, std::string("console"), console.api);

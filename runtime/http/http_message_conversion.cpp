@@ -3,7 +3,10 @@
 // set and those that are not valid HTTP left out.
 #include "runtime/http/http_server_internal.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cstdint>
 #include <string>
 
 namespace vigil::http {
@@ -69,6 +72,28 @@ request to_request(wire_request&& message, const std::string& peer) {
   return r;
 }
 
+void apply_limits(request_parser& parser, const server_options& options) {
+  parser.header_limit(static_cast<std::uint32_t>(
+    std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
+  parser.body_limit(static_cast<std::uint64_t>(options.max_body_bytes));
+}
+
+std::optional<unreadable_request> answer_to_read_error(error_code ec,
+                                                       const server_options& options) {
+  if (ec == wire::error::body_limit)
+    return unreadable_request{413, "request body exceeds "
+                                     + std::to_string(options.max_body_bytes) + " bytes"};
+  if (ec == wire::error::header_limit)
+    return unreadable_request{431, "request header exceeds "
+                                     + std::to_string(options.max_header_bytes)
+                                     + " bytes"};
+  static const auto& parse_errors =
+    wire::make_error_code(wire::error::bad_method).category();
+  if (ec != wire::error::end_of_stream && ec.category() == parse_errors)
+    return unreadable_request{400, "malformed request: " + ec.message()};
+  return std::nullopt;
+}
+
 wire_response to_wire(response r, unsigned version, bool keep_alive, bool head) {
   if (r.status < 200 || r.status > 599)
     r = plain_text(500, "internal error: invalid status " + std::to_string(r.status));
@@ -94,4 +119,36 @@ std::string endpoint_text(const tcp::endpoint& endpoint) {
 }
 
 } // namespace detail
+std::variant<request, unreadable_request> read_request(std::string_view bytes,
+                                                       const server_options& options) {
+  detail::request_parser parser;
+  detail::apply_limits(parser, options);
+  parser.eager(true);
+  error_code ec;
+  // put() takes a header only whole, and a body as far as it goes.
+  while (!parser.is_done() && !bytes.empty()) {
+    const auto used = parser.put(asio::buffer(bytes.data(), bytes.size()), ec);
+    bytes.remove_prefix(used);
+    if (ec == wire::error::need_more) {
+      ec = {};
+      if (used == 0)
+        break;
+      continue;
+    }
+    if (ec || used == 0)
+      break;
+  }
+  if (!ec && !parser.is_done()) {
+    parser.put_eof(ec);
+    if (!ec && !parser.is_done())
+      ec = wire::error::partial_message;
+  }
+  if (ec) {
+    auto answer = detail::answer_to_read_error(ec, options);
+    return answer ? *answer
+                  : unreadable_request{400, "malformed request: " + ec.message()};
+  }
+  return detail::to_request(parser.release(), "read_request");
+}
+
 } // namespace vigil::http

@@ -34,6 +34,8 @@ public:
   impl(server_options options, handler on_request)
     : io_(options.threads), acceptor_(asio::make_strand(io_)),
       accept_retry_(acceptor_.get_executor()) {
+    if (options.counters)
+      core_.counters = options.counters;
     core_.options = std::move(options);
     core_.on_request = std::move(on_request);
   }
@@ -118,12 +120,7 @@ public:
     core_.registry->open.clear(); // empty already unless threads never started
   }
 
-  server_stats stats() const {
-    const auto& c = core_.stats;
-    return {c.connections,       c.requests,     c.rejected_too_large,
-            c.bad_requests,      c.tls_failures, c.rejected_connections,
-            c.active_connections};
-  }
+  server_stats stats() const { return read_counters(*core_.counters); }
 
   std::uint16_t port() const { return port_; }
 
@@ -165,8 +162,8 @@ private:
     const auto remote = socket.remote_endpoint(ec);
     if (ec)
       return; // gone already
-    if (core_.stats.active_connections >= core_.options.max_connections) {
-      ++core_.stats.rejected_connections;
+    if (core_.counters->active_connections >= core_.options.max_connections) {
+      ++core_.counters->rejected_connections;
       return; // the socket closes as it goes out of scope
     }
     socket.set_option(tcp::no_delay(true), ec);
@@ -210,6 +207,13 @@ server::~server() {
 
 std::uint16_t server::port() const {
   return impl_->port();
+}
+
+server_stats read_counters(const server_counters& c) {
+  return {
+    c.connections,         c.requests,      c.rejected_too_large, c.bad_requests,
+    c.incomplete_requests, c.slow_requests, c.tls_failures,       c.rejected_connections,
+    c.active_connections};
 }
 
 server_stats server::stats() const {

@@ -3,13 +3,16 @@
 // that callers never see Asio and a handler may answer later from an actor.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "messages/expected.hpp"
@@ -89,6 +92,8 @@ using responder = std::function<void(response)>;
 /// An exception it throws before answering becomes a 500.
 using handler = std::function<void(request, responder)>;
 
+struct server_counters;
+
 struct server_options {
   std::string address = "127.0.0.1"; ///< IPv4 or IPv6 literal to listen on
   std::uint16_t port = 0;            ///< 0 = pick a free port (see server::port)
@@ -103,18 +108,60 @@ struct server_options {
   /// More concurrent connections are accepted and closed at once (counted).
   std::size_t max_connections = 4096;
   int threads = 1; ///< I/O threads
+  /// Where the server counts (shared with a /metrics endpoint); null: its own.
+  std::shared_ptr<server_counters> counters;
 };
 
-/// Counters since start; each read is atomic, the set is not a snapshot.
-struct server_stats {
-  std::uint64_t connections = 0;          ///< accepted and served
-  std::uint64_t requests = 0;             ///< complete requests given to the handler
-  std::uint64_t rejected_too_large = 0;   ///< answered 413 (body) or 431 (header)
-  std::uint64_t bad_requests = 0;         ///< malformed HTTP, answered 400
-  std::uint64_t tls_failures = 0;         ///< failed or timed-out TLS handshakes
-  std::uint64_t rejected_connections = 0; ///< closed at once: over max_connections
-  std::uint64_t active_connections = 0;   ///< open now (a gauge)
+/// A request the server cannot read, as it answers it: 413 (body over
+/// max_body_bytes), 431 (header over max_header_bytes) or 400 (not HTTP/1.x),
+/// with the reason sent as text.
+struct unreadable_request {
+  int status = 400;
+  std::string reason;
 };
+
+/// Reads one request from `bytes` as a connection of a server with `options`
+/// reads it (the same parser, limits, chunked bodies and conversion); for
+/// tests and fuzzing. Bytes that end before the request does are a 400
+/// ("partial message"); bytes after it are left alone.
+std::variant<request, unreadable_request> read_request(std::string_view bytes,
+                                                       const server_options& options);
+
+/// What the server counts, from its I/O threads. Shared, so that a /metrics
+/// endpoint set up before the server starts can read them (server_options::
+/// counters); each read is atomic, the set is not a snapshot.
+struct server_counters {
+  std::atomic<std::uint64_t> connections{0}; ///< accepted and served
+  std::atomic<std::uint64_t> requests{0};    ///< complete, given to the handler
+  std::atomic<std::uint64_t> rejected_too_large{
+    0};                                       ///< answered 413 (body) or 431 (header)
+  std::atomic<std::uint64_t> bad_requests{0}; ///< malformed HTTP, answered 400
+  /// The client ended the connection mid-request (a truncated body, chunked
+  /// or not): answered 400 if it still listens, never given to the handler.
+  std::atomic<std::uint64_t> incomplete_requests{0};
+  /// A request still unread when the deadline (idle_timeout) came: a client
+  /// trickling its header or body (slowloris), closed.
+  std::atomic<std::uint64_t> slow_requests{0};
+  std::atomic<std::uint64_t> tls_failures{0}; ///< failed or timed-out TLS handshakes
+  std::atomic<std::uint64_t> rejected_connections{
+    0}; ///< closed at once: over max_connections
+  std::atomic<std::uint64_t> active_connections{0}; ///< open now (a gauge)
+};
+
+/// The counters' values at one moment, field by field.
+struct server_stats {
+  std::uint64_t connections = 0;
+  std::uint64_t requests = 0;
+  std::uint64_t rejected_too_large = 0;
+  std::uint64_t bad_requests = 0;
+  std::uint64_t incomplete_requests = 0;
+  std::uint64_t slow_requests = 0;
+  std::uint64_t tls_failures = 0;
+  std::uint64_t rejected_connections = 0;
+  std::uint64_t active_connections = 0;
+};
+
+server_stats read_counters(const server_counters& counters);
 
 class server {
 public:

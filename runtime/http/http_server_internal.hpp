@@ -30,11 +30,16 @@ namespace detail {
 
 using wire_request = wire::request<wire::string_body>;
 using wire_response = wire::response<wire::string_body>;
+using request_parser = wire::request_parser<wire::string_body>;
 
-struct counters {
-  std::atomic<std::uint64_t> connections{0}, requests{0}, rejected_too_large{0},
-    bad_requests{0}, tls_failures{0}, rejected_connections{0}, active_connections{0};
-};
+/// Puts the server's header and body limits on a fresh parser.
+void apply_limits(request_parser& parser, const server_options& options);
+
+/// How the server answers a request it could not read (`ec` from reading
+/// it); nullopt when nobody is left to answer: the client left, timed out
+/// or broke TLS.
+std::optional<unreadable_request> answer_to_read_error(error_code ec,
+                                                       const server_options& options);
 
 /// What the registry and responders know of a connection; both calls are
 /// thread-safe (they post onto the connection's strand).
@@ -96,7 +101,7 @@ struct server_core {
   // whole by server::reload_tls, while each open connection keeps its own.
   std::shared_ptr<asio::ssl::context> tls;
   mutable std::mutex tls_mutex;
-  counters stats;
+  std::shared_ptr<server_counters> counters = std::make_shared<server_counters>();
   std::shared_ptr<connection_registry> registry = std::make_shared<connection_registry>();
 
   std::shared_ptr<asio::ssl::context> current_tls() const {
@@ -107,7 +112,7 @@ struct server_core {
   void forget(const connection* closed) {
     std::lock_guard<std::mutex> guard(registry->mutex);
     if (registry->open.erase(closed) > 0)
-      --stats.active_connections;
+      --counters->active_connections;
   }
 };
 

@@ -186,7 +186,7 @@ private:
     // A handshake that timed out is a TLS failure even when stop() closed the
     // connection before this handler ran; one aborted by stop() is not.
     if (ec == beast::error::timeout || (ec && !closed_))
-      ++core_.stats.tls_failures;
+      ++core_.counters->tls_failures;
     if (closed_)
       return;
     if (ec)
@@ -196,8 +196,7 @@ private:
 
   void read_header() {
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(core_.options.max_header_bytes));
-    parser_->body_limit(static_cast<std::uint64_t>(core_.options.max_body_bytes));
+    apply_limits(*parser_, core_.options);
     transport().expires_after(core_.options.idle_timeout);
     wire::async_read_header(stream_, buffer_, *parser_,
                             [self = this->shared_from_this()](
@@ -240,31 +239,25 @@ private:
   }
 
   void on_read_error(error_code ec) {
-    const auto& options = core_.options;
-    if (ec == wire::error::body_limit) {
-      ++core_.stats.rejected_too_large;
-      return reject(413, "request body exceeds " + std::to_string(options.max_body_bytes)
-                           + " bytes");
-    }
-    if (ec == wire::error::header_limit) {
-      ++core_.stats.rejected_too_large;
-      return reject(431, "request header exceeds "
-                           + std::to_string(options.max_header_bytes) + " bytes");
-    }
-    if (ec != wire::error::end_of_stream && ec.category() == parse_errors()) {
-      ++core_.stats.bad_requests;
-      return reject(400, "malformed request: " + ec.message());
-    }
-    close_now(); // the client left, timed out or broke TLS: nobody to answer
-  }
-
-  static const boost::system::error_category& parse_errors() {
-    return wire::make_error_code(wire::error::bad_method).category();
+    auto& counted = *core_.counters;
+    if (ec == beast::error::timeout
+        && (buffer_.size() > 0 || (parser_ && parser_->got_some())))
+      ++counted.slow_requests; // a request begun and not finished in time
+    auto answer = answer_to_read_error(ec, core_.options);
+    if (!answer)
+      return close_now(); // the client left, timed out or broke TLS
+    if (ec == wire::error::partial_message)
+      ++counted.incomplete_requests;
+    else if (answer->status == 400)
+      ++counted.bad_requests;
+    else
+      ++counted.rejected_too_large;
+    reject(answer->status, std::move(answer->reason));
   }
 
   void hand_over(wire_request message) {
     parser_.reset();
-    ++core_.stats.requests;
+    ++core_.counters->requests;
     version_ = message.version();
     keep_alive_ = message.keep_alive();
     head_ = message.method() == wire::verb::head;
@@ -457,9 +450,9 @@ void open_as(server_core& core, tcp::socket&& socket, std::string peer) {
     if (core.registry->stopped)
       return;
     core.registry->open.emplace(s.get(), s);
-    ++core.stats.active_connections;
+    ++core.counters->active_connections;
   }
-  ++core.stats.connections;
+  ++core.counters->connections;
   s->start();
 }
 

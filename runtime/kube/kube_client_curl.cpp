@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 
 #include "runtime/kube/kube_client.hpp"
+#include "runtime/kube/watch_stream.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil::kube {
@@ -37,9 +38,11 @@ struct transfer {
   pacing_clock::time_point not_before{};
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
-  std::string body; // response body, or the unfinished watch line
+  std::string body;          // response body (a watch's only when it failed)
+  watch_line_splitter lines; // a watch's body, line by line
   std::optional<std::chrono::seconds> retry_after;
   bool cancelled = false;
+  bool line_too_long = false; // a watch line past the splitter's limit ended it
 };
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
@@ -55,22 +58,17 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     t->body.append(data, bytes);
     return bytes;
   }
-  std::string_view chunk{data, bytes};
-  while (!chunk.empty() && !t->cancelled) {
-    auto nl = chunk.find('\n');
-    if (nl == std::string_view::npos) {
-      t->body.append(chunk);
-      break;
-    }
-    if (t->body.empty()) {
-      if (nl > 0)
-        t->on_line(chunk.substr(0, nl));
-    } else {
-      t->body.append(chunk.substr(0, nl));
-      t->on_line(t->body);
-      t->body.clear();
-    }
-    chunk.remove_prefix(nl + 1);
+  if (t->cancelled)
+    return bytes;
+  // A line past the splitter's limit is not a watch event: returning short
+  // makes libcurl end the transfer, and the watch's end handler resumes it.
+  const bool more = t->lines.feed({data, bytes}, [t](std::string_view line) {
+    t->on_line(line);
+    return !t->cancelled;
+  });
+  if (!more && !t->cancelled) {
+    t->line_too_long = true;
+    return 0;
   }
   return bytes;
 }
@@ -345,15 +343,22 @@ private:
   }
 
   void end_watch(transfer& t, CURLcode code, long status) {
-    if (code != CURLE_OK)
+    if (t.line_too_long)
+      t.on_end(kube_error{200,
+                          "WatchLineTooLong",
+                          "a line of the watch stream exceeded "
+                            + std::to_string(watch_line_splitter::default_max_line_bytes)
+                            + " bytes: not a watch",
+                          {}});
+    else if (code != CURLE_OK)
       t.on_end(kube_error{0, "Transport", curl_easy_strerror(code), {}});
     else if (status != 200)
       t.on_end(error_from_response({status, t.body}, t.retry_after));
-    else if (!t.body.empty())
+    else if (t.lines.pending_bytes() > 0)
       t.on_end(kube_error{200,
                           "TruncatedWatchLine",
                           "the stream ended inside a line of "
-                            + std::to_string(t.body.size()) + " bytes",
+                            + std::to_string(t.lines.pending_bytes()) + " bytes",
                           {}});
     else
       t.on_end(std::nullopt);

@@ -516,6 +516,10 @@ TEST_F(control_integration, an_agent_reports_only_for_its_own_node) {
   EXPECT_EQ(metrics("ingest-token"), 200);
   EXPECT_EQ(metrics("agent-of-node-1"), 401);
   EXPECT_EQ(metrics("nobody"), 401);
+  // The HTTPS server's own counters are on it (vigil_http_*).
+  const auto scraped = post_to(port, "/metrics", "prometheus-token", "").second;
+  EXPECT_NE(scraped.find("vigil_http_requests_total "), std::string::npos) << scraped;
+  EXPECT_NE(scraped.find("vigil_http_connections_open "), std::string::npos);
   // The console: its page loads without a token (a browser sends none with a
   // navigation); its API wants the same tokens as /metrics.
   EXPECT_EQ(test::get_with_token(port, "/console/", "").first, 200);

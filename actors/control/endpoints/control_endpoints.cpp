@@ -87,6 +87,8 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
                             metrics::append(families, m->collect());
                           if (const auto& g = self->state.actors.gateway_figures)
                             metrics::append(families, gateway_metric_families(*g));
+                          if (const auto& h = self->state.actors.http_figures)
+                            metrics::append(families, http_metric_families(*h));
                           auto r = text(200, metrics::exposition(families));
                           r.content_type = metrics::content_type;
                           reply(std::move(r));
@@ -132,6 +134,41 @@ metrics::family_list gateway_metric_families(const kube_gateway_stats& stats) {
     out.push_back(f.gauge ? metrics::gauge(f.name, f.help, value)
                           : metrics::counter(f.name, f.help, value));
   }
+  return out;
+}
+
+metrics::family_list http_metric_families(const http::server_counters& counters) {
+  const auto c = http::read_counters(counters);
+  struct figure {
+    const char* name;
+    const char* help;
+    std::uint64_t value;
+  };
+  const figure figures[] = {
+    {"vigil_http_connections_total", "connections accepted", c.connections},
+    {"vigil_http_requests_total", "complete requests handed to a handler", c.requests},
+    {"vigil_http_connections_refused_total",
+     "connections closed at once: over the server's connection limit",
+     c.rejected_connections},
+    {"vigil_http_requests_too_large_total",
+     "requests refused unread for their body (413) or header (431) size",
+     c.rejected_too_large},
+    {"vigil_http_requests_malformed_total", "requests that were not HTTP/1.x (400)",
+     c.bad_requests},
+    {"vigil_http_requests_incomplete_total",
+     "requests the client cut off mid-way (a truncated body); never handled",
+     c.incomplete_requests},
+    {"vigil_http_requests_slow_total",
+     "requests not complete within the idle timeout (slowloris); closed",
+     c.slow_requests},
+    {"vigil_http_tls_failures_total", "TLS handshakes that failed or timed out",
+     c.tls_failures},
+  };
+  metrics::family_list out;
+  for (const auto& f : figures)
+    out.push_back(metrics::counter(f.name, f.help, static_cast<double>(f.value)));
+  out.push_back(metrics::gauge("vigil_http_connections_open", "connections open now",
+                               static_cast<double>(c.active_connections)));
   return out;
 }
 

@@ -32,13 +32,14 @@ struct control_actors {
   std::shared_ptr<const janitor_metrics> janitor_figures;
   /// The Kubernetes gateway's figures; null when there is none.
   std::shared_ptr<const kube_gateway_stats> gateway_figures;
+  /// The HTTPS server's connection and request counters; null before it exists.
+  std::shared_ptr<const http::server_counters> http_figures;
 };
 
 /// Asks the actors for their figures and answers /metrics, /readyz and the
 /// breaker reset: (metrics_atom | ready_atom | reset_atom, http::responder).
 struct endpoints_state {
   control_actors actors;
-  const http::server* server = nullptr; ///< its connection counters, when set
   static inline const char* name = "endpoints";
 };
 using endpoints_actor = caf::stateful_actor<endpoints_state>;
@@ -74,6 +75,11 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
 
 /// The gateway's figures (vigil_kube_*) as metric families.
 metrics::family_list gateway_metric_families(const kube_gateway_stats& stats);
+
+/// vigil_http_*: connections, requests, and each kind of bad client the
+/// server turned away (too large, malformed, incomplete, slow, not TLS, over
+/// the connection limit).
+metrics::family_list http_metric_families(const http::server_counters& counters);
 /// Their Prometheus text; for tests.
 std::string render_gateway_metrics(const kube_gateway_stats& stats);
 

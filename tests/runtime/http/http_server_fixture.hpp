@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cctype>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -193,6 +195,15 @@ public:
 
   /// True when the server closed (or reset) the connection with nothing more to read.
   bool closed_by_server() { return pending_.empty() && !receive(); }
+
+  /// Waits up to `limit` for the server to close the connection (or send
+  /// something); true when it closed.
+  bool closed_within(std::chrono::milliseconds limit) {
+    pollfd ready{fd_, POLLIN, 0};
+    if (::poll(&ready, 1, static_cast<int>(limit.count())) <= 0)
+      return false;
+    return !receive();
+  }
 
   /// Reads until the server closes; what came.
   std::string read_to_end() {

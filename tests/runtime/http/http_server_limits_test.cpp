@@ -1,10 +1,15 @@
 // The HTTP server against clients that ask too much or misbehave: oversized
-// bodies and headers, 100-continue, garbage, more connections than allowed,
-// and connections left idle or silent (no TLS hello).
+// bodies and headers, 100-continue, garbage, truncated chunked bodies, more
+// connections than allowed, a thousand at once, connections left idle,
+// silent (no TLS hello) or trickling a header (slowloris), and bytes that
+// are not TLS. Each is counted (server_counters, on the control plane's
+// /metrics as vigil_http_*), and nothing reaches a handler half-read.
 #include "runtime/http/http_server.hpp"
 
 #include <atomic>
 #include <random>
+#include <sys/resource.h>
+#include <variant>
 
 #include <gtest/gtest.h>
 
@@ -148,6 +153,139 @@ TEST_F(http_server_test, idle_and_silent_tls_connections_are_closed) {
   raw_client silent(server_->port());
   EXPECT_TRUE(silent.closed_by_server()); // never said hello
   EXPECT_EQ(final_stats().tls_failures, 1u);
+}
+
+TEST(read_request, reads_as_a_connection_does) {
+  server_options options;
+  options.max_body_bytes = 16;
+  options.max_header_bytes = 256;
+  auto whole = read_request("POST /v1/events?a=b HTTP/1.1\r\nHost: t\r\nX-A: 1\r\n"
+                            "X-A: 2\r\nContent-Length: 5\r\n\r\nhello",
+                            options);
+  ASSERT_TRUE(std::holds_alternative<request>(whole));
+  const auto& r = std::get<request>(whole);
+  EXPECT_EQ(r.path, "/v1/events");
+  EXPECT_EQ(r.query, "a=b");
+  EXPECT_EQ(r.header("x-a"), "1, 2");
+  EXPECT_EQ(r.body, "hello");
+
+  auto chunked =
+    read_request("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                 "\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n",
+                 options);
+  ASSERT_TRUE(std::holds_alternative<request>(chunked));
+  EXPECT_EQ(std::get<request>(chunked).body, "abcde");
+
+  auto status_of = [&](std::string_view bytes) {
+    auto read = read_request(bytes, options);
+    return std::holds_alternative<unreadable_request>(read)
+             ? std::get<unreadable_request>(read).status
+             : 200;
+  };
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "5\r\nab"),
+            400); // truncated chunked body
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: t"), 400); // header never ends
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 17\r\n\r\n"), 413);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nX: " + std::string(300, 'x') + "\r\n\r\n"), 431);
+  EXPECT_EQ(status_of("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"), 400);
+}
+
+TEST_F(http_server_test, a_truncated_chunked_body_never_reaches_the_handler) {
+  std::atomic<int> calls{0};
+  start({}, [&](request, responder answer) {
+    ++calls;
+    answer(text(200, "should not happen"));
+  });
+  raw_client client(server_->port());
+  client.send("POST /v1/events HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "40\r\n{\"nodeName\":\"node-1\"");
+  client.finish_sending(); // the client goes away mid-chunk
+  EXPECT_EQ(client.read_response().status, 400);
+  EXPECT_TRUE(client.closed_by_server());
+  EXPECT_EQ(calls, 0);
+  auto stats = final_stats();
+  EXPECT_EQ(stats.incomplete_requests, 1u);
+  EXPECT_EQ(stats.requests, 0u);
+}
+
+TEST_F(http_server_test, a_header_trickled_byte_by_byte_is_cut_at_the_deadline) {
+  server_options options;
+  options.idle_timeout = std::chrono::seconds{1};
+  start_echo(options);
+  raw_client slow(server_->port());
+  // A slowloris client: one header byte whenever a wait for the server's
+  // close ends without it. Each byte would reset a per-read timer; the
+  // server's deadline covers the whole request, so it closes within about
+  // one second, long before the header limit or this loop's bound.
+  const std::string header = "GET / HTTP/1.1\r\nHost: t\r\n" + std::string(4000, 'X');
+  std::size_t sent = 0;
+  while (sent < header.size() && !slow.closed_within(std::chrono::milliseconds{100}))
+    slow.send(header.substr(sent++, 1));
+  EXPECT_LT(sent, header.size()) << "the server never closed the connection";
+  auto stats = final_stats();
+  EXPECT_EQ(stats.slow_requests, 1u);
+  EXPECT_EQ(stats.requests, 0u);
+}
+
+TEST_F(http_server_test, bytes_that_are_not_tls_are_a_tls_failure) {
+  auto pki = kube::make_test_pki();
+  ASSERT_TRUE(pki.has_value()) << pki.error().to_string();
+  server_options tls;
+  tls.cert_pem = pki->server_cert_pem;
+  tls.key_pem = pki->server_key_pem;
+  start_echo(tls);
+  raw_client plain(server_->port());
+  plain.send(get("/")); // HTTP where a ClientHello belongs
+  plain.read_to_end();  // at most a TLS alert, then the server closes
+  raw_client broken(server_->port());
+  // A TLS record header announcing a handshake, then garbage.
+  broken.send(std::string("\x16\x03\x01\x00\x40", 5) + std::string(64, '\xff'));
+  broken.read_to_end();
+  curl_client client(pki->ca_cert_pem);
+  auto r = client.call("GET", url("/after", "https"));
+  EXPECT_EQ(r.status, 200) << curl_easy_strerror(r.code);
+  auto stats = final_stats();
+  EXPECT_EQ(stats.tls_failures, 2u);
+  EXPECT_EQ(stats.requests, 1u);
+}
+
+TEST_F(http_server_test,
+       a_thousand_connections_at_once_are_served_or_refused_and_counted) {
+  // 1,000 clients and their 1,000 server ends in this process.
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_cur < 2200) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 2200);
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (files.rlim_cur < 2200)
+    GTEST_SKIP() << "needs 2,200 open files; the hard limit is " << files.rlim_max;
+  server_options options;
+  options.max_connections = 600;
+  start_echo(options);
+  std::vector<std::unique_ptr<raw_client>> clients;
+  for (int i = 0; i < 1000; ++i)
+    clients.push_back(std::make_unique<raw_client>(server_->port()));
+  int served = 0;
+  int refused = 0;
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    clients[i]->send(get("/" + std::to_string(i)));
+    auto r = clients[i]->read_response();
+    if (r.status == 200 && r.body == "GET /" + std::to_string(i))
+      ++served;
+    else
+      ++refused;
+  }
+  EXPECT_EQ(served, 600);
+  EXPECT_EQ(refused, 400);
+  clients.clear(); // the server keeps serving once they are gone
+  curl_client client;
+  EXPECT_EQ(client.call("GET", url("/after")).status, 200);
+  auto stats = final_stats();
+  EXPECT_EQ(stats.rejected_connections, 400u);
+  EXPECT_EQ(stats.requests, 601u);
 }
 
 } // namespace

@@ -70,5 +70,25 @@ TEST(render_gateway_metrics, reports_the_api_servers_requests_and_watches) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
 }
 
+TEST(http_metric_families, counts_every_kind_of_client_turned_away) {
+  http::server_counters c;
+  c.connections = 1000;
+  c.requests = 601;
+  c.rejected_connections = 400;
+  c.incomplete_requests = 2;
+  c.slow_requests = 1;
+  c.tls_failures = 3;
+  c.active_connections = 5;
+  auto text = metrics::exposition(http_metric_families(c));
+  for (const char* expected :
+       {"vigil_http_connections_total 1000", "vigil_http_requests_total 601",
+        "vigil_http_connections_refused_total 400",
+        "vigil_http_requests_too_large_total 0", "vigil_http_requests_malformed_total 0",
+        "vigil_http_requests_incomplete_total 2", "vigil_http_requests_slow_total 1",
+        "vigil_http_tls_failures_total 3", "vigil_http_connections_open 5",
+        "# TYPE vigil_http_connections_open gauge"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+}
+
 } // namespace
 } // namespace vigil
