@@ -180,7 +180,7 @@ private:
         serve_watch(stream, path, q);
         return; // a watch ends its connection
       }
-      if (auto r = injected_fault(); r) {
+      if (auto r = injected_fault(req, path); r) {
         if (!write_reply(stream, req, *r))
           return;
         continue;
@@ -222,7 +222,8 @@ private:
     ++served_[verb];
   }
 
-  std::optional<rest_reply> injected_fault() {
+  std::optional<rest_reply> injected_fault(const request_t& req,
+                                           const std::string& path) {
     test_server_faults f;
     double roll;
     {
@@ -238,6 +239,17 @@ private:
       auto r = error_reply(429, "TooManyRequests", "injected throttling");
       r.retry_after = std::to_string(f.retry_after_seconds);
       return r;
+    }
+    const double conflict_roll = roll - f.error_fraction - f.throttle_fraction;
+    if (conflict_roll >= 0 && conflict_roll < f.node_conflict_fraction
+        && (req.method() == http::verb::patch || req.method() == http::verb::put)
+        && path.rfind("/api/v1/nodes/", 0) == 0
+        && req.body().find("\"resourceVersion\"") != std::string::npos) {
+      const auto name = path.substr(14, path.find('/', 14) - 14);
+      return error_reply(409, "Conflict",
+                         "Operation cannot be fulfilled on nodes \"" + name
+                           + "\": the object has been modified; please apply your "
+                             "changes to the latest version and try again");
     }
     return std::nullopt;
   }

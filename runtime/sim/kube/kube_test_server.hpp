@@ -33,6 +33,10 @@ struct test_server_faults {
   double error_fraction = 0;    ///< answered 500 InternalError
   double throttle_fraction = 0; ///< answered 429 TooManyRequests with Retry-After
   int retry_after_seconds = 1;
+  /// Writes to a Node (PUT, PATCH) that name the resourceVersion they were
+  /// based on, answered 409 Conflict as when another writer (the kubelet, an
+  /// operator) changed the node in between.
+  double node_conflict_fraction = 0;
 };
 
 class kube_test_server {

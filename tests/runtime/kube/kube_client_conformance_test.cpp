@@ -222,6 +222,26 @@ TEST_F(client_conformance, throttling_and_errors_are_retried_then_reported) {
   server_->set_faults({});
 }
 
+TEST_F(client_conformance, injected_node_conflicts_hit_only_writes_based_on_a_version) {
+  start();
+  call("POST", resource_path(nodes), node("gpu-1").dump());
+  test_server_faults conflicts;
+  conflicts.node_conflict_fraction = 1.0;
+  server_->set_faults(conflicts);
+  auto based =
+    call("PATCH", resource_path(nodes, "", "gpu-1"),
+         R"({"metadata":{"resourceVersion":"1"},"spec":{"unschedulable":true}})", "",
+         "application/merge-patch+json");
+  ASSERT_FALSE(based.ok());
+  EXPECT_TRUE(based.error().conflict()) << based.error().to_string();
+  auto blind =
+    call("PATCH", resource_path(nodes, "", "gpu-1"), R"({"spec":{"unschedulable":true}})",
+         "", "application/merge-patch+json");
+  EXPECT_TRUE(blind.ok());
+  EXPECT_TRUE(call("GET", resource_path(nodes, "", "gpu-1")).ok());
+  server_->set_faults({});
+}
+
 TEST_F(client_conformance, tls_with_a_generated_ca_and_client_certificates) {
   auto pki = make_test_pki();
   ASSERT_TRUE(pki.has_value()) << pki.error().to_string();

@@ -1,0 +1,185 @@
+#include "tests/chaos/chaos_audit.hpp"
+
+#include <algorithm>
+#include <deque>
+
+#include <nlohmann/json.hpp>
+
+namespace vigil::chaos {
+
+namespace {
+
+using json = nlohmann::json;
+
+const json* items_of(const kube::store_result& listed) {
+  if (!listed.ok() || !listed.value->contains("items"))
+    return nullptr;
+  return &(*listed.value)["items"];
+}
+
+std::string text_at(const json& object, std::initializer_list<const char*> path) {
+  const json* at = &object;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key))
+      return "";
+    at = &(*at)[key];
+  }
+  return at->is_string() ? at->get<std::string>() : "";
+}
+
+} // namespace
+
+void api_auditor::poll(const kube::object_store& store, double now) {
+  if (const auto* nodes = store.find_type("", "v1", "nodes")) {
+    const auto listed = store.list(*nodes, "", {});
+    if (const json* items = items_of(listed))
+      for (const auto& node : *items) {
+        const auto name = text_at(node, {"metadata", "name"});
+        const bool cordoned =
+          node.value("spec", json::object()).value("unschedulable", false);
+        auto [it, first] = cordoned_.emplace(name, cordoned);
+        if (!first && cordoned && !it->second)
+          ++cordons_[name];
+        if (first && cordoned)
+          ++cordons_[name];
+        it->second = cordoned;
+      }
+  }
+  for (const char* plural : {"gpuresets", "rebootnodes", "terminatenodes"}) {
+    const auto* type = store.find_type("vigil.dev", "v1alpha1", plural);
+    if (type == nullptr)
+      continue;
+    const auto listed = store.list(*type, "", {});
+    const json* items = items_of(listed);
+    if (items == nullptr)
+      continue;
+    for (const auto& cr : *items) {
+      const auto key = std::string(plural) + "/" + text_at(cr, {"metadata", "name"});
+      auto [it, first] = crs_.emplace(key, cr_sighting{});
+      if (first) {
+        it->second.kind = plural;
+        it->second.node = text_at(cr, {"metadata", "labels", "vigil.dev/node"});
+        it->second.group =
+          text_at(cr, {"metadata", "annotations", "vigil.dev/equivalence-group"});
+        it->second.first_seen = now;
+      }
+      const auto phase = text_at(cr, {"status", "phase"});
+      if (it->second.finished < 0 && (phase == "Succeeded" || phase == "Failed"))
+        it->second.finished = now;
+    }
+  }
+}
+
+chaos_verdict judge(const std::vector<journal_record>& journal,
+                    const std::set<std::string>& acknowledged, const api_auditor& audit,
+                    const breaker_limits& breaker) {
+  chaos_verdict v;
+  v.journal_rows = journal.size();
+  v.acknowledged = acknowledged.size();
+  std::set<std::string> stored;
+  std::map<std::string, int> cordon_decisions;
+  std::map<std::string, std::string> last_remediation_phase;
+  std::vector<double> admitted; // seconds since the epoch of admitted quarantines
+  for (const auto& row : journal) {
+    if (row.kind == "event") {
+      stored.insert(row.idempotency_key);
+      continue;
+    }
+    const auto body = json::parse(row.body, nullptr, false);
+    if (!body.is_object())
+      continue;
+    if (row.kind == "quarantine") {
+      if (body.value("cordon", false))
+        ++cordon_decisions[row.node];
+      if (body.value("startsQuarantine", false))
+        admitted.push_back(
+          std::chrono::duration<double>(row.recorded_at.time_since_epoch()).count());
+    } else if (row.kind == "remediation") {
+      last_remediation_phase[row.node] = body.value("phase", "");
+    }
+  }
+  for (const auto& id : acknowledged)
+    if (stored.count(id) == 0) {
+      ++v.lost;
+      v.findings.push_back("lost: event " + id);
+    }
+
+  // Two CRs of one equivalence group on one node at once: one fault, two repairs.
+  std::map<std::pair<std::string, std::string>, std::vector<const cr_sighting*>> by_group;
+  for (const auto& [key, cr] : audit.crs())
+    by_group[{cr.node, cr.group}].push_back(&cr);
+  for (auto& [group, crs] : by_group) {
+    std::sort(crs.begin(), crs.end(), [](const cr_sighting* a, const cr_sighting* b) {
+      return a->first_seen < b->first_seen;
+    });
+    for (std::size_t i = 1; i < crs.size(); ++i)
+      if (crs[i - 1]->finished < 0 || crs[i - 1]->finished > crs[i]->first_seen) {
+        ++v.duplicate_crs;
+        v.findings.push_back("duplicate CR: " + crs[i]->kind + " on " + group.first
+                             + " for group " + group.second);
+      }
+  }
+  for (const auto& [node, times] : audit.cordons())
+    if (auto decided = cordon_decisions[node]; times > decided) {
+      v.duplicate_cordons += static_cast<std::uint64_t>(times - decided);
+      v.findings.push_back("duplicate cordon: " + node + " cordoned "
+                           + std::to_string(times) + " times for "
+                           + std::to_string(decided) + " decisions");
+    }
+  for (const auto& [key, cr] : audit.crs())
+    if (cr.finished < 0) {
+      ++v.stuck_crs;
+      v.findings.push_back("stuck CR: " + key + " on " + cr.node);
+    }
+
+  std::map<std::string, std::map<std::string, int>> crs_per_node;
+  for (const auto& [key, cr] : audit.crs())
+    ++crs_per_node[cr.node][cr.kind];
+  for (const auto& [node, cordoned] : audit.cordoned()) {
+    const auto phase = last_remediation_phase[node];
+    if (cordoned && phase != "manual") {
+      ++v.stuck_nodes;
+      v.findings.push_back("stuck node: " + node + " cordoned, last remediation step \""
+                           + phase + "\"");
+    }
+    std::string state = cordoned ? "cordoned" : "schedulable";
+    for (const auto& [kind, count] : crs_per_node[node])
+      state += " " + kind + "=" + std::to_string(count);
+    // The order of a workflow's last rows (verified, validated) may differ
+    // between runs; whether it ended with a person is what matters.
+    if (phase == "manual")
+      state += " waiting-for-a-person";
+    v.final_state[node] = state;
+  }
+
+  // The breaker: admitted quarantines in any window never exceed the limit.
+  std::sort(admitted.begin(), admitted.end());
+  std::deque<double> window;
+  std::uint64_t worst = 0;
+  for (double at : admitted) {
+    window.push_back(at);
+    while (window.front() <= at - breaker.window_seconds)
+      window.pop_front();
+    worst = std::max<std::uint64_t>(worst, window.size());
+  }
+  if (breaker.max_nodes > 0 && worst > breaker.max_nodes)
+    v.breaker_excess = worst - breaker.max_nodes;
+  return v;
+}
+
+std::uint64_t diverged(const chaos_verdict& clean, const chaos_verdict& chaos,
+                       std::vector<std::string>* which) {
+  std::uint64_t count = 0;
+  for (const auto& [node, state] : clean.final_state) {
+    auto it = chaos.final_state.find(node);
+    if (it != chaos.final_state.end() && it->second == state)
+      continue;
+    ++count;
+    if (which != nullptr)
+      which->push_back(node + ": clean \"" + state + "\", chaos \""
+                       + (it == chaos.final_state.end() ? "?" : it->second) + "\"");
+  }
+  return count;
+}
+
+} // namespace vigil::chaos
