@@ -497,6 +497,69 @@ expected<health_event> decode_health_event(std::string_view text,
   return event;
 }
 
+namespace {
+
+// `text` as the encoder writes it (an invalid UTF-8 sequence becomes U+FFFD,
+// three bytes), cut to at most `limit` bytes at a character boundary and
+// ended with "…".
+void fit_string(std::string& text, std::size_t limit) {
+  if (std::any_of(text.begin(), text.end(),
+                  [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+    text = json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace))
+             .get<std::string>();
+  if (text.size() <= limit)
+    return;
+  static constexpr std::string_view ellipsis = "\xE2\x80\xA6";
+  if (limit < ellipsis.size()) {
+    text.clear();
+    return;
+  }
+  std::size_t cut = limit - ellipsis.size();
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut; // not inside a multi-byte character
+  text.resize(cut);
+  text += ellipsis;
+}
+
+} // namespace
+
+health_event fit_to_limits(health_event e, const decode_limits& limits) {
+  fit_string(e.message, limits.max_message_bytes);
+  for (auto* field : {&e.id, &e.agent, &e.component_class, &e.check_name,
+                      &e.custom_action, &e.node_name})
+    fit_string(*field, limits.max_string_bytes);
+  if (e.error_codes.size() > limits.max_error_codes)
+    e.error_codes.resize(limits.max_error_codes);
+  for (auto& code : e.error_codes)
+    fit_string(code, limits.max_string_bytes);
+  if (e.entities.size() > limits.max_entities)
+    e.entities.resize(limits.max_entities);
+  for (auto& entity : e.entities) {
+    fit_string(entity.type, limits.max_string_bytes);
+    fit_string(entity.value, limits.max_string_bytes);
+  }
+  std::map<std::string, std::string> metadata;
+  for (auto& [key, value] : e.metadata) {
+    if (metadata.size() == limits.max_metadata_entries)
+      break;
+    auto k = key;
+    auto v = value;
+    fit_string(k, limits.max_string_bytes);
+    fit_string(v, limits.max_string_bytes);
+    metadata.emplace(std::move(k), std::move(v));
+  }
+  e.metadata = std::move(metadata);
+  while (encode_health_event(e).size() > limits.max_event_bytes) {
+    if (!e.metadata.empty())
+      e.metadata.erase(std::prev(e.metadata.end()));
+    else if (!e.message.empty())
+      fit_string(e.message, e.message.size() / 2);
+    else
+      break;
+  }
+  return e;
+}
+
 std::string encode_health_event(const health_event& e) {
   json doc = json::object();
   if (!e.id.empty())

@@ -128,6 +128,14 @@ struct decode_limits {
 expected<health_event> decode_health_event(std::string_view json,
                                            const decode_limits& limits = {});
 
+/// The event cut down to what decode_health_event accepts under `limits`, so
+/// that an agent never sends what ingest must refuse: strings cut at a UTF-8
+/// character boundary and ended with "…", lists and metadata cut to their
+/// counts, then metadata dropped from the end (and the message cut further)
+/// until the encoding fits max_event_bytes. An event within the limits is
+/// returned unchanged.
+health_event fit_to_limits(health_event event, const decode_limits& limits = {});
+
 /// Compact camelCase JSON; recommendedAction written as its name, the
 /// timestamp in RFC 3339. decode(encode(e)) == e for every valid e.
 std::string encode_health_event(const health_event& event);

@@ -79,7 +79,7 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
   std::set<std::string> stored;
   std::map<std::string, int> cordon_decisions;
   std::map<std::string, std::string> last_remediation_phase;
-  std::vector<double> admitted; // seconds since the epoch of admitted quarantines
+  std::vector<std::pair<double, std::string>> admitted; // (when, node) of admissions
   for (const auto& row : journal) {
     if (row.kind == "event") {
       stored.insert(row.idempotency_key);
@@ -92,8 +92,9 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
       if (body.value("cordon", false))
         ++cordon_decisions[row.node];
       if (body.value("startsQuarantine", false))
-        admitted.push_back(
-          std::chrono::duration<double>(row.recorded_at.time_since_epoch()).count());
+        admitted.emplace_back(
+          std::chrono::duration<double>(row.recorded_at.time_since_epoch()).count(),
+          row.node);
     } else if (row.kind == "remediation") {
       last_remediation_phase[row.node] = body.value("phase", "");
     }
@@ -152,18 +153,29 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
     v.final_state[node] = state;
   }
 
-  // The breaker: admitted quarantines in any window never exceed the limit.
+  // The breaker: the nodes newly quarantined in any window never exceed the
+  // limit. A node counts once per window however many decisions it got.
   std::sort(admitted.begin(), admitted.end());
-  std::deque<double> window;
+  std::deque<std::pair<double, std::string>> window;
+  std::map<std::string, int> in_window;
   std::uint64_t worst = 0;
-  for (double at : admitted) {
-    window.push_back(at);
-    while (window.front() <= at - breaker.window_seconds)
+  for (const auto& [at, node] : admitted) {
+    window.emplace_back(at, node);
+    ++in_window[node];
+    while (window.front().first <= at - breaker.window_seconds) {
+      if (--in_window[window.front().second] == 0)
+        in_window.erase(window.front().second);
       window.pop_front();
-    worst = std::max<std::uint64_t>(worst, window.size());
+    }
+    worst = std::max<std::uint64_t>(worst, in_window.size());
   }
-  if (breaker.max_nodes > 0 && worst > breaker.max_nodes)
+  if (breaker.max_nodes > 0 && worst > breaker.max_nodes) {
     v.breaker_excess = worst - breaker.max_nodes;
+    v.findings.push_back("breaker: " + std::to_string(worst)
+                         + " nodes newly quarantined in "
+                         + std::to_string(breaker.window_seconds) + " s, limit "
+                         + std::to_string(breaker.max_nodes));
+  }
   return v;
 }
 

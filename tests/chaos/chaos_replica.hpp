@@ -1,13 +1,14 @@
 // One `vigil control` replica of the chaos run: a child process with its own
 // identity (POD_NAME, the Lease holder's name), its output appended to a log
-// file, killed and started again as the chaos schedule says.
+// file, killed and started again as the chaos schedule says, and killed
+// with the driver.
 #pragma once
 
 #include <csignal>
 #include <cstdint>
 #include <fcntl.h>
-#include <spawn.h>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -44,14 +45,23 @@ public:
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    const bool started =
-      posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data()) == 0;
-    posix_spawn_file_actions_destroy(&actions);
+    // fork rather than posix_spawn: the child asks to be killed when the
+    // driver dies, so an aborted run leaves no replica behind.
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(127);
+      const int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (log >= 0) {
+        ::dup2(log, STDOUT_FILENO);
+        ::dup2(log, STDERR_FILENO);
+      }
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    const bool started = pid_ > 0;
     if (!started)
       pid_ = -1;
     else

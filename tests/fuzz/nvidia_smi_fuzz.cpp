@@ -1,6 +1,8 @@
 // What the agent reads from nvidia-smi: `topo -m`, the --query-gpu CSV,
 // `nvlink -R` remotes and the fabric query (with its health reading).
 // The input's parts, cut at "\n--\n", feed one parser each.
+#include <cstdio>
+
 #include "actors/agent/fabric/fabric_health.hpp"
 #include "actors/agent/topology/topo_parser.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
@@ -15,9 +17,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)parse_nvlink_remotes(in[2]);
   if (auto rows = parse_fabric_query(in[3])) {
     fabric_health health("node-1", std::chrono::seconds{0});
-    for (const auto& event : health.observe(*rows, wall_time{}))
-      vigil::fuzz::require(decode_health_event(encode_health_event(event)).has_value(),
-                           "a fabric event decodes");
+    // What the agent sends (fitted by its forwarder) the control plane takes.
+    for (const auto& event : health.observe(*rows, wall_time{})) {
+      auto decoded = decode_health_event(encode_health_event(fit_to_limits(event)));
+      if (!decoded)
+        std::fprintf(stderr, "%s\n", decoded.error().to_string().c_str());
+      vigil::fuzz::require(decoded.has_value(), "a fabric event decodes");
+    }
   }
   return 0;
 }

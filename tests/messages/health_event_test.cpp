@@ -244,5 +244,43 @@ TEST(health_event, garbage_never_crashes) {
   expect_failure("{", "", "invalid JSON");
 }
 
+TEST(health_event, fit_to_limits_makes_any_event_decodable) {
+  health_event e;
+  e.agent = "fabric-monitor";
+  e.component_class = "GPU";
+  e.check_name = "GPUFabricHealth";
+  e.node_name = "node-1";
+  e.message = std::string(5000, 'x');
+  e.entities.push_back({"GPU_UUID", std::string(2000, 'u')});
+  e.error_codes.assign(80, "code");
+  for (int i = 0; i < 70; ++i)
+    e.metadata["k" + std::to_string(i)] = std::string(1500, 'm');
+  e.metadata["bytes"] = "\xff\xfe not UTF-8 \xe2\x82"; // replaced by U+FFFD when encoded
+  ASSERT_FALSE(decode_health_event(encode_health_event(e)).has_value());
+  auto fitted = fit_to_limits(e);
+  auto decoded = decode_health_event(encode_health_event(fitted));
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().to_string();
+  EXPECT_EQ(fitted.message.size(), 4096u);
+  EXPECT_EQ(fitted.message.substr(4090), "xxx\xE2\x80\xA6"); // ends with "…"
+  EXPECT_EQ(fitted.error_codes.size(), 64u);
+  EXPECT_LE(fitted.metadata.size(), 64u);
+  // A multi-byte character is never cut in half.
+  health_event accents = e;
+  accents.message.clear();
+  for (int i = 0; i < 3000; ++i)
+    accents.message += "\xC3\xA9"; // é
+  auto cut = fit_to_limits(accents).message;
+  EXPECT_LE(cut.size(), 4096u);
+  EXPECT_EQ(cut.substr(cut.size() - 5), "\xC3\xA9\xE2\x80\xA6");
+  // Within the limits: unchanged.
+  health_event small;
+  small.agent = "a";
+  small.component_class = "GPU";
+  small.check_name = "c";
+  small.node_name = "n";
+  small.message = "fine";
+  EXPECT_EQ(fit_to_limits(small), small);
+}
+
 } // namespace
 } // namespace vigil

@@ -97,6 +97,9 @@ submit_result forwarder_logic::submit(health_event event, steady_time now) {
   ++stats_.submitted;
   if (event.id.empty())
     event.id = derive_event_id(event);
+  // Within ingest's limits, so a long message (fifty GPUs' fabric faults)
+  // never makes the control plane refuse the event.
+  event = fit_to_limits(std::move(event));
   queued_event queued{event.id, encode_health_event(event), event.is_fatal, now};
   if (spool_mode_)
     return spool_one(std::move(queued));
