@@ -1,6 +1,7 @@
 // Leader election over a coordination.k8s.io/v1 Lease, as client-go's
-// leaderelection does it: only the replica holding the Lease acts on the
-// cluster; the others ingest and journal. Pure: the elector actor reads the
+// leaderelection does it: only the replica holding the Lease ingests, journals
+// and acts on the cluster; the others answer ingest 503 (unavailable) and wait.
+// Pure: the elector actor reads the
 // Lease, asks next_lease_step what to write, and writes it with the Lease's
 // resourceVersion, so two candidates never both win.
 #pragma once
