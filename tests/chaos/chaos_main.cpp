@@ -221,16 +221,16 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
     replicas.back()->start();
   }
 
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", std::size_t{2});
-  caf::actor_system system{cfg};
-  auto record = std::make_shared<uplink_record>();
-  auto uplink = spawn_uplink(system, ports, "ingest-token", record);
   auto catalog = agent::xid_catalog::load(agent::xid_catalog::default_dir());
   if (!catalog) {
     result.error = catalog.error().to_string();
     return result;
   }
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", std::size_t{2});
+  caf::actor_system system{cfg};
+  auto record = std::make_shared<uplink_record>();
+  auto uplink = spawn_uplink(system, ports, "ingest-token", record);
   auto sim_record = std::make_shared<demo::simulation_record>();
   auto time = std::make_shared<caf_clock>(system.clock(), system_now());
   auto simulator = system.spawn(
