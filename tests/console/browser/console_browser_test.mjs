@@ -2,7 +2,8 @@
 // against `vigil demo --serve`: the fleet page lists every node; an XID 48
 // POSTed to ingest turns that node's tile from healthy without a reload,
 // through the stream; the node page shows the event and the drain in its
-// timeline and its GPUs; the actors page lists the node actor with its
+// timeline and its GPUs, and a fleet refresh answered late does not paint
+// over it; the actors page lists the node actor with its
 // mailbox depth. Screenshots go to $VIGIL_ARTIFACTS (CI keeps them).
 // Usage: node console_browser_test.mjs VIGIL_BINARY
 import { spawn } from 'node:child_process';
@@ -84,11 +85,36 @@ try {
     .some((td) => td.textContent === node), wait, victim);
   await page.screenshot({ path: join(artifacts, 'console-fleet-after-xid.png') });
 
-  // The node page: the event and the drain in its timeline.
+  // The node page: the event and the drain in its timeline. A refresh of
+  // the fleet begun before the click, and answered after the node page was
+  // painted, must not paint over it: the fleet's answer is held back here
+  // until the node page is shown.
+  await page.setRequestInterception(true);
+  let releaseFleet;
+  let holdFleet;
+  const fleetHeld = new Promise((resolve) => {
+    holdFleet = (request) => {
+      if (request.isInterceptResolutionHandled()) return;
+      if (releaseFleet === undefined && request.url().endsWith('/api/v1/fleet')) {
+        releaseFleet = () => request.continue();
+        resolve();
+      } else {
+        request.continue();
+      }
+    };
+  });
+  page.on('request', holdFleet);
+  await page.evaluate(() => { window.lateFleet = render(); });
+  await fleetHeld;
   await page.click(`.tile[data-node="${victim}"]`);
   await page.waitForFunction(() =>
     document.querySelector('#timeline tr[data-kind="event"]') &&
     document.querySelector('#timeline tr[data-kind="drain"]'), wait);
+  releaseFleet();
+  await page.evaluate(() => window.lateFleet);
+  page.off('request', holdFleet);
+  await page.setRequestInterception(false);
+  if (!await page.$('#node-state')) fail('a late fleet refresh painted over the node page');
   const state = await page.$eval('#node-state', (b) => b.textContent);
   if (state === 'healthy') fail('the node page says healthy after the XID');
   await page.waitForFunction(() => document.querySelectorAll('#gpus tr[data-gpu]').length > 0,

@@ -3,7 +3,7 @@
 'use strict';
 
 const ui = { state: '', search: '', fleet: null, lastFleet: null, refreshDue: false,
-  streamQuery: '', live: [] };
+  streamQuery: '', live: [], generation: 0 };
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? '').replace(/[&<>"']/g,
   (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
@@ -26,6 +26,15 @@ async function api(path) {
 
 function setStatus(text) { $('status').textContent = text; }
 
+// Each view is painted by the newest request for a view. A request begun
+// earlier (a background refresh of the fleet when the operator clicked a
+// node) may answer later; it must not paint over the newer view. Every
+// render claims the view and paints only if nothing has claimed it since.
+function claimView() {
+  const mine = ++ui.generation;
+  return () => mine === ui.generation;
+}
+
 // --- Fleet -----------------------------------------------------------------
 
 const stateNames = ['fabric_incident', 'waiting_for_person', 'remediating', 'draining',
@@ -37,7 +46,9 @@ function rate(now, before, key, seconds) {
 }
 
 async function renderFleet() {
+  const current = claimView();
   const page = await api('/api/v1/fleet');
+  if (!current()) return;
   const at = Date.now();
   const prev = ui.lastFleet;
   const seconds = prev ? (at - prev.at) / 1000 : 0;
@@ -90,7 +101,9 @@ async function renderFleet() {
   }));
   const box = $('search');
   box.addEventListener('input', () => { ui.search = box.value; renderFleet().then(() => {
-    const again = $('search'); again.focus();
+    const again = $('search');
+    if (!again) return; // another view was asked for meanwhile
+    again.focus();
     again.setSelectionRange(again.value.length, again.value.length);
   }); });
 }
@@ -107,10 +120,12 @@ async function resetBreaker() {
 
 // The breaker's trips and resets, from the journal.
 async function renderBreaker() {
+  const current = claimView();
   const b = await api('/api/v1/breaker');
   const rows = [];
   for (const kind of ['breaker_tripped', 'breaker_reset'])
     rows.push(...(await api('/api/v1/journal?limit=10000&kind=' + kind)).rows);
+  if (!current()) return;
   rows.sort((x, y) => y.seq - x.seq);
   $('view').innerHTML = `<h2>Circuit breaker <span class="badge state-${b.tripped
     ? 'quarantined' : 'healthy'}">${b.tripped ? 'tripped' : 'closed'}</span></h2>` +
@@ -134,7 +149,9 @@ function relatedRows(timeline, seq) {
 }
 
 async function renderNode(name, focus) {
+  const current = claimView();
   const page = await api('/api/v1/nodes/' + encodeURIComponent(name));
+  if (!current()) return;
   const n = page.node;
   const rem = n.remediation || {};
   const related = focus ? relatedRows(page.timeline, focus) : new Set();
@@ -191,8 +208,10 @@ async function renderNode(name, focus) {
     e.preventDefault();
     const query = new URLSearchParams([['node', name], ['limit', '10000'],
       ...[...new FormData(e.target)].filter(([, v]) => v)]);
-    const found = await api('/api/v1/journal?' + query);
     ui.pinned = true; // no refresh over what was asked for, until the view changes
+    const asked = claimView();
+    const found = await api('/api/v1/journal?' + query);
+    if (!asked()) return;
     document.querySelector('#timeline tbody').innerHTML = found.rows.slice().reverse()
       .map((r) => `<tr data-seq="${r.seq}" data-kind="${esc(r.kind)}"><td>#${r.seq}` +
         `</td><td>${esc(r.at)}</td><td>${esc(r.kind)}</td><td>${esc(r.summary)}</td>` +
@@ -203,7 +222,9 @@ async function renderNode(name, focus) {
 // --- Actors ------------------------------------------------------------------
 
 async function renderActors() {
+  const current = claimView();
   const page = await api('/api/v1/actors');
+  if (!current()) return;
   const key = ui.actorSort || 'mailboxDepth';
   const rows = page.actors.slice().sort((a, b) => key === 'name'
     ? a.name.localeCompare(b.name) : (b[key] ?? 0) - (a[key] ?? 0));
@@ -230,7 +251,9 @@ async function renderActors() {
 // The fleet at a moment, rebuilt from the journal as `vigil replay --at` does.
 async function renderHistory(at) {
   const when = at || new Date().toISOString().slice(0, 19) + 'Z';
+  const current = claimView();
   const page = await api('/api/v1/history?at=' + encodeURIComponent(when));
+  if (!current()) return;
   const nodes = page.nodes.map((n) => `<tr data-node="${esc(n.name)}"><td><a href=` +
     `"#/node/${encodeURIComponent(n.name)}">${esc(n.name)}</a></td>` +
     `<td>${n.activeEvents.length}</td><td>${esc(n.quarantine ? JSON.stringify(
