@@ -219,6 +219,7 @@ void read_ingest(section_reader s, ingest_config& c) {
   s.read("max_entities", l.max_entities, size_t{1}, size_t{100000});
   s.read("max_error_codes", l.max_error_codes, size_t{1}, size_t{100000});
   s.read("max_metadata_entries", l.max_metadata_entries, size_t{0}, size_t{100000});
+  s.read("max_pending_events", c.max_pending_events, 1u, 100000000u);
   s.finish();
 }
 

@@ -46,6 +46,8 @@ struct journal_config {
 struct ingest_config {
   decode_limits limits; ///< bounds on one HealthEvent
   std::uint32_t max_body_bytes = 8 * 1024 * 1024;
+  /// Journal appends in flight beyond which a request is answered 503 at once.
+  std::uint32_t max_pending_events = 32768;
 };
 
 /// `vigil control`: where it listens, how it reaches the API server.

@@ -17,10 +17,6 @@
 #include <random>
 #include <thread>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <caf/all.hpp>
 #include <curl/curl.h>
 #include <nlohmann/json.hpp>
@@ -31,8 +27,8 @@
 #include "runtime/sim/kube/kube_test_server.hpp"
 #include "runtime/sim/simulated_cluster.hpp"
 #include "tests/chaos/chaos_audit.hpp"
-#include "tests/chaos/chaos_replica.hpp"
 #include "tests/chaos/chaos_uplink.hpp"
+#include "tests/support/control_process.hpp"
 #include "tests/support/test_databases.hpp"
 
 namespace vigil::chaos {
@@ -111,31 +107,6 @@ std::vector<action> make_schedule(const options& o, double length) {
   return plan;
 }
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t size = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-bool ready(std::uint16_t port) {
-  CURL* curl = curl_easy_init();
-  const auto url = "http://127.0.0.1:" + std::to_string(port) + "/readyz";
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 1000L);
-  long status = 0;
-  if (curl_easy_perform(curl) == CURLE_OK)
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(curl);
-  return status == 200;
-}
-
 std::string lease_holder(kube::kube_test_server& api) {
   std::string holder;
   api.with_store([&](kube::object_store& store) {
@@ -200,8 +171,16 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
     << "apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: {server: \""
     << api->url() << "\"}}]\nusers: [{name: u, user: {token: api-token}}]\n"
     << "contexts: [{name: c, context: {cluster: t, user: u}}]\ncurrent-context: c\n";
-  const std::vector<std::uint16_t> ports{free_port(), free_port()};
-  std::vector<std::unique_ptr<replica>> replicas;
+  const std::vector<std::uint16_t> ports{test::free_port(), test::free_port()};
+  // The chaos run's Lease is short, so a killed leader is replaced within
+  // seconds. The clean run kills nobody: its Lease is long, so that a leader
+  // starved of CPU on a loaded machine keeps it, and the reference it gives
+  // is not itself a run with failovers.
+  const char* lease_settings =
+    schedule.empty()
+      ? "  lease_seconds: 60\n  renew_deadline_seconds: 45\n  retry_period_seconds: 2\n"
+      : "  lease_seconds: 4\n  renew_deadline_seconds: 3\n  retry_period_seconds: 1\n";
+  std::vector<std::unique_ptr<test::control_process>> replicas;
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const auto name = std::string("replica-") + static_cast<char>('a' + i);
     const auto config = dir + "/" + name + ".yaml";
@@ -211,13 +190,13 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
       << "control:\n  listen: 127.0.0.1:" << ports[i] << "\n  plain_http: true\n"
       << "  token_file: " << dir << "/token\n  token_review: {enabled: false}\n"
       << "  kubeconfig: " << dir << "/kubeconfig\n"
-      << "  lease_seconds: 4\n  renew_deadline_seconds: 3\n  retry_period_seconds: 1\n"
+      << lease_settings
       << "breaker: {max_cordoned_percent: 100, max_cordoned_nodes: " << breaker.max_nodes
       << ", window_seconds: " << breaker.window_seconds << "}\n"
       << "drain: {poll_seconds: 1}\nremediation: {poll_seconds: 1}\n"
       << "janitor: {poll_seconds: 1}\n";
-    replicas.push_back(
-      std::make_unique<replica>(o.vigil, config, name, dir + "/" + name + ".log"));
+    replicas.push_back(std::make_unique<test::control_process>(
+      o.vigil, config, name, dir + "/" + name + ".log"));
     replicas.back()->start();
   }
 
@@ -248,7 +227,7 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
     api->with_store([&](kube::object_store& s) { audit.poll(s, seconds_in()); });
   };
   // Waits for a leader before the trace starts.
-  while (seconds_in() < 120 && !ready(ports[0]) && !ready(ports[1]))
+  while (seconds_in() < 120 && !test::ready(ports[0]) && !test::ready(ports[1]))
     std::this_thread::sleep_for(std::chrono::milliseconds{200});
 
   std::size_t next_fault = 0, next_action = 0;
@@ -259,7 +238,7 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
   double last_audit = 0;
   kube::test_server_faults injected;
   auto apply_faults = [&] { api->set_faults(injected); };
-  auto replica_of = [&](const std::string& identity) -> replica* {
+  auto replica_of = [&](const std::string& identity) -> test::control_process* {
     for (auto& r : replicas)
       if (r->identity() == identity && r->running())
         return r.get();
@@ -336,7 +315,7 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
         ++result.restarts;
         down_until[r->identity()] = now + 2; // CrashLoopBackOff, short
       }
-    if (!deaths.empty() && (ready(ports[0]) || ready(ports[1]))) {
+    if (!deaths.empty() && (test::ready(ports[0]) || test::ready(ports[1]))) {
       for (double died : deaths)
         result.recoveries.push_back(now - died);
       deaths.clear();
@@ -383,7 +362,7 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
     for (auto& r : replicas)
       if (!r->running() && r->start())
         ++result.restarts;
-    if (!deaths.empty() && (ready(ports[0]) || ready(ports[1]))) {
+    if (!deaths.empty() && (test::ready(ports[0]) || test::ready(ports[1]))) {
       for (double died : deaths)
         result.recoveries.push_back(seconds_in() - died);
       deaths.clear();

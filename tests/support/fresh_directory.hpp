@@ -6,10 +6,11 @@
 
 namespace vigil::test {
 
-/// A fresh directory under /tmp; left behind for post-mortems.
-inline std::string fresh_directory() {
-  std::string pattern = "/tmp/vigil-test.XXXXXX";
-  return mkdtemp(pattern.data()) != nullptr ? pattern : "/tmp";
+/// A fresh directory under `parent` (/tmp by default); left behind for
+/// post-mortems.
+inline std::string fresh_directory(const std::string& parent = "/tmp") {
+  std::string pattern = parent + "/vigil-test.XXXXXX";
+  return mkdtemp(pattern.data()) != nullptr ? pattern : parent;
 }
 
 } // namespace vigil::test

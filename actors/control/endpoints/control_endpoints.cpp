@@ -200,6 +200,17 @@ metrics::family_list control_metric_families(const std::string& ingest_stats,
     metrics::counter("vigil_events_unavailable_total",
                      "events answered 503 because the journal was not ready in time",
                      number(in, "unavailable")));
+  out.push_back(metrics::counter("vigil_events_shed_total",
+                                 "events answered 503 at once because "
+                                 "ingest.max_pending_events appends were in flight",
+                                 number(in, "shed")));
+  out.push_back(metrics::counter(
+    "vigil_events_coalesced_total",
+    "events resent while their first journal append was in flight (appended once)",
+    number(in, "coalesced")));
+  out.push_back(metrics::gauge("vigil_ingest_appends_in_flight",
+                               "journal appends ingest is waiting on",
+                               number(in, "appendsInFlight")));
   out.push_back(metrics::counter("vigil_journal_committed_total",
                                  "journal appends committed",
                                  static_cast<double>(journal.committed)));

@@ -30,39 +30,128 @@ void answer(ingest_actor* self, std::uint64_t id) {
     st.pending.erase(i);
 }
 
-void append(ingest_actor* self, std::uint64_t id, std::size_t index) {
+// Counts events not journaled and warns at most once per interval: under an
+// outage or overload a line per event would add a log storm to the trouble.
+void note_refusal(ingest_actor* self, std::uint64_t events, const std::string& reason) {
   auto& st = self->state;
-  auto pending = st.pending.at(id);
+  auto& tally = st.refusals;
+  tally.events += events;
+  tally.last_reason = reason;
+  const auto now = st.time->now();
+  if (tally.last_warning && now - *tally.last_warning < st.settings.refusal_log_interval)
+    return;
+  component_logger("ingest")->warn(
+    "{} events not journaled since the last such message (answered 503; the agents "
+    "resend them): {}",
+    tally.events, tally.last_reason);
+  tally.events = 0;
+  tally.last_warning = now;
+}
+
+// The journal answered the append of `event_id`: every request waiting on it
+// learns the outcome. The first waiter's event is the one stored; a resent
+// copy waiting beside it is a duplicate.
+void settle(ingest_actor* self, const std::string& event_id,
+            const append_outcome* outcome, const caf::error* error) {
+  auto& st = self->state;
+  auto found = st.in_flight.find(event_id);
+  if (found == st.in_flight.end())
+    return;
+  auto waiters = std::move(found->second.waiters);
+  st.in_flight.erase(found);
+  if (outcome != nullptr && outcome->duplicate) {
+    ++st.stats.duplicates;
+  } else if (outcome != nullptr) {
+    ++st.stats.journaled;
+    // Routed even when the request was already answered 503: it is stored,
+    // so a resent copy will be a duplicate and must not be lost.
+    const auto& first = waiters.front();
+    self->send(st.fleet, route_atom::value,
+               *first.request->request.items[first.index].event, outcome->seq);
+  } else {
+    // Refused (overloaded) or failed: nothing stored, the sender retries.
+    ++st.stats.refused;
+    note_refusal(self, 1, caf::to_string(*error));
+  }
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    auto& pending = *waiters[i].request;
+    if (outcome != nullptr && !pending.answered)
+      pending.results[waiters[i].index].status = outcome->duplicate || i > 0
+                                                   ? control::item_status::duplicate
+                                                   : control::item_status::accepted;
+    if (--pending.remaining == 0)
+      answer(self, waiters[i].request_id);
+  }
+}
+
+// Journals item `index` of request `id`, or, when an append of the same event
+// id is in flight (an agent resending after a 503), waits on that one: the
+// journal's queue never holds two copies of an event.
+void append(ingest_actor* self, const std::shared_ptr<pending_ingest>& pending,
+            std::uint64_t id, std::size_t index) {
+  auto& st = self->state;
   const auto& event = *pending->request.items[index].event;
+  auto [entry, fresh] = st.in_flight.try_emplace(event.id);
+  entry->second.waiters.push_back({pending, id, index});
+  if (!fresh) {
+    ++st.stats.coalesced;
+    return;
+  }
+  entry->second.started = st.time->now();
+  st.append_order.emplace_back(entry->second.started, event.id);
   self
     ->request(st.journal, caf::infinite, append_atom::value,
               event_row(event, st.time->wall_now()))
-    .then(
-      [=](const append_outcome& outcome) {
-        auto& st = self->state;
-        auto& result = pending->results[index];
-        if (!pending->answered)
-          result.status = outcome.duplicate ? control::item_status::duplicate
-                                            : control::item_status::accepted;
-        if (outcome.duplicate) {
-          ++st.stats.duplicates;
-        } else {
-          ++st.stats.journaled;
-          // Routed even when the request was already answered 503: it is
-          // stored, so a resent copy will be a duplicate and must not be lost.
-          self->send(st.fleet, route_atom::value, *pending->request.items[index].event,
-                     outcome.seq);
-        }
-        if (--pending->remaining == 0)
-          answer(self, id);
-      },
-      [=](const caf::error& err) {
-        // Refused (overloaded) or failed: nothing stored, the sender retries.
-        component_logger("ingest")->warn("event {} not journaled: {}",
-                                         pending->results[index].id, caf::to_string(err));
-        if (--pending->remaining == 0)
-          answer(self, id);
-      });
+    .then([=, event_id = event.id](
+            const append_outcome& outcome) { settle(self, event_id, &outcome, nullptr); },
+          [=, event_id = event.id](const caf::error& error) {
+            settle(self, event_id, nullptr, &error);
+          });
+}
+
+// The appends in flight, and how long the oldest has waited.
+control::append_pressure pressure(ingest_actor* self) {
+  auto& st = self->state;
+  auto& order = st.append_order;
+  auto answered = [&](const std::pair<steady_time, std::string>& front) {
+    auto i = st.in_flight.find(front.second);
+    return i == st.in_flight.end() || i->second.started != front.first;
+  };
+  while (!order.empty() && answered(order.front()))
+    order.pop_front();
+  control::append_pressure p;
+  p.in_flight = st.in_flight.size();
+  if (!order.empty())
+    p.oldest_age = st.time->now() - order.front().first;
+  return p;
+}
+
+// The request is answered 503 at once, nothing appended: the journal has
+// enough in flight (admit_request).
+void shed(ingest_actor* self, std::uint64_t id, pending_ingest& pending) {
+  auto& st = self->state;
+  std::uint64_t events = 0;
+  for (auto& r : pending.results)
+    if (r.status == control::item_status::unavailable) {
+      r.error = "the journal is behind; retry after the Retry-After";
+      ++events;
+    }
+  st.stats.shed += events;
+  pending.remaining = 0;
+  const auto p = pressure(self);
+  note_refusal(
+    self, events,
+    "shed: " + std::to_string(p.in_flight) + " appends in flight (limit "
+      + std::to_string(st.settings.admission.max_in_flight)
+      + ", ingest.max_pending_events), the oldest waiting "
+      + std::to_string(
+        std::chrono::duration_cast<std::chrono::milliseconds>(p.oldest_age).count())
+      + " ms (limit "
+      + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         st.settings.admission.max_oldest_age)
+                         .count())
+      + " ms, half the ingest deadline)");
+  answer(self, id);
 }
 
 } // namespace
@@ -117,9 +206,14 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor jo
       st.pending.emplace(id, pending);
       if (pending->remaining == 0)
         return answer(self, id);
+      std::size_t new_appends = 0;
+      for (const auto& item : items)
+        new_appends += item.event && st.in_flight.count(item.event->id) == 0 ? 1 : 0;
+      if (!control::admit_request(pressure(self), new_appends, st.settings.admission))
+        return shed(self, id, *pending);
       for (std::size_t i = 0; i < items.size(); ++i)
         if (items[i].event)
-          append(self, id, i);
+          append(self, pending, id, i);
       self->delayed_send(self, st.settings.deadline, deadline_atom::value, id);
     },
     [=](deadline_atom, std::uint64_t id) { answer(self, id); },
@@ -131,7 +225,11 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor jo
                             {"journaled", s.journaled},
                             {"duplicates", s.duplicates},
                             {"unavailable", s.unavailable},
+                            {"shed", s.shed},
+                            {"coalesced", s.coalesced},
+                            {"refused", s.refused},
                             {"pending", self->state.pending.size()},
+                            {"appendsInFlight", self->state.in_flight.size()},
                             {"mailboxDepth", self->mailbox().size()}}
         .dump();
     },

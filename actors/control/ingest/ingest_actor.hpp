@@ -3,13 +3,22 @@
 // duplicates are acknowledged and not processed again. A request whose
 // appends have not all committed by the deadline is answered 503 +
 // Retry-After for those; appends that commit later are still routed, so a
-// resent copy (a duplicate then) loses nothing.
+// resent copy (a duplicate then) loses nothing. Under load it stays bounded:
+// an event resent while its first append is still in flight waits on that
+// append instead of queueing a copy, and a request that would take the
+// appends in flight past a limit is answered 503 at once (shed) with nothing
+// appended, so a slow database means 503s and spooling agents rather than a
+// growing queue.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -32,6 +41,11 @@ struct ingest_settings {
   caf::timespan deadline = std::chrono::seconds{5}; ///< answer 503 after this
   int retry_after_seconds = 2;
   bool await_leadership = false; ///< start as a standby (leader election on)
+  /// When a request is shed: appends in flight (ingest.max_pending_events) and
+  /// the oldest one's wait (half the deadline).
+  control::admission_limits admission;
+  /// At most one warning this often about events not journaled.
+  caf::timespan refusal_log_interval = std::chrono::seconds{10};
 };
 
 struct ingest_stats {
@@ -41,6 +55,9 @@ struct ingest_stats {
   std::uint64_t journaled = 0;
   std::uint64_t duplicates = 0;
   std::uint64_t unavailable = 0; ///< answered 503 for these
+  std::uint64_t shed = 0;      ///< of those: answered at once, too many appends in flight
+  std::uint64_t coalesced = 0; ///< resent while their first append was in flight
+  std::uint64_t refused = 0;   ///< appends the journal refused or failed
 };
 
 struct pending_ingest {
@@ -50,6 +67,26 @@ struct pending_ingest {
   bool answered = false;
 };
 
+/// A request's event waiting on the append of its id.
+struct append_waiter {
+  std::shared_ptr<pending_ingest> request;
+  std::uint64_t request_id = 0;
+  std::size_t index = 0; ///< the item in the request
+};
+
+/// One journal append in flight and the requests waiting on it.
+struct append_in_flight {
+  steady_time started{};
+  std::vector<append_waiter> waiters;
+};
+
+/// Events not journaled since the last warning about them.
+struct refusal_tally {
+  std::uint64_t events = 0;
+  std::string last_reason;
+  std::optional<steady_time> last_warning;
+};
+
 struct ingest_state {
   ingest_settings settings;
   caf::actor journal;
@@ -57,8 +94,15 @@ struct ingest_state {
   std::shared_ptr<const clock> time;
   std::uint64_t next_id = 0;
   std::map<std::uint64_t, std::shared_ptr<pending_ingest>> pending;
+  /// Event id → its append and the requests waiting on it: one append per id
+  /// at a time.
+  std::unordered_map<std::string, append_in_flight> in_flight;
+  /// Appends in the order they started (answered ones are skipped lazily):
+  /// the front is the oldest still in flight.
+  std::deque<std::pair<steady_time, std::string>> append_order;
   bool standby = false; ///< another replica leads: answer 503, journal nothing
   ingest_stats stats;
+  refusal_tally refusals;
   static inline const char* name = "ingest";
 };
 

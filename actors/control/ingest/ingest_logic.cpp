@@ -360,6 +360,14 @@ ingest_reply build_ingest_reply(const std::vector<item_result>& results,
   return reply;
 }
 
+bool admit_request(const append_pressure& pressure, std::size_t new_appends,
+                   const admission_limits& limits) {
+  if (new_appends == 0 || pressure.in_flight == 0)
+    return true;
+  return pressure.in_flight + new_appends <= limits.max_in_flight
+         && pressure.oldest_age <= limits.max_oldest_age;
+}
+
 ingest_reply error_reply(int http_status, std::string_view message) {
   ingest_reply reply;
   reply.http_status = http_status;

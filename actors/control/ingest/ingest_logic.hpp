@@ -2,6 +2,7 @@
 // validating a request body, event ids, the bearer token, and the reply.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -105,6 +106,32 @@ struct ingest_reply {
 /// would make a sender drop or retry the whole request.
 ingest_reply build_ingest_reply(const std::vector<item_result>& results,
                                 int retry_after_seconds);
+
+/// What ingest knows of the journal appends it is waiting on.
+struct append_pressure {
+  std::size_t in_flight = 0;              ///< appends not yet answered
+  std::chrono::nanoseconds oldest_age{0}; ///< how long the oldest has waited
+};
+
+/// How much ingest lets wait on the journal.
+struct admission_limits {
+  std::size_t max_in_flight = 32768; ///< ingest.max_pending_events: bounds memory
+  /// The oldest append may have waited this long (half the ingest deadline):
+  /// past it, appends started now would not commit before their request's
+  /// deadline, so the agent would get a 503 after the work was done anyway.
+  std::chrono::nanoseconds max_oldest_age = std::chrono::milliseconds{2500};
+};
+
+/// Admission (issue #21 item 4): whether a request that would start
+/// `new_appends` journal appends may. Past either limit it is answered 503 at
+/// once with nothing appended, which keeps the journal's queue to what it
+/// commits within the deadline: acknowledgements keep flowing while the
+/// database is slow, instead of every request timing out behind a queue of
+/// resends. A request that starts none (every event invalid, or resent while
+/// its append is in flight) always may, and so does any request when nothing
+/// is in flight, however large: it could never pass otherwise.
+bool admit_request(const append_pressure& pressure, std::size_t new_appends,
+                   const admission_limits& limits);
 
 /// A whole-request error: {"error":"…"} with the given status (400, 401, 413, 415).
 ingest_reply error_reply(int http_status, std::string_view message);

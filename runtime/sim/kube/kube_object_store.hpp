@@ -263,8 +263,14 @@ private:
   void handle_dependents(const std::string& owner_uid, propagation_policy policy);
   void drop_owner_reference(const object_key& key, const std::string& owner_uid);
   void settle_foreground_deletions();
-  void after_write(const object_key& key);
-  void refresh_disruption_budgets(const std::string& ns);
+  /// After a write of `key`: `before` and `after` are the object's versions
+  /// (null when it was created or is gone); only pods' are read.
+  void after_write(const object_key& key, const json& before, const json& after);
+  /// Recomputes the status of the namespace's budgets that `concerned` picks
+  /// (every budget when it is empty).
+  void refresh_disruption_budgets(
+    const std::string& ns,
+    const std::function<bool(const object_key&, const json&)>& concerned = {});
   std::vector<const json*> pods_selected_by(const json& budget, const std::string& ns,
                                             std::string& why) const;
   std::optional<api_status> check_disruption_budgets(const object_key& pod_key);

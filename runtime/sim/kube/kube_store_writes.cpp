@@ -248,7 +248,7 @@ store_result object_store::create_object(const resource_type& type, const std::s
       register_type(served);
   }
   json created = commit(key, std::move(object), "ADDED");
-  after_write(key);
+  after_write(key, json(), created);
   return success(present(type, std::move(created)));
 }
 
@@ -292,8 +292,9 @@ store_result object_store::write_update(const resource_type& type, const object_
   if (being_deleted(updated) && finalizers_of(updated).empty()
       && meta_integer(updated, "deletionGracePeriodSeconds", 0) == 0)
     return success(present(type, delete_for_good(key, propagation_policy::background)));
+  const json before = key.plural_group == pods_resource ? existing : json();
   json stored = commit(key, std::move(updated), "MODIFIED");
-  after_write(key);
+  after_write(key, before, stored);
   return success(present(type, std::move(stored)));
 }
 

@@ -93,7 +93,8 @@ struct control_fixture : test_coordinator_fixture<> {
   actor fleet;
   actor ingest;
   std::shared_ptr<node_settings> settings = std::make_shared<node_settings>();
-  bool elected = false; ///< fleet and ingest wait for leadership
+  bool elected = false;           ///< fleet and ingest wait for leadership
+  ingest_settings ingest_options; ///< for the next start()
   std::vector<control::ingest_reply> replies;
 
   control_fixture() {
@@ -268,9 +269,9 @@ struct control_fixture : test_coordinator_fixture<> {
     breaker = sys.spawn(vigil::breaker, breaker_config, journal, time);
     fleet = sys.spawn(vigil::fleet, std::shared_ptr<const node_settings>(settings),
                       gateway, journal, breaker, time, false, elected);
-    ingest_settings ingest_options;
-    ingest_options.await_leadership = elected;
-    ingest = sys.spawn(vigil::ingest, ingest_options, journal, fleet, time);
+    ingest_settings options = ingest_options;
+    options.await_leadership = elected;
+    ingest = sys.spawn(vigil::ingest, options, journal, fleet, time);
     run();
     list_nodes();
   }
@@ -282,6 +283,23 @@ struct control_fixture : test_coordinator_fixture<> {
     anon_send_exit(ingest, exit_reason::user_shutdown);
     run();
     start(breaker_config);
+  }
+
+  /// The ingest actor's figures (stats_atom).
+  json ingest_figures() {
+    self->send(ingest, stats_atom::value);
+    run();
+    json figures;
+    self->receive([&](const std::string& s) { figures = json::parse(s); });
+    return figures;
+  }
+  /// The journal actor's figures.
+  journal_stats journal_figures() {
+    self->send(journal, stats_atom::value);
+    run();
+    journal_stats figures;
+    self->receive([&](const journal_stats& s) { figures = s; });
+    return figures;
   }
 
   // What the Node watch delivers first: the whole list.

@@ -7,7 +7,7 @@ namespace {
 
 TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
   auto text = render_metrics(
-    R"({"received":7,"rejected":1})",
+    R"({"received":7,"rejected":1,"shed":12,"coalesced":4,"appendsInFlight":30})",
     R"({"nodes":4,"cordons":2,"drainsStarted":3,"drainsStartedPartial":1,"drainsSucceeded":1,"drainsCancelled":2,"evictions":5,"podDeletions":1,"ruleFiringsNicFlap":2,"mailboxDepth":9,"nodeMailboxHigh":3})",
     R"({"tripped":true,"utilisation":0.8,"mailboxDepth":4})", [] {
       journal_stats j;
@@ -21,6 +21,9 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
     }());
   for (const char* expected : {"vigil_events_received_total 7",
                                "vigil_events_rejected_total 1",
+                               "vigil_events_shed_total 12",
+                               "vigil_events_coalesced_total 4",
+                               "vigil_ingest_appends_in_flight 30",
                                "vigil_nodes 4",
                                "vigil_cordons_total 2",
                                "vigil_drains_started_total 3",

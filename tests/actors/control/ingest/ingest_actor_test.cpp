@@ -64,4 +64,80 @@ CAF_TEST(ingest_answers_503_with_retry_after_while_the_journal_is_down) {
   CAF_CHECK(cordoned("node-1"));
 }
 
+// An agent resends the events of a request answered 503 while their appends
+// are still queued (the database is slow, not down): the journal's queue
+// gets no second copy; the resend waits on the first append and both learn
+// its outcome. Without this, every resend during an outage added a copy of
+// every event to the queue until it was full.
+CAF_TEST(a_resent_event_waits_on_its_append_in_flight_instead_of_queueing_a_copy) {
+  start();
+  journal_db->failures = 1000;
+  post({xid("node-1", "GPU-a")});
+  advance(std::chrono::seconds{5});
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 503);
+  post({xid("node-1", "GPU-a")}); // resent while the first append still waits
+  CAF_CHECK_EQUAL(ingest_figures().value("coalesced", -1), 1);
+  CAF_CHECK_EQUAL(ingest_figures().value("appendsInFlight", -1), 1);
+  CAF_CHECK_EQUAL(journal_figures().queue_depth + journal_figures().in_flight, 1u);
+  journal_db->failures = 0;
+  advance(std::chrono::seconds{30}); // the journal's reconnect backoff
+  CAF_CHECK_EQUAL(journal_rows("event"), 1u);
+  CAF_CHECK_EQUAL(ingest_figures().value("appendsInFlight", -1), 0);
+  CAF_CHECK(cordoned("node-1"));  // acted on once, from the stored copy
+  post({xid("node-1", "GPU-a")}); // and a later resend is a duplicate
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK(replies.back().body.find("\"duplicate\"") != std::string::npos);
+}
+
+// Admission: with ingest.max_pending_events appends in flight, a request
+// with new events is answered 503 + Retry-After at once and appends nothing,
+// so a slow database cannot grow the queue; a resend of events in flight
+// still waits on them, and requests are admitted again as appends commit.
+CAF_TEST(a_request_past_the_pending_limit_is_shed_at_once_with_nothing_appended) {
+  ingest_options.admission.max_in_flight = 2;
+  ingest_options.admission.max_oldest_age = std::chrono::hours{1};
+  start();
+  journal_db->failures = 1000;
+  post({xid("node-1", "GPU-a"), xid("node-2", "GPU-b")});
+  CAF_CHECK(replies.empty()); // waiting on the journal
+  post({xid("node-3", "GPU-c")});
+  CAF_REQUIRE_EQUAL(replies.size(), 1u); // at once, before any deadline
+  CAF_CHECK_EQUAL(replies[0].http_status, 503);
+  CAF_CHECK(replies[0].retry_after_seconds.has_value());
+  CAF_CHECK(replies[0].body.find("journal is behind") != std::string::npos);
+  CAF_CHECK_EQUAL(ingest_figures().value("shed", -1), 1);
+  CAF_CHECK_EQUAL(ingest_figures().value("appendsInFlight", -1), 2);
+  post({xid("node-1", "GPU-a")}); // a resend of an event in flight is admitted
+  CAF_CHECK_EQUAL(ingest_figures().value("shed", -1), 1);
+  journal_db->failures = 0;
+  advance(std::chrono::seconds{30});
+  CAF_CHECK_EQUAL(journal_rows("event"), 2u);
+  post({xid("node-3", "GPU-c")}); // room again
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK_EQUAL(journal_rows("event"), 3u);
+}
+
+// Admission by age: once the oldest append in flight has waited half the
+// deadline, appends started now would not commit in time, so a request with
+// new events is shed at once rather than answered 503 after the work.
+CAF_TEST(a_request_is_shed_while_the_oldest_append_has_waited_half_the_deadline) {
+  ingest_options.admission.max_oldest_age = std::chrono::milliseconds{2500};
+  start();
+  journal_db->failures = 1000;
+  post({xid("node-1", "GPU-a")});
+  advance(std::chrono::seconds{2});
+  post({xid("node-2", "GPU-b")}); // the oldest has waited 2 s: admitted
+  CAF_CHECK_EQUAL(ingest_figures().value("shed", -1), 0);
+  advance(std::chrono::seconds{1});
+  post({xid("node-3", "GPU-c")}); // 3 s: shed
+  CAF_CHECK_EQUAL(ingest_figures().value("shed", -1), 1);
+  CAF_CHECK_EQUAL(ingest_figures().value("appendsInFlight", -1), 2);
+  journal_db->failures = 0;
+  advance(std::chrono::seconds{30});
+  post({xid("node-3", "GPU-c")});
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK_EQUAL(journal_rows("event"), 3u);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -578,5 +578,22 @@ TEST(parse_ingest_body, a_long_bad_token_gives_a_bounded_error) {
   EXPECT_LE(items[0].error.size(), 515u);
 }
 
+TEST(admit_request, sheds_new_appends_past_either_limit_only) {
+  using std::chrono::milliseconds;
+  admission_limits limits{100, milliseconds{2500}};
+  auto pressure = [](std::size_t n, int age_ms) {
+    return append_pressure{n, milliseconds{age_ms}};
+  };
+  EXPECT_TRUE(admit_request(pressure(0, 0), 10, limits));
+  EXPECT_TRUE(admit_request(pressure(90, 100), 10, limits));  // exactly at the limit
+  EXPECT_FALSE(admit_request(pressure(91, 100), 10, limits)); // past it
+  EXPECT_TRUE(
+    admit_request(pressure(5, 2500), 10, limits)); // the oldest at the age limit
+  EXPECT_FALSE(admit_request(pressure(5, 2501), 10, limits)); // waited too long
+  EXPECT_TRUE(admit_request(pressure(500, 9000), 0, limits)); // resends start no append
+  EXPECT_TRUE(admit_request(pressure(0, 0), 5000, limits));   // nothing in flight
+  EXPECT_FALSE(admit_request(pressure(1, 0), 5000, limits));
+}
+
 } // namespace
 } // namespace vigil::control

@@ -1,7 +1,8 @@
-// One `vigil control` replica of the chaos run: a child process with its own
-// identity (POD_NAME, the Lease holder's name), its output appended to a log
-// file, killed and started again as the chaos schedule says, and killed
-// with the driver.
+// `vigil control` as a child process for the drivers that run the real
+// binary (the chaos run, the load run): its own identity (POD_NAME, the
+// Lease holder's name), its output appended to a log file, killed and started
+// again as the driver says, and killed with the driver. Also a free port to
+// give it and a probe of its /readyz.
 #pragma once
 
 #include <csignal>
@@ -13,18 +14,51 @@
 #include <unistd.h>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 extern char** environ;
 
-namespace vigil::chaos {
+namespace vigil::test {
 
-class replica {
+/// A port on 127.0.0.1 that was free a moment ago (for a child's config).
+inline std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t size = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+/// True when the plain-HTTP server on `port` answers /readyz with 200.
+inline bool ready(std::uint16_t port) {
+  CURL* curl = curl_easy_init();
+  const auto url = "http://127.0.0.1:" + std::to_string(port) + "/readyz";
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 1000L);
+  long status = 0;
+  if (curl_easy_perform(curl) == CURLE_OK)
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  return status == 200;
+}
+
+class control_process {
 public:
-  replica(std::string binary, std::string config, std::string identity, std::string log)
+  control_process(std::string binary, std::string config, std::string identity,
+                  std::string log)
     : binary_(std::move(binary)), config_(std::move(config)),
       identity_(std::move(identity)), log_(std::move(log)) {}
-  ~replica() { signal(SIGKILL); }
-  replica(const replica&) = delete;
-  replica& operator=(const replica&) = delete;
+  ~control_process() { signal(SIGKILL); }
+  control_process(const control_process&) = delete;
+  control_process& operator=(const control_process&) = delete;
 
   const std::string& identity() const { return identity_; }
 
@@ -82,6 +116,8 @@ public:
   bool running() { return pid_ > 0 && !reap(false); }
 
   int starts() const { return starts_; }
+  /// The process id while it runs; -1 otherwise.
+  pid_t pid() const { return pid_; }
 
 private:
   // True when the process has exited (and is reaped).
@@ -100,4 +136,4 @@ private:
   int starts_ = 0;
 };
 
-} // namespace vigil::chaos
+} // namespace vigil::test
