@@ -184,17 +184,19 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const auto name = std::string("replica-") + static_cast<char>('a' + i);
     const auto config = dir + "/" + name + ".yaml";
-    std::ofstream(config)
-      << "log: {format: json, level: info}\n"
-      << "journal: {url: \"" << journal_url << "\"}\n"
-      << "control:\n  listen: 127.0.0.1:" << ports[i] << "\n  plain_http: true\n"
-      << "  token_file: " << dir << "/token\n  token_review: {enabled: false}\n"
-      << "  kubeconfig: " << dir << "/kubeconfig\n"
-      << lease_settings
-      << "breaker: {max_cordoned_percent: 100, max_cordoned_nodes: " << breaker.max_nodes
-      << ", window_seconds: " << breaker.window_seconds << "}\n"
-      << "drain: {poll_seconds: 1}\nremediation: {poll_seconds: 1}\n"
-      << "janitor: {poll_seconds: 1}\n";
+    std::ofstream(config) << "log: {format: json, level: info}\n"
+                          << "journal: {url: \"" << journal_url << "\"}\n"
+                          << "control:\n  listen: 127.0.0.1:" << ports[i]
+                          << "\n  plain_http: true\n"
+                          << "  token_file: " << dir
+                          << "/token\n  token_review: {enabled: false}\n"
+                          << "  kubeconfig: " << dir << "/kubeconfig\n"
+                          << lease_settings
+                          << "breaker: {max_cordoned_percent: 100, max_cordoned_nodes: "
+                          << breaker.max_nodes
+                          << ", window_seconds: " << breaker.window_seconds << "}\n"
+                          << "drain: {poll_seconds: 1}\nremediation: {poll_seconds: 1}\n"
+                          << "janitor: {poll_seconds: 1}\n";
     replicas.push_back(std::make_unique<test::control_process>(
       o.vigil, config, name, dir + "/" + name + ".log"));
     replicas.back()->start();
