@@ -378,7 +378,8 @@ int run(const options& o) {
   // One thread per agent by default: a post that waits (the journal slow)
   // holds up only its own agent, as on a real fleet.
   const int thread_count = o.threads > 0 ? std::min(o.threads, o.agents) : o.agents;
-  std::vector<std::atomic<std::uint64_t>> backlogs(static_cast<std::size_t>(thread_count));
+  std::vector<std::atomic<std::uint64_t>> backlogs(
+    static_cast<std::size_t>(thread_count));
   for (int t = 0; t < thread_count; ++t) {
     std::vector<simulated_agent*> mine;
     for (std::size_t i = static_cast<std::size_t>(t); i < agents.size();
