@@ -311,10 +311,7 @@ int run(const options& o) {
 
   const auto dir = test::fresh_directory();
   std::ofstream(dir + "/token") << "ingest-token\n";
-  std::ofstream(dir + "/kubeconfig")
-    << "apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: {server: \""
-    << api->url() << "\"}}]\nusers: [{name: u, user: {token: api-token}}]\n"
-    << "contexts: [{name: c, context: {cluster: t, user: u}}]\ncurrent-context: c\n";
+  test::write_kubeconfig(dir + "/kubeconfig", api->url(), "api-token");
   const auto port = test::free_port();
   std::ofstream(dir + "/control.yaml")
     << "log: {format: json, level: warn}\n"
@@ -546,14 +543,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto number = [&](auto& out) {
-      if (i + 1 >= argc)
-        return false;
-      char* end = nullptr;
-      const auto value = std::strtod(argv[++i], &end);
-      if (*end != '\0' || value < 0)
-        return false;
-      out = static_cast<std::remove_reference_t<decltype(out)>>(value);
-      return true;
+      return vigil::test::read_option_number(argc, argv, i, out);
     };
     bool ok = true;
     if (arg == "--rate")

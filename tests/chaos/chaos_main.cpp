@@ -167,10 +167,7 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
   api->with_store([&](kube::object_store& s) { demo::populate(s, sim.spec); });
 
   std::ofstream(dir + "/token") << "ingest-token\n";
-  std::ofstream(dir + "/kubeconfig")
-    << "apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: {server: \""
-    << api->url() << "\"}}]\nusers: [{name: u, user: {token: api-token}}]\n"
-    << "contexts: [{name: c, context: {cluster: t, user: u}}]\ncurrent-context: c\n";
+  test::write_kubeconfig(dir + "/kubeconfig", api->url(), "api-token");
   const std::vector<std::uint16_t> ports{test::free_port(), test::free_port()};
   // The chaos run's Lease is short, so a killed leader is replaced within
   // seconds. The clean run kills nobody: its Lease is long, so that a leader
@@ -417,14 +414,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto number = [&](auto& out) {
-      if (i + 1 >= argc)
-        return false;
-      char* end = nullptr;
-      const auto value = std::strtoll(argv[++i], &end, 10);
-      if (*end != '\0' || value < 0)
-        return false;
-      out = static_cast<std::remove_reference_t<decltype(out)>>(value);
-      return true;
+      return vigil::test::read_option_number(argc, argv, i, out);
     };
     bool ok = true;
     if (arg == "--seed")

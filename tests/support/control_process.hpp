@@ -7,10 +7,13 @@
 
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <fcntl.h>
+#include <fstream>
 #include <string>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <type_traits>
 #include <unistd.h>
 #include <vector>
 
@@ -48,6 +51,33 @@ inline bool ready(std::uint16_t port) {
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_easy_cleanup(curl);
   return status == 200;
+}
+
+/// Writes a kubeconfig for the API test server at `server_url` (bearer
+/// `token`) to `path`, as the control replicas of the drivers read it.
+inline void write_kubeconfig(const std::string& path, const std::string& server_url,
+                             const std::string& token) {
+  std::ofstream(path) << "apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: "
+                         "{server: \""
+                      << server_url << "\"}}]\nusers: [{name: u, user: {token: " << token
+                      << "}}]\ncontexts: [{name: c, context: {cluster: t, user: u}}]\n"
+                      << "current-context: c\n";
+}
+
+/// A driver's numeric option: the next argument, whole and not negative
+/// (`out` integral) or any number not negative; false when there is none.
+template <class T>
+bool read_option_number(int argc, char** argv, int& i, T& out) {
+  if (i + 1 >= argc)
+    return false;
+  char* end = nullptr;
+  const double value = std::strtod(argv[++i], &end);
+  if (end == argv[i] || *end != '\0' || value < 0
+      || (std::is_integral_v<
+            T> && value != static_cast<double>(static_cast<long long>(value))))
+    return false;
+  out = static_cast<T>(value);
+  return true;
 }
 
 class control_process {
