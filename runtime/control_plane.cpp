@@ -215,7 +215,6 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
   ingest_options.await_leadership = cc.leader_election;
   ingest_options.admission.max_in_flight = config.ingest.max_pending_events;
-  ingest_options.admission.max_oldest_age = ingest_options.deadline / 2;
   control::lease_config lease;
   lease.ns = cc.lease_namespace;
   lease.name = cc.lease_name;

@@ -139,18 +139,19 @@ void shed(ingest_actor* self, std::uint64_t id, pending_ingest& pending) {
   st.stats.shed += events;
   pending.remaining = 0;
   const auto p = pressure(self);
-  note_refusal(
-    self, events,
-    "shed: " + std::to_string(p.in_flight) + " appends in flight (limit "
-      + std::to_string(st.settings.admission.max_in_flight)
-      + ", ingest.max_pending_events), the oldest waiting "
-      + std::to_string(
-        std::chrono::duration_cast<std::chrono::milliseconds>(p.oldest_age).count())
-      + " ms (limit "
-      + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                         st.settings.admission.max_oldest_age)
-                         .count())
-      + " ms, half the ingest deadline)");
+  const auto ms = [](std::chrono::nanoseconds d) {
+    return std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  const auto& limits = st.settings.admission;
+  note_refusal(self, events,
+               "shed: " + std::to_string(p.in_flight) + " appends in flight (limit "
+                 + std::to_string(limits.max_in_flight)
+                 + ", ingest.max_pending_events), the oldest waiting " + ms(p.oldest_age)
+                 + " ms"
+                 + (limits.max_oldest_age == std::chrono::nanoseconds::max()
+                      ? std::string()
+                      : " (limit " + ms(limits.max_oldest_age) + " ms)"));
   answer(self, id);
 }
 

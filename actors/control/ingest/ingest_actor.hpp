@@ -42,7 +42,7 @@ struct ingest_settings {
   int retry_after_seconds = 2;
   bool await_leadership = false; ///< start as a standby (leader election on)
   /// When a request is shed: appends in flight (ingest.max_pending_events) and
-  /// the oldest one's wait (half the deadline).
+  /// the oldest one's wait (off by default).
   control::admission_limits admission;
   /// At most one warning this often about events not journaled.
   caf::timespan refusal_log_interval = std::chrono::seconds{10};
