@@ -77,10 +77,13 @@ struct patch_times {
   std::vector<std::atomic<std::int64_t>> at;
 };
 
-// Sits in front of the gateway: records cordon PATCHes, passes everything on.
-caf::behavior tap(caf::event_based_actor* self, caf::actor gateway,
-                  std::shared_ptr<patch_times> times) {
-  auto watcher = std::make_shared<caf::actor>();
+// Sits in front of the gateway: records cordon PATCHes, passes everything on;
+// it subscribes to the gateway's watches in its subscriber's place.
+using gateway_tap = kube_gateway_handle::extend<caf::reacts_to<kube_watch_event>>;
+
+gateway_tap::behavior_type tap(gateway_tap::pointer self, kube_gateway_handle gateway,
+                               std::shared_ptr<patch_times> times) {
+  auto watcher = std::make_shared<kube_watch_subscriber>();
   return {
     [=](kube::kube_request& request) -> caf::result<kube::kube_result> {
       const std::string prefix = "/api/v1/nodes/gpu-node-";
@@ -97,7 +100,7 @@ caf::behavior tap(caf::event_based_actor* self, caf::actor gateway,
       return rp;
     },
     [=](watch_atom, kube_watch_spec& spec) -> caf::result<std::uint64_t> {
-      *watcher = caf::actor_cast<caf::actor>(self->current_sender());
+      *watcher = caf::actor_cast<kube_watch_subscriber>(self->current_sender());
       auto rp = self->make_response_promise<std::uint64_t>();
       self->request(gateway, caf::infinite, watch_atom::value, std::move(spec))
         .then([=](std::uint64_t id) mutable { rp.deliver(id); });
@@ -366,9 +369,10 @@ int main(int argc, char** argv) {
                 summary["skipped"].dump().c_str());
     caf::anon_send_exit(feed, caf::exit_reason::user_shutdown);
   }
-  for (const auto& a : std::vector<caf::actor>{ingest_actor, fleet_actor,
-                                               caf::actor_cast<caf::actor>(breaker_actor),
-                                               tapped, gateway, journal_actor, writer})
+  for (const auto& a : std::vector<caf::actor>{
+         ingest_actor, fleet_actor, caf::actor_cast<caf::actor>(breaker_actor),
+         caf::actor_cast<caf::actor>(tapped), caf::actor_cast<caf::actor>(gateway),
+         caf::actor_cast<caf::actor>(journal_actor), caf::actor_cast<caf::actor>(writer)})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   return 0;
 }

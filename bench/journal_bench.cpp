@@ -63,7 +63,7 @@ struct driver_state {
 // then tells `reporter`. Event-based, so the driver costs little beside the journal.
 // No request timeout: CAF 0.17 cancels a request's timeout with a linear scan
 // over the actor's pending timeouts, which is quadratic with 50,000 in flight.
-caf::behavior append_driver(caf::stateful_actor<driver_state>* self, caf::actor jrnl,
+caf::behavior append_driver(caf::stateful_actor<driver_state>* self, journal_handle jrnl,
                             std::vector<journal_record> rows, caf::actor reporter) {
   // CAF 0.17 keeps an actor's pending responses in a flat map with linear
   // lookup and erase: more than a few thousand in flight turn quadratic.
@@ -91,7 +91,7 @@ caf::behavior append_driver(caf::stateful_actor<driver_state>* self, caf::actor 
   }};
 }
 
-double append_through_actor(caf::actor_system& sys, const caf::actor& jrnl,
+double append_through_actor(caf::actor_system& sys, const journal_handle& jrnl,
                             std::int64_t total, const std::string& run) {
   std::vector<journal_record> rows;
   rows.reserve(static_cast<size_t>(total));
@@ -144,7 +144,7 @@ struct probe_state {
 };
 
 // Sends `per_tick` appends every millisecond and records append→ack times.
-caf::behavior latency_probe(caf::stateful_actor<probe_state>* self, caf::actor jrnl,
+caf::behavior latency_probe(caf::stateful_actor<probe_state>* self, journal_handle jrnl,
                             std::int64_t total, int per_tick, std::string run,
                             caf::actor reporter) {
   self->state.remaining = total;

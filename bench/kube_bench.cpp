@@ -22,7 +22,7 @@ struct driver_state {
   std::uint64_t failed = 0;
 };
 
-caf::behavior driver(caf::stateful_actor<driver_state>* self, caf::actor gateway,
+caf::behavior driver(caf::stateful_actor<driver_state>* self, kube_gateway_handle gateway,
                      std::uint64_t total, std::uint64_t window, caf::actor reporter) {
   auto send_one = [=] {
     auto request = kube::make_request("GET", "/api/v1/nodes/gpu-node-1");

@@ -240,10 +240,12 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   actors.ingest =
     system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
   std::vector<caf::actor> followers{actors.fleet, actors.ingest};
-  plane.named = {
-    {"journal_writer", writer}, {"journal", actors.journal},
-    {"gateway", gateway},       {"breaker", caf::actor_cast<caf::actor>(actors.breaker)},
-    {"fleet", actors.fleet},    {"ingest", actors.ingest}};
+  plane.named = {{"journal_writer", caf::actor_cast<caf::actor>(writer)},
+                 {"journal", caf::actor_cast<caf::actor>(actors.journal)},
+                 {"gateway", caf::actor_cast<caf::actor>(gateway)},
+                 {"breaker", caf::actor_cast<caf::actor>(actors.breaker)},
+                 {"fleet", actors.fleet},
+                 {"ingest", actors.ingest}};
   if (config.janitor.in_process && settings->remediation.dry_run) {
     // A dry run writes nothing to the API server, and the janitor would act
     // on CRs that already exist.

@@ -68,7 +68,9 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
     query += "&continue=" + kube::query_escape(continue_token);
   request.query = with_selectors(sub.spec, query);
   const auto generation = ++sub.generation;
-  self->request(caf::actor_cast<caf::actor>(self), caf::infinite, std::move(request))
+  self
+    ->request(caf::actor_cast<kube_gateway_handle>(self), caf::infinite,
+              std::move(request))
     .then([=](kube::kube_result& result) {
       auto it = self->state.watches.find(id);
       if (it == self->state.watches.end() || it->second.generation != generation)
@@ -114,7 +116,7 @@ void start_stream(kube_gateway_actor* self, std::uint64_t id) {
                 + "&resourceVersion=" + kube::query_escape(sub.resource_version));
   request.timeout = std::chrono::milliseconds{0};
   const auto generation = ++sub.generation;
-  caf::actor me = caf::actor_cast<caf::actor>(self);
+  auto me = caf::actor_cast<kube_gateway_io>(self);
   sub.stream = self->state.client->watch(
     std::move(request),
     [me, id, generation](std::string_view line) {
@@ -164,9 +166,9 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
 
 } // namespace
 
-caf::behavior kube_gateway(kube_gateway_actor* self,
-                           std::shared_ptr<kube::kube_client> client,
-                           std::shared_ptr<kube_gateway_stats> stats) {
+kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
+                                            std::shared_ptr<kube::kube_client> client,
+                                            std::shared_ptr<kube_gateway_stats> stats) {
   self->state.client = std::move(client);
   self->state.stats = stats ? std::move(stats) : std::make_shared<kube_gateway_stats>();
   // No cleanup hook: the state (and with it the client, its I/O thread and
@@ -178,7 +180,7 @@ caf::behavior kube_gateway(kube_gateway_actor* self,
       ++st.stats->in_flight;
       const auto id = ++st.next_id;
       st.pending.emplace(id, self->make_response_promise());
-      caf::actor me = caf::actor_cast<caf::actor>(self);
+      auto me = caf::actor_cast<kube_gateway_io>(self);
       st.client->send(std::move(request), [me, id](kube::kube_result result) {
         caf::anon_send(me, done_atom::value, id, std::move(result));
       });
@@ -198,7 +200,7 @@ caf::behavior kube_gateway(kube_gateway_actor* self,
       const auto id = ++self->state.next_id;
       watch_subscription sub;
       sub.spec = std::move(spec);
-      sub.subscriber = caf::actor_cast<caf::actor>(self->current_sender());
+      sub.subscriber = caf::actor_cast<kube_watch_subscriber>(self->current_sender());
       self->state.watches.emplace(id, std::move(sub));
       start_list(self, id, "", std::make_shared<list_progress>());
       return id;

@@ -8,11 +8,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include <caf/actor.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "runtime/kube/kube_client.hpp"
@@ -22,7 +24,7 @@ namespace vigil {
 /// One kept-alive watch.
 struct watch_subscription {
   kube_watch_spec spec;
-  caf::actor subscriber;
+  kube_watch_subscriber subscriber;
   std::string resource_version; ///< the last one seen; "" = list first
   std::uint64_t stream = 0;     ///< the client's id of the open stream
   std::uint64_t generation = 0; ///< events of older streams are ignored
@@ -50,11 +52,22 @@ struct kube_gateway_state {
   static inline const char* name = "kube_gateway";
 };
 
-using kube_gateway_actor = caf::stateful_actor<kube_gateway_state>;
+/// The gateway's protocol and what its client's I/O thread and its timers
+/// send it: a request's result, a watch stream's line and end (with the
+/// stream's generation: lines of an older stream are ignored), and the
+/// reopening of a stream after a backoff.
+using kube_gateway_io = kube_gateway_handle::extend<
+  caf::reacts_to<done_atom, std::uint64_t, kube::kube_result>,
+  caf::reacts_to<watch_line_atom, std::uint64_t, std::uint64_t, std::string>,
+  caf::reacts_to<watch_end_atom, std::uint64_t, std::uint64_t,
+                 std::optional<kube::kube_error>>,
+  caf::reacts_to<rewatch_atom, std::uint64_t, std::uint64_t>>;
+
+using kube_gateway_actor = caf::stateful_actor<kube_gateway_state, kube_gateway_io::base>;
 
 /// `stats` receives the gateway's figures (shared with /metrics).
-caf::behavior kube_gateway(kube_gateway_actor* self,
-                           std::shared_ptr<kube::kube_client> client,
-                           std::shared_ptr<kube_gateway_stats> stats);
+kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
+                                            std::shared_ptr<kube::kube_client> client,
+                                            std::shared_ptr<kube_gateway_stats> stats);
 
 } // namespace vigil

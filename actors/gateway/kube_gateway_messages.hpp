@@ -8,6 +8,8 @@
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "runtime/kube/kube_api.hpp"
 
@@ -42,6 +44,18 @@ struct kube_watch_event {
   std::string object;
   std::string resource_version;
 };
+
+/// A watch's subscriber (whoever asked for the watch) as the gateway sees it.
+using kube_watch_subscriber = caf::typed_actor<caf::reacts_to<kube_watch_event>>;
+
+/// The gateway's protocol, which the compiler checks at every send: a
+/// request → its result (an error result after the client's retries, never
+/// a CAF error); (watch_atom, spec) → the watch's id, and kube_watch_event
+/// messages to the sender from then on; (unwatch_atom, id).
+using kube_gateway_handle =
+  caf::typed_actor<caf::replies_to<kube::kube_request>::with<kube::kube_result>,
+                   caf::replies_to<watch_atom, kube_watch_spec>::with<std::uint64_t>,
+                   caf::reacts_to<unwatch_atom, std::uint64_t>>;
 
 } // namespace vigil
 

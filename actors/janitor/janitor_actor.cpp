@@ -562,7 +562,8 @@ void start_pass(janitor_actor* self) {
 } // namespace
 
 caf::behavior janitor_controllers(janitor_actor* self, janitor_settings settings,
-                                  caf::actor gateway, std::shared_ptr<const clock> time) {
+                                  kube_gateway_handle gateway,
+                                  std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.settings = std::move(settings);
   st.gateway = std::move(gateway);

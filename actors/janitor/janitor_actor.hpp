@@ -16,6 +16,7 @@
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/janitor/janitor_metrics.hpp"
 #include "actors/janitor/janitor_resource.hpp"
 #include "runtime/clock.hpp"
@@ -39,7 +40,7 @@ struct janitor_work {
 
 struct janitor_state {
   janitor_settings settings;
-  caf::actor gateway;
+  kube_gateway_handle gateway;
   std::shared_ptr<const clock> time;
   bool passing = false; ///< a pass is running
   bool standby = false; ///< another replica leads: no passes
@@ -54,6 +55,7 @@ using janitor_actor = caf::stateful_actor<janitor_state>;
 /// (janitor_tick_atom) its own timer: one pass. (leader_atom, bool): lead or stand
 /// by. (summary_atom) → JSON.
 caf::behavior janitor_controllers(janitor_actor* self, janitor_settings settings,
-                                  caf::actor gateway, std::shared_ptr<const clock> time);
+                                  kube_gateway_handle gateway,
+                                  std::shared_ptr<const clock> time);
 
 } // namespace vigil

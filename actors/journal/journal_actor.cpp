@@ -108,16 +108,18 @@ journal_stats current_stats(journal_actor* self) {
 
 } // namespace
 
-caf::behavior journal(journal_actor* self, journal_config config, caf::actor writer) {
+journal_timers::behavior_type journal(journal_actor* self, journal_config config,
+                                      journal_writer_handle writer) {
   self->state.config = config;
   self->state.writer = std::move(writer);
   self->state.backoff = ms(config.reconnect_initial_ms);
   self->set_down_handler([=](caf::down_msg& down) {
     auto& subscribers = self->state.subscribers;
-    subscribers.erase(
-      std::remove_if(subscribers.begin(), subscribers.end(),
-                     [&](const caf::actor& a) { return a.address() == down.source; }),
-      subscribers.end());
+    subscribers.erase(std::remove_if(subscribers.begin(), subscribers.end(),
+                                     [&](const journal_subscriber& a) {
+                                       return a.address() == down.source;
+                                     }),
+                      subscribers.end());
   });
   return {
     [=](append_atom, journal_record& record) -> caf::result<append_outcome> {
@@ -140,19 +142,20 @@ caf::behavior journal(journal_actor* self, journal_config config, caf::actor wri
         start_batch(self);
     },
     [=](retry_atom) { write_in_flight(self); },
-    [=](stats_atom) { return current_stats(self); },
-    [=](subscribe_atom, const caf::actor& subscriber) {
+    [=](stats_atom) -> journal_stats { return current_stats(self); },
+    [=](subscribe_atom, const journal_subscriber& subscriber) {
       self->monitor(subscriber);
       self->state.subscribers.push_back(subscriber);
     },
-    [=](read_atom atom, journal_query& query) {
+    [=](read_atom atom,
+        journal_query& query) -> caf::delegated<std::vector<journal_record>> {
       return self->delegate(self->state.writer, atom, std::move(query));
     },
   };
 }
 
-caf::behavior journal_writer(caf::event_based_actor*,
-                             std::shared_ptr<journal_store> store) {
+journal_writer_handle::behavior_type
+journal_writer(journal_writer_handle::pointer, std::shared_ptr<journal_store> store) {
   return {
     [=](write_atom, const std::vector<journal_record>& batch)
       -> caf::result<std::vector<append_outcome>> {

@@ -13,6 +13,7 @@
 #include <caf/actor.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/journal/journal_messages.hpp"
 #include "runtime/clock.hpp"
@@ -28,23 +29,29 @@ struct pending_append {
 
 struct journal_state {
   journal_config config;
-  caf::actor writer;
+  journal_writer_handle writer;
   std::deque<pending_append> queue;      ///< not yet in a batch
   std::vector<pending_append> in_flight; ///< the batch the writer has
   std::uint64_t flush_generation = 0;    ///< stale flush timers are ignored
   bool flush_armed = false;
   caf::timespan backoff{};
   journal_stats stats;
-  std::vector<caf::actor> subscribers; ///< told of each committed batch
+  std::vector<journal_subscriber> subscribers; ///< told of each committed batch
   static inline const char* name = "journal";
 };
 
-using journal_actor = caf::stateful_actor<journal_state>;
+/// The journal's protocol and its own timers: the flush of a batch that did
+/// not fill (with the timer's generation) and the retry of a failed one.
+using journal_timers = journal_handle::extend<caf::reacts_to<flush_atom, std::uint64_t>,
+                                              caf::reacts_to<retry_atom>>;
 
-caf::behavior journal(journal_actor* self, journal_config config, caf::actor writer);
+using journal_actor = caf::stateful_actor<journal_state, journal_timers::base>;
+
+journal_timers::behavior_type journal(journal_actor* self, journal_config config,
+                                      journal_writer_handle writer);
 
 /// Wraps a store; one batch at a time. Spawn it detached outside tests.
-caf::behavior journal_writer(caf::event_based_actor* self,
-                             std::shared_ptr<journal_store> store);
+journal_writer_handle::behavior_type journal_writer(journal_writer_handle::pointer self,
+                                                    std::shared_ptr<journal_store> store);
 
 } // namespace vigil

@@ -11,6 +11,8 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "runtime/journal/journal_store.hpp"
 
@@ -27,7 +29,7 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 /// (stats_atom) → journal_stats.
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
-/// (subscribe_atom, caf::actor) to the journal: from now on the subscriber
+/// (subscribe_atom, journal_subscriber) to the journal: from now on the subscriber
 /// gets (committed_atom, vector<journal_record>) after each committed batch,
 /// the rows newly stored (duplicates left out) with their seq, until it goes
 /// down. For watchers of the journal (the console's live stream), never for
@@ -85,6 +87,28 @@ typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
            x.committed, x.duplicates, x.refused, x.write_failures, x.available,
            x.mailbox_depth);
 }
+
+/// A watcher of the journal: told of the rows of each committed batch.
+using journal_subscriber =
+  caf::typed_actor<caf::reacts_to<committed_atom, std::vector<journal_record>>>;
+
+/// The journal's protocol, which the compiler checks at every send:
+/// (append_atom, record) → append_outcome once its batch committed, or
+/// journal_errc::overloaded at once; (read_atom, query) → rows in seq order;
+/// (stats_atom) → journal_stats; (subscribe_atom, subscriber): committed rows
+/// from now on, as `(committed_atom, vector<journal_record>)`.
+using journal_handle = caf::typed_actor<
+  caf::replies_to<append_atom, journal_record>::with<append_outcome>,
+  caf::replies_to<read_atom, journal_query>::with<std::vector<journal_record>>,
+  caf::replies_to<stats_atom>::with<journal_stats>,
+  caf::reacts_to<subscribe_atom, journal_subscriber>>;
+
+/// The writer's protocol: one batch or one read at a time, each blocking on
+/// the database; journal_errc::unavailable when it failed.
+using journal_writer_handle = caf::typed_actor<
+  caf::replies_to<write_atom,
+                  std::vector<journal_record>>::with<std::vector<append_outcome>>,
+  caf::replies_to<read_atom, journal_query>::with<std::vector<journal_record>>>;
 
 } // namespace vigil
 

@@ -47,7 +47,8 @@ int run_janitor(command_context& ctx) {
     auto gateway_figures = std::make_shared<kube_gateway_stats>();
     auto gateway = p.system.spawn(kube_gateway, kube_client, gateway_figures);
     auto janitor = p.system.spawn(janitor_controllers, options, gateway, time);
-    caf::anon_send(p.root, adopt_atom::value, std::string("gateway"), gateway);
+    caf::anon_send(p.root, adopt_atom::value, std::string("gateway"),
+                   caf::actor_cast<caf::actor>(gateway));
     caf::anon_send(p.root, adopt_atom::value, std::string("janitor"), janitor);
     // seed 001 "Metrics": the same gpu_reset_* families as `vigil control`'s.
     http::server_options server_options;

@@ -63,7 +63,8 @@ void review(authenticator_actor* self, control::token_use use, const std::string
 } // namespace
 
 caf::behavior authenticator(caf::stateful_actor<authenticator_state>* self,
-                            caf::actor gateway, control::token_review_settings settings,
+                            kube_gateway_handle gateway,
+                            control::token_review_settings settings,
                             std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.gateway = std::move(gateway);

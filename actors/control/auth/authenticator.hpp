@@ -17,6 +17,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/auth/agent_identity.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
@@ -36,7 +37,7 @@ struct authenticate_request {
 };
 
 struct authenticator_state {
-  caf::actor gateway;
+  kube_gateway_handle gateway;
   std::shared_ptr<const clock> time;
   control::token_review_settings settings;
   control::token_cache cache;
@@ -46,7 +47,8 @@ struct authenticator_state {
 };
 
 caf::behavior authenticator(caf::stateful_actor<authenticator_state>* self,
-                            caf::actor gateway, control::token_review_settings settings,
+                            kube_gateway_handle gateway,
+                            control::token_review_settings settings,
                             std::shared_ptr<const clock> time);
 
 } // namespace vigil

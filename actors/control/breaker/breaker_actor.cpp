@@ -93,7 +93,7 @@ void restore_breaker(control::circuit_breaker& breaker,
 }
 
 breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_config config,
-                                      caf::actor journal,
+                                      journal_handle journal,
                                       std::shared_ptr<const clock> time) {
   self->state.breaker = control::circuit_breaker(std::move(config));
   self->state.journal = std::move(journal);

@@ -17,6 +17,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/control/rules/circuit_breaker.hpp"
+#include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/journal/journal_store.hpp"
@@ -55,7 +56,7 @@ using breaker_handle = caf::typed_actor<
 
 struct breaker_state {
   control::circuit_breaker breaker;
-  caf::actor journal;
+  journal_handle journal;
   std::shared_ptr<const clock> time;
   std::size_t gpu_nodes = 0;
   /// The fleet has listed the Nodes once: until then the percentage limit
@@ -75,7 +76,7 @@ struct breaker_state {
 using breaker_actor = caf::stateful_actor<breaker_state, breaker_handle::base>;
 
 breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_config config,
-                                      caf::actor journal,
+                                      journal_handle journal,
                                       std::shared_ptr<const clock> time);
 
 /// The breaker's state after the journal's breaker rows, oldest first: the

@@ -25,6 +25,7 @@
 
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/endpoints/control_endpoints.hpp" // http::responder as a message
+#include "actors/journal/journal_messages.hpp"
 #include "runtime/http/http_server.hpp"
 
 namespace vigil {
@@ -34,7 +35,7 @@ using console_request_atom = caf::atom_constant<caf::atom("consolereq")>;
 
 struct console_actors {
   caf::actor fleet;
-  caf::actor journal;
+  journal_handle journal;
   caf::actor feed; ///< the console feed (console_feed.hpp)
   breaker_handle breaker;
   caf::actor ingest;

@@ -62,9 +62,9 @@ void publish(console_feed_actor* self, const std::vector<journal_record>& rows) 
 } // namespace
 
 caf::behavior console_feed(console_feed_actor* self, console_feed_config config,
-                           caf::actor journal) {
+                           journal_handle journal) {
   self->state.config = config;
-  self->send(journal, subscribe_atom::value, caf::actor_cast<caf::actor>(self));
+  self->send(journal, subscribe_atom::value, caf::actor_cast<journal_subscriber>(self));
   if (config.keepalive.count() > 0)
     self->delayed_send(self, config.keepalive, feed_keepalive_atom::value);
   return {

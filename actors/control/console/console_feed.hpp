@@ -15,6 +15,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/console/console_view.hpp"
+#include "actors/journal/journal_messages.hpp"
 #include "runtime/http/http_server.hpp"
 
 namespace vigil {
@@ -54,7 +55,7 @@ using console_feed_actor = caf::stateful_actor<console_feed_state>;
 /// Subscribes to `journal` at once. (summary_atom) → its figures as JSON.
 /// A stream over max_streams is ended with an error event at once.
 caf::behavior console_feed(console_feed_actor* self, console_feed_config config,
-                           caf::actor journal);
+                           journal_handle journal);
 
 } // namespace vigil
 

@@ -56,7 +56,7 @@ void journal_end(drain_actor* self) {
         auto& st = self->state;
         logger()->info("node {}: drain {} {} ({} evicted, {} deleted)", st.node_name,
                        st.key, st.end_outcome, st.evictions, st.deletions);
-        if (auto owner = caf::actor_cast<caf::actor>(st.owner))
+        if (auto owner = caf::actor_cast<drain_owner>(st.owner))
           self->send(owner, drained_atom::value, st.key, st.end_outcome,
                      static_cast<std::uint64_t>(st.evictions),
                      static_cast<std::uint64_t>(st.deletions));
@@ -285,9 +285,9 @@ void list_pods(drain_actor* self) {
 
 caf::behavior drain(drain_actor* self, std::string node, control::drain_request request,
                     std::optional<gpu_allocations> allocations,
-                    std::shared_ptr<const drain_settings> settings, caf::actor gateway,
-                    caf::actor journal, caf::actor owner,
-                    std::shared_ptr<const clock> time) {
+                    std::shared_ptr<const drain_settings> settings,
+                    kube_gateway_handle gateway, journal_handle journal,
+                    drain_owner owner, std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.node_name = std::move(node);
   st.key = control::drain_key(request);

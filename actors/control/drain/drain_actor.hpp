@@ -15,9 +15,14 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_addr.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/control/rules/drain_plan.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
 #include "messages/gpu_allocations.hpp"
 #include "runtime/clock.hpp"
 
@@ -46,8 +51,8 @@ struct drain_state {
   std::optional<gpu_allocations> allocations;
   std::optional<gpu_allocations> dra; ///< from the node's ResourceClaims, when read
   std::shared_ptr<const drain_settings> settings;
-  caf::actor gateway;
-  caf::actor journal;
+  kube_gateway_handle gateway;
+  journal_handle journal;
   /// The node actor, told when the drain ends. Weak: the node actor holds the
   /// drain, and a cycle of strong handles would keep both alive for ever.
   caf::actor_addr owner;
@@ -69,14 +74,19 @@ struct drain_state {
 
 using drain_actor = caf::stateful_actor<drain_state>;
 
+/// Whoever started the drain (the node actor): told once how it ended, as
+/// (drained_atom, key, outcome, evictions, deletions).
+using drain_owner = caf::typed_actor<
+  caf::reacts_to<drained_atom, std::string, std::string, std::uint64_t, std::uint64_t>>;
+
 /// Pods' GPUs come from `allocations` (the kubelet's, through the node's
 /// agent), else from their annotation; unknown GPUs mean a full drain.
 /// (cancel_atom, why): stop and report "cancelled". When the drain ends the
-/// owner gets (drained_atom, key, outcome, evictions) and the actor quits.
+/// owner hears of it and the actor quits.
 caf::behavior drain(drain_actor* self, std::string node, control::drain_request request,
                     std::optional<gpu_allocations> allocations,
-                    std::shared_ptr<const drain_settings> settings, caf::actor gateway,
-                    caf::actor journal, caf::actor owner,
-                    std::shared_ptr<const clock> time);
+                    std::shared_ptr<const drain_settings> settings,
+                    kube_gateway_handle gateway, journal_handle journal,
+                    drain_owner owner, std::shared_ptr<const clock> time);
 
 } // namespace vigil

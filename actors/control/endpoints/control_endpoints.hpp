@@ -25,7 +25,7 @@ namespace vigil {
 
 struct control_actors {
   caf::actor ingest;
-  caf::actor journal;
+  journal_handle journal;
   caf::actor fleet;
   breaker_handle breaker;
   /// The in-process janitor's figures; null when it runs elsewhere.

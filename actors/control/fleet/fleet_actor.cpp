@@ -20,7 +20,7 @@ std::shared_ptr<spdlog::logger> logger() {
   return component_logger("fleet");
 }
 
-caf::actor spawn_node(fleet_actor* self, const std::string& name) {
+node_handle spawn_node(fleet_actor* self, const std::string& name) {
   auto& st = self->state;
   auto child =
     self->spawn(node, name, st.settings, st.gateway, st.journal, st.breaker, st.time);
@@ -31,7 +31,7 @@ caf::actor spawn_node(fleet_actor* self, const std::string& name) {
   return child;
 }
 
-caf::actor node_for(fleet_actor* self, const std::string& name) {
+node_handle node_for(fleet_actor* self, const std::string& name) {
   auto i = self->state.nodes.find(name);
   return i != self->state.nodes.end() ? i->second : spawn_node(self, name);
 }
@@ -243,9 +243,9 @@ void lead(fleet_actor* self, bool leading) {
 } // namespace
 
 caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
-                    caf::actor gateway, caf::actor journal, breaker_handle breaker,
-                    std::shared_ptr<const clock> time, bool watch_nodes,
-                    bool await_leadership) {
+                    kube_gateway_handle gateway, journal_handle journal,
+                    breaker_handle breaker, std::shared_ptr<const clock> time,
+                    bool watch_nodes, bool await_leadership) {
   auto& st = self->state;
   st.settings = std::move(settings);
   st.fabric = control::fabric_correlator(st.settings->correlation);

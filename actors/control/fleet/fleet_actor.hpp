@@ -19,6 +19,8 @@
 #include "actors/control/fleet/agent_liveness.hpp"
 #include "actors/control/node/node_actor.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
 #include "messages/health_event.hpp"
 #include "runtime/journal/journal_store.hpp"
@@ -37,11 +39,11 @@ struct fleet_stats {
 
 struct fleet_state {
   std::shared_ptr<const node_settings> settings;
-  caf::actor gateway;
-  caf::actor journal;
+  kube_gateway_handle gateway;
+  journal_handle journal;
   breaker_handle breaker;
   std::shared_ptr<const clock> time;
-  std::unordered_map<std::string, caf::actor> nodes;
+  std::unordered_map<std::string, node_handle> nodes;
   std::map<caf::actor_addr, std::string> names; ///< for down messages
   std::set<std::string> gpu_nodes;
   /// Events routed while the startup rebuild runs; those at or below the
@@ -83,9 +85,9 @@ constexpr std::size_t fleet_rebuild_page = 10000;
 /// (leader_atom, true) and (leader_atom, false); becoming leader rebuilds the
 /// whole state from the journal, losing it stops every node actor.
 caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
-                    caf::actor gateway, caf::actor journal, breaker_handle breaker,
-                    std::shared_ptr<const clock> time, bool watch_nodes,
-                    bool await_leadership);
+                    kube_gateway_handle gateway, journal_handle journal,
+                    breaker_handle breaker, std::shared_ptr<const clock> time,
+                    bool watch_nodes, bool await_leadership);
 
 /// Groups journal rows for a rebuild: each node's events oldest first, and
 /// the fleet-wide breaker rows. Undecodable event rows are counted, reported

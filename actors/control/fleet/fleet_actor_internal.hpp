@@ -40,10 +40,10 @@ std::shared_ptr<spdlog::logger> logger();
 // fleet_actor.cpp
 
 /// Starts and monitors the node actor of `name`.
-caf::actor spawn_node(fleet_actor* self, const std::string& name);
+node_handle spawn_node(fleet_actor* self, const std::string& name);
 
 /// The node actor of `name`, started if there is none.
-caf::actor node_for(fleet_actor* self, const std::string& name);
+node_handle node_for(fleet_actor* self, const std::string& name);
 
 /// The agent spoke: a node flagged silent is told it reports again.
 void agent_heard(fleet_actor* self, const std::string& node);

@@ -167,7 +167,7 @@ journal_record event_row(const health_event& event, wall_time now) {
   return row;
 }
 
-caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor journal,
+caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handle journal,
                      caf::actor fleet, std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.settings = settings;

@@ -26,6 +26,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/ingest/ingest_logic.hpp"
+#include "actors/journal/journal_messages.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -89,7 +90,7 @@ struct refusal_tally {
 
 struct ingest_state {
   ingest_settings settings;
-  caf::actor journal;
+  journal_handle journal;
   caf::actor fleet;
   std::shared_ptr<const clock> time;
   std::uint64_t next_id = 0;
@@ -111,7 +112,7 @@ using ingest_actor = caf::stateful_actor<ingest_state>;
 /// (ingest_atom, ingest_request); (stats_atom) → JSON counts;
 /// (leader_atom, bool): while not leading, every event is answered 503
 /// (the agents retry; the Service reaches the leader), nothing is journaled.
-caf::behavior ingest(ingest_actor* self, ingest_settings settings, caf::actor journal,
+caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handle journal,
                      caf::actor fleet, std::shared_ptr<const clock> time);
 
 /// The journal row of an ingested event: kind "event", keyed by its id.

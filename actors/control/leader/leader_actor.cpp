@@ -136,7 +136,8 @@ void release(leader_actor* self, caf::error reason) {
 }
 
 caf::behavior leader_elector(leader_actor* self, control::lease_config config,
-                             caf::actor gateway, std::vector<caf::actor> subscribers,
+                             kube_gateway_handle gateway,
+                             std::vector<caf::actor> subscribers,
                              std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.config = std::move(config);

@@ -11,13 +11,14 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/leader/lease_election.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
 
 struct leader_state {
   control::lease_config config;
-  caf::actor gateway;
+  kube_gateway_handle gateway;
   std::vector<caf::actor> subscribers;
   std::shared_ptr<const clock> time;
   bool leading = false;
@@ -35,7 +36,8 @@ using leader_actor = caf::stateful_actor<leader_state>;
 /// on every change. (summary_atom) → JSON {leading, holder, acquisitions}.
 /// On an exit message a leader releases the Lease (best effort), then quits.
 caf::behavior leader_elector(leader_actor* self, control::lease_config config,
-                             caf::actor gateway, std::vector<caf::actor> subscribers,
+                             kube_gateway_handle gateway,
+                             std::vector<caf::actor> subscribers,
                              std::shared_ptr<const clock> time);
 
 } // namespace vigil

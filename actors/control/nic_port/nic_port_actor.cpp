@@ -45,7 +45,7 @@ caf::behavior nic_port(nic_port_actor* self, std::string node_name, std::string 
       st.drop_check_armed = false;
       if (auto dropped =
             control::due_drop(st.history, st.node_name, st.port, st.time->wall_now()))
-        if (auto node = caf::actor_cast<caf::actor>(st.parent))
+        if (auto node = caf::actor_cast<nic_port_owner>(st.parent))
           self->send(node, nicdrop_atom::value, std::move(*dropped));
       arm_drop_check(self);
     },

@@ -11,7 +11,9 @@
 
 #include <caf/actor_addr.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/control/node/correlation_messages.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
@@ -30,6 +32,9 @@ struct nic_port_state {
 };
 
 using nic_port_actor = caf::stateful_actor<nic_port_state>;
+
+/// The node actor as its NIC ports see it: told when a port is found dropped.
+using nic_port_owner = caf::typed_actor<caf::reacts_to<nicdrop_atom, health_event>>;
 
 /// (correlate_atom, health_event, event time in ns) → control::correlation_outcome;
 /// (fabric_atom): a fabric incident explains the port's DOWN (no drop verdict);

@@ -219,10 +219,11 @@ void post_node_event(node_actor* self, const std::string& reason,
     });
 }
 
-caf::behavior node(node_actor* self, std::string name,
-                   std::shared_ptr<const node_settings> settings, caf::actor gateway,
-                   caf::actor journal, breaker_handle breaker,
-                   std::shared_ptr<const clock> time) {
+node_timers::behavior_type node(node_actor* self, std::string name,
+                                std::shared_ptr<const node_settings> settings,
+                                kube_gateway_handle gateway, journal_handle journal,
+                                breaker_handle breaker,
+                                std::shared_ptr<const clock> time) {
   auto& st = self->state;
   st.node_name = std::move(name);
   st.settings = std::move(settings);
@@ -331,7 +332,7 @@ caf::behavior node(node_actor* self, std::string name,
                         silent);
       reconcile(self);
     },
-    [=](summary_atom) {
+    [=](summary_atom) -> std::string {
       auto summary = nlohmann::json::parse(summary_of(self->state));
       summary["mailboxDepth"] = self->mailbox().size(); // only the actor may read it
       return summary.dump();

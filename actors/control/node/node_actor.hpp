@@ -18,7 +18,10 @@
 #include <string>
 
 #include <caf/actor.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/drain/drain_actor.hpp"
@@ -29,6 +32,10 @@
 #include "actors/control/rules/drain_plan.hpp"
 #include "actors/control/rules/label_selector.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
+#include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/journal/journal_messages.hpp"
+#include "actors/protocol/control_messages.hpp"
+#include "messages/agent_gpu_facts.hpp"
 #include "messages/gpu_allocations.hpp"
 #include "runtime/clock.hpp"
 
@@ -137,8 +144,8 @@ struct node_stats {
 struct node_state {
   std::string node_name;
   std::shared_ptr<const node_settings> settings;
-  caf::actor gateway;
-  caf::actor journal;
+  kube_gateway_handle gateway;
+  journal_handle journal;
   breaker_handle breaker;
   std::shared_ptr<const clock> time;
   control::active_events active;
@@ -195,23 +202,48 @@ struct node_state {
   static inline const char* name = "node";
 };
 
-using node_actor = caf::stateful_actor<node_state>;
-
+/// The node actor's protocol, which the compiler checks at every send:
 /// (route_atom, health_event, seq); (observe_atom, node JSON);
-/// (replay_atom, vector<health_event>, vector<replay_mark>); (reconcile_atom);
+/// (replay_atom, vector<health_event>, vector<replay_mark>);
 /// (summary_atom) → JSON;
-/// (drained_atom, key, outcome, evictions) from its drain actor;
+/// (drained_atom, key, outcome, evictions, deletions) from its drain actor;
 /// (fabric_atom): drop NIC port-down records, a fabric incident covers them;
-/// (nicdrop_atom, health_event) from a nic_port actor: its port dropped.
+/// (nicdrop_atom, health_event) from a nic_port actor: its port dropped;
+/// (allocations_atom, report) and (gpu_facts_atom, facts) from the agent's
+/// reports; (agent_quiet_atom, silent, since) from the fleet's liveness
+/// check; (attempts_atom, attempts) from the rebuild.
 /// Every event first passes the correlation rules, which may escalate its
 /// recommended action (journaled as a "correlation" row).
 /// Once the quarantine is in place the node actor runs the drain its active
 /// events want (seed 000 §3.1) as a linked drain actor, one at a time: a
 /// different drain supersedes (cancels) the running one, a release cancels it.
-caf::behavior node(node_actor* self, std::string name,
-                   std::shared_ptr<const node_settings> settings, caf::actor gateway,
-                   caf::actor journal, breaker_handle breaker,
-                   std::shared_ptr<const clock> time);
+using node_handle = caf::typed_actor<
+  caf::reacts_to<route_atom, health_event, std::int64_t>,
+  caf::reacts_to<replay_atom, std::vector<health_event>, std::vector<replay_mark>>,
+  caf::reacts_to<nicdrop_atom, health_event>, caf::reacts_to<fabric_atom>,
+  caf::reacts_to<observe_atom, std::string>,
+  caf::reacts_to<allocations_atom, gpu_allocations>,
+  caf::reacts_to<gpu_facts_atom, agent_gpu_facts>,
+  caf::reacts_to<agent_quiet_atom, bool, std::int64_t>,
+  caf::replies_to<summary_atom>::with<std::string>,
+  caf::reacts_to<attempts_atom, std::vector<remediation_attempt>>,
+  caf::reacts_to<drained_atom, std::string, std::string, std::uint64_t, std::uint64_t>>;
+
+/// The node's protocol and its own timers: the next condition check, a
+/// reconcile retry, and the remediation machine's start, poll and
+/// verification timers.
+using node_timers = node_handle::extend<
+  caf::reacts_to<condition_check_atom>, caf::reacts_to<reconcile_atom>,
+  caf::reacts_to<remediation_start_atom>, caf::reacts_to<remediation_poll_atom>,
+  caf::reacts_to<remediation_verify_atom>>;
+
+using node_actor = caf::stateful_actor<node_state, node_timers::base>;
+
+node_timers::behavior_type node(node_actor* self, std::string name,
+                                std::shared_ptr<const node_settings> settings,
+                                kube_gateway_handle gateway, journal_handle journal,
+                                breaker_handle breaker,
+                                std::shared_ptr<const clock> time);
 
 /// A Kubernetes Event about the node (its decisions, drains, remediations),
 /// fire and forget: a failure is logged. Callers check their dry-run switch.

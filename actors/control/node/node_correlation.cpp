@@ -147,8 +147,10 @@ std::size_t drop_port_downs(node_actor* self) {
       covered.push_back(std::move(r));
   st.fabric.incident(covered);
   auto dropped = st.active.remove_if(control::explained_by_fabric);
+  // Its NIC port actors are dynamically typed, which a typed actor can tell
+  // only anonymously; they do not answer.
   for (const auto& [port, actor] : st.ports)
-    self->send(actor, fabric_atom::value);
+    caf::anon_send(actor, fabric_atom::value);
   return dropped;
 }
 

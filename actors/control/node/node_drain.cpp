@@ -76,7 +76,7 @@ void start_drain(node_actor* self, control::drain_request request) {
         }
         st.drain = self->spawn<caf::linked>(
           vigil::drain, st.node_name, request, st.allocations, std::move(settings),
-          st.gateway, st.journal, caf::actor_cast<caf::actor>(self), st.time);
+          st.gateway, st.journal, caf::actor_cast<drain_owner>(self), st.time);
         post_drain_event(self, "DrainStarted", "drain " + key + " started");
       },
       [=](const caf::error& err) {
@@ -104,7 +104,7 @@ void converge_drain(node_actor* self) {
       why = "superseded by drain " + key;
     if (!why.empty()) {
       st.drain_cancelling = true;
-      self->send(st.drain, cancel_atom::value, why);
+      caf::anon_send(st.drain, cancel_atom::value, why); // dynamically typed: no reply
     }
     return;
   }

@@ -132,8 +132,8 @@ kube::kube_result pod_request(kube::object_store& store,
 
 } // namespace
 
-behavior fake_gateway(stateful_actor<fake_gateway_state>* self,
-                      std::shared_ptr<kube::object_store> store) {
+kube_gateway_handle::behavior_type
+fake_gateway(fake_gateway_actor* self, std::shared_ptr<kube::object_store> store) {
   self->state.store = std::move(store);
   return {
     [=](const kube::kube_request& request) -> kube::kube_result {
@@ -170,6 +170,10 @@ behavior fake_gateway(stateful_actor<fake_gateway_state>* self,
                          201);
       return pod_request(*st.store, request);
     },
+    [](watch_atom, const kube_watch_spec&) -> result<std::uint64_t> {
+      return sec::unexpected_message;
+    },
+    [](unwatch_atom, std::uint64_t) {},
   };
 }
 

@@ -44,8 +44,12 @@ struct fake_gateway_state {
   static inline const char* name = "fake_gateway";
 };
 
-behavior fake_gateway(stateful_actor<fake_gateway_state>* self,
-                      std::shared_ptr<kube::object_store> store);
+using fake_gateway_actor = stateful_actor<fake_gateway_state, kube_gateway_handle::base>;
+
+/// Answers requests from `store`; has no watches (the tests hand the fleet
+/// its watch events) and answers a watch with an error.
+kube_gateway_handle::behavior_type
+fake_gateway(fake_gateway_actor* self, std::shared_ptr<kube::object_store> store);
 
 /// Two rules: a fatal GPU event taints and cordons, a fatal NIC event cordons.
 control::quarantine_policy policy();
@@ -86,9 +90,10 @@ struct control_fixture : test_coordinator_fixture<> {
     CAF_REQUIRE(s->open().has_value());
     return s;
   }();
-  actor writer = sys.spawn(journal_writer, std::shared_ptr<journal_store>(journal_db));
-  actor journal = sys.spawn(vigil::journal, journal_config{}, writer);
-  actor gateway = sys.spawn(fake_gateway, store);
+  journal_writer_handle writer =
+    sys.spawn(journal_writer, std::shared_ptr<journal_store>(journal_db));
+  journal_handle journal = sys.spawn(vigil::journal, journal_config{}, writer);
+  kube_gateway_handle gateway = sys.spawn(fake_gateway, store);
   breaker_handle breaker;
   actor fleet;
   actor ingest;
@@ -349,7 +354,7 @@ struct control_fixture : test_coordinator_fixture<> {
                     [&](const journal_record& r) { return r.kind == kind; }));
   }
   std::size_t requests(const std::string& verb) {
-    auto& seen = deref<stateful_actor<fake_gateway_state>>(gateway).state.seen;
+    auto& seen = deref<fake_gateway_actor>(gateway).state.seen;
     return static_cast<std::size_t>(
       std::count_if(seen.begin(), seen.end(),
                     [&](const kube::kube_request& r) { return r.verb == verb; }));

@@ -66,7 +66,7 @@ protected:
   caf::actor_system_config config_;
   caf::actor_system system_{config_};
   std::unique_ptr<kube::kube_test_server> server_;
-  caf::actor gateway_;
+  kube_gateway_handle gateway_;
 };
 
 TEST_F(gateway_test, requests_come_back_as_replies) {

@@ -24,8 +24,11 @@ struct lossy_gateway_state {
   static inline const char* name = "lossy_gateway";
 };
 
-behavior lossy_gateway(stateful_actor<lossy_gateway_state>* self, actor gateway,
-                       std::string lose) {
+using lossy_gateway_actor =
+  stateful_actor<lossy_gateway_state, kube_gateway_handle::base>;
+
+kube_gateway_handle::behavior_type
+lossy_gateway(lossy_gateway_actor* self, kube_gateway_handle gateway, std::string lose) {
   self->state.lose = std::move(lose);
   return {
     [=](kube::kube_request& request) -> result<kube::kube_result> {
@@ -37,11 +40,12 @@ behavior lossy_gateway(stateful_actor<lossy_gateway_state>* self, actor gateway,
         timeout.message = "timed out";
         return kube::kube_result{timeout};
       }
-      auto rp = self->make_response_promise();
-      self->request(gateway, infinite, std::move(request))
-        .then([rp](kube::kube_result& r) mutable { rp.deliver(std::move(r)); });
-      return rp;
+      return self->delegate(gateway, std::move(request));
     },
+    [=](watch_atom atom, kube_watch_spec& spec) -> delegated<std::uint64_t> {
+      return self->delegate(gateway, atom, std::move(spec));
+    },
+    [=](unwatch_atom atom, std::uint64_t id) { self->send(gateway, atom, id); },
   };
 }
 
@@ -254,7 +258,7 @@ CAF_TEST(a_lost_status_write_never_loses_the_labels_to_restore) {
               std::string{"/apis/vigil.dev/v1alpha1/gpuresets/reset-5/status"});
   auto janitor = sys.spawn(janitor_controllers, js, lossy, time);
   run();
-  CAF_REQUIRE(deref<stateful_actor<lossy_gateway_state>>(lossy).state.lost);
+  CAF_REQUIRE(deref<lossy_gateway_actor>(lossy).state.lost);
   auto labels = node("node-1")["metadata"]["labels"];
   for (auto label : janitor::operand_deploy_labels)
     CAF_CHECK_EQUAL(labels.value(std::string{label}, ""), "true"); // untouched

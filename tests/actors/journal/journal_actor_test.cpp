@@ -30,8 +30,9 @@ struct fixture : test_coordinator_fixture<> {
     c.reconnect_max_ms = 250;
     return c;
   }();
-  actor writer = sys.spawn(journal_writer, std::shared_ptr<journal_store>(store));
-  actor jrnl = sys.spawn(vigil::journal, config, writer);
+  journal_writer_handle writer =
+    sys.spawn(journal_writer, std::shared_ptr<journal_store>(store));
+  journal_timers jrnl = sys.spawn(vigil::journal, config, writer);
 
   fixture() {
     CAF_REQUIRE(store->open().has_value());

@@ -39,7 +39,7 @@ struct authenticator_fixture : control_fixture {
 
   size_t reviews() {
     size_t n = 0;
-    for (const auto& r : deref<stateful_actor<fake_gateway_state>>(gateway).state.seen)
+    for (const auto& r : deref<fake_gateway_actor>(gateway).state.seen)
       n += r.path == "/apis/authentication.k8s.io/v1/tokenreviews";
     return n;
   }
@@ -88,7 +88,7 @@ CAF_TEST(a_refusal_is_remembered_for_ten_seconds) {
 }
 
 CAF_TEST(an_api_server_failure_is_not_the_tokens_fault_and_not_remembered) {
-  deref<stateful_actor<fake_gateway_state>>(gateway).state.fail_next = {503};
+  deref<fake_gateway_actor>(gateway).state.fail_next = {503};
   authenticate("agent-token");
   run();
   CAF_REQUIRE(!answers.back().has_value());

@@ -23,7 +23,12 @@ struct partition_state {
   static inline const char* name = "partition";
 };
 
-behavior partitionable(stateful_actor<partition_state>* self, actor gateway) {
+/// The gateway's protocol and (bool cut): cut or heal the path.
+using partitionable_gateway = kube_gateway_handle::extend<reacts_to<bool>>;
+
+partitionable_gateway::behavior_type
+partitionable(stateful_actor<partition_state, partitionable_gateway::base>* self,
+              kube_gateway_handle gateway) {
   return {
     [=](kube::kube_request& request) -> result<kube::kube_result> {
       auto rp = self->make_response_promise();
@@ -46,6 +51,10 @@ behavior partitionable(stateful_actor<partition_state>* self, actor gateway) {
         rp.deliver(kube::kube_result{timeout});
       self->state.held.clear();
     },
+    [=](watch_atom atom, kube_watch_spec& spec) -> delegated<std::uint64_t> {
+      return self->delegate(gateway, atom, std::move(spec));
+    },
+    [=](unwatch_atom atom, std::uint64_t id) { self->send(gateway, atom, id); },
   };
 }
 

@@ -143,7 +143,7 @@ CAF_TEST(a_node_changed_meanwhile_is_reread_and_converged) {
 
 CAF_TEST(api_failures_are_retried_with_backoff) {
   start();
-  deref<stateful_actor<fake_gateway_state>>(gateway).state.fail_next = {503, 503};
+  deref<fake_gateway_actor>(gateway).state.fail_next = {503, 503};
   post({xid("node-1", "GPU-a")});
   CAF_CHECK(!cordoned("node-1"));
   sched.trigger_timeouts(); // first retry: fails again
