@@ -44,6 +44,9 @@ struct journal_query {
   std::optional<wall_time> until;
   std::string node; ///< empty: every node
   std::size_t limit = 10000;
+  /// The last `limit` matching rows rather than the first (still returned in
+  /// seq order): a node's recent history, however long its past.
+  bool newest = false;
 };
 
 struct journal_snapshot {

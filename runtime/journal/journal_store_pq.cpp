@@ -3,6 +3,7 @@
 // commits whole or not at all.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <memory>
 #include <string_view>
 #include <tuple>
@@ -56,6 +57,11 @@ constexpr const char* read_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
   "WHERE seq > $1 AND recorded_at_ns >= $2 AND recorded_at_ns <= $3 "
   "AND ($4 = '' OR node = $4) ORDER BY seq LIMIT $5";
+// The same rows from the newest back (journal_query::newest).
+constexpr const char* read_newest_sql =
+  "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
+  "WHERE seq > $1 AND recorded_at_ns >= $2 AND recorded_at_ns <= $3 "
+  "AND ($4 = '' OR node = $4) ORDER BY seq DESC LIMIT $5";
 
 using result_ptr = std::unique_ptr<PGresult, decltype(&PQclear)>;
 
@@ -198,7 +204,8 @@ public:
     const auto limit = std::to_string(q.limit);
     const char* params[] = {after.c_str(), since.c_str(), until.c_str(), q.node.c_str(),
                             limit.c_str()};
-    result_ptr res{PQexecParams(conn_, read_sql, 5, nullptr, params, nullptr, nullptr, 0),
+    result_ptr res{PQexecParams(conn_, q.newest ? read_newest_sql : read_sql, 5, nullptr,
+                                params, nullptr, nullptr, 0),
                    &PQclear};
     if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
       return fail("read failed");
@@ -210,6 +217,8 @@ public:
                       wall_time{std::chrono::nanoseconds{std::stoll(text(1))}}, text(2),
                       text(3), text(4), text(5)});
     }
+    if (q.newest)
+      std::reverse(rows.begin(), rows.end());
     return rows;
   }
 

@@ -2,6 +2,9 @@
 // a committed batch survives a power cut. For `vigil demo` and single machines.
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <string>
+
 #include "runtime/journal/journal_schema.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -122,10 +125,12 @@ public:
   expected<std::vector<journal_record>> read(const journal_query& q) override {
     if (auto st = open(); !st)
       return st.error();
-    statement select(db_, "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body "
-                          "FROM journal WHERE seq > ? AND recorded_at_ns >= ? AND "
-                          "recorded_at_ns <= ? AND (? = '' OR node = ?) "
-                          "ORDER BY seq LIMIT ?");
+    const std::string sql =
+      std::string("SELECT seq, recorded_at_ns, node, kind, idempotency_key, body "
+                  "FROM journal WHERE seq > ? AND recorded_at_ns >= ? AND "
+                  "recorded_at_ns <= ? AND (? = '' OR node = ?) ")
+      + (q.newest ? "ORDER BY seq DESC LIMIT ?" : "ORDER BY seq LIMIT ?");
+    statement select(db_, sql.c_str());
     if (!select.ok())
       return error("cannot prepare the read").error();
     select.bind(1, q.after_seq);
@@ -141,6 +146,8 @@ public:
                       select.text(3), select.text(4), select.text(5)});
     if (rc != SQLITE_DONE)
       return error("read failed").error();
+    if (q.newest)
+      std::reverse(rows.begin(), rows.end());
     return rows;
   }
 

@@ -108,18 +108,16 @@ void fleet(caf::event_based_actor* self, const console_actors& a, http::responde
       unavailable(reply, "the fleet"));
 }
 
-// The rows a journal read returns, filtered and capped; `newest` keeps the
-// last `limit` rather than the first.
+// The rows a journal read returns, filtered and capped.
 json rows_json(const std::vector<journal_record>& rows, const console::row_filter& filter,
-               std::size_t limit, bool newest) {
-  std::vector<const journal_record*> kept;
-  for (const auto& row : rows)
-    if (filter.matches(row))
-      kept.push_back(&row);
-  const std::size_t from = newest && kept.size() > limit ? kept.size() - limit : 0;
+               std::size_t limit) {
   json out = json::array();
-  for (std::size_t i = from; i < kept.size() && out.size() < limit; ++i)
-    out.push_back(console::row_json(*kept[i]));
+  for (const auto& row : rows) {
+    if (out.size() == limit)
+      break;
+    if (filter.matches(row))
+      out.push_back(console::row_json(row));
+  }
   return out;
 }
 
@@ -130,16 +128,18 @@ void node(caf::event_based_actor* self, const console_actors& a, const std::stri
       [=](std::string& summary) {
         journal_query query;
         query.node = name;
+        query.limit = node_timeline_rows;
+        query.newest = true; // however long the node's history
         self->request(a.journal, ask_timeout, read_atom::value, query)
           .then(
             [=](std::vector<journal_record>& rows) {
               auto node_summary = json::parse(summary, nullptr, false);
               const auto tile = console::tile_of(node_summary);
-              reply(json_reply(
-                200, {{"node", node_summary},
-                      {"state", std::string(console::to_string(tile.state))},
-                      {"detail", tile.detail},
-                      {"timeline", rows_json(rows, {}, node_timeline_rows, true)}}));
+              reply(
+                json_reply(200, {{"node", node_summary},
+                                 {"state", std::string(console::to_string(tile.state))},
+                                 {"detail", tile.detail},
+                                 {"timeline", rows_json(rows, {}, node_timeline_rows)}}));
             },
             unavailable(reply, "the journal"));
       },
@@ -225,7 +225,7 @@ void journal(caf::event_based_actor* self, const console_actors& a,
   self->request(a.journal, ask_timeout, read_atom::value, read)
     .then(
       [=, r = *request](std::vector<journal_record>& rows) {
-        auto out = rows_json(rows, r.filter, r.limit, false);
+        auto out = rows_json(rows, r.filter, r.limit);
         // Where the next read starts: past what this one looked at, even
         // when the filter kept none of it.
         std::int64_t next = r.after_seq;

@@ -108,6 +108,33 @@ TEST_P(journal_store_test, values_with_copy_control_characters_round_trip) {
   EXPECT_EQ(nlohmann::json::parse(rows[0].body), nlohmann::json::parse(r.body));
 }
 
+// A node's recent history, however long its past: the last rows, in seq
+// order (the console's node timeline).
+TEST_P(journal_store_test, reads_the_newest_rows_in_seq_order) {
+  std::vector<journal_record> batch;
+  for (int i = 0; i < 30; ++i)
+    batch.push_back(
+      make_record("k" + std::to_string(i), i % 3 == 0 ? "node-1" : "node-2"));
+  append(batch);
+  journal_query newest;
+  newest.node = "node-1";
+  newest.limit = 4;
+  newest.newest = true;
+  auto rows = read(newest);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].idempotency_key, "k18");
+  EXPECT_EQ(rows[3].idempotency_key, "k27");
+  for (size_t i = 1; i < rows.size(); ++i)
+    EXPECT_LT(rows[i - 1].seq, rows[i].seq);
+  newest.limit = 100; // fewer rows than the limit: all of them
+  EXPECT_EQ(read(newest).size(), 10u);
+  newest.node.clear();
+  newest.limit = 1;
+  rows = read(newest);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].idempotency_key, "k29");
+}
+
 TEST_P(journal_store_test, reads_filter_by_seq_node_and_time) {
   append({make_record("a", "node-1", 100), make_record("b", "node-2", 200),
           make_record("c", "node-1", 300), make_record("d", "node-2", 400)});
