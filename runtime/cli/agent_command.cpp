@@ -277,6 +277,8 @@ std::vector<option_spec> agent_option_specs() {
      "POST /v1/heartbeat to the control plane this often (default 60s; 0: never)"},
     {"sysfs-root", "DIR", "the host's /sys (default /sys)"},
     {"proc-net-route", "FILE", "the host's routing table (default /proc/net/route)"},
+    {"proc-root", "DIR",
+     "the host's /proc, where Fabric Manager's process is looked for (default /proc)"},
     {"boot-id-path", "FILE",
      "the host's boot ID (default /proc/sys/kernel/random/boot_id)"},
     {"no-nic", "", "do not run the NIC monitor"},
@@ -391,6 +393,8 @@ int run_agent(command_context& ctx) {
     fabric_monitor_config config;
     config.node = node;
     config.nvidia_smi = option(ctx.args, "nvidia-smi", config.nvidia_smi);
+    config.sysfs_root = option(ctx.args, "sysfs-root", config.sysfs_root);
+    config.proc_root = option(ctx.args, "proc-root", config.proc_root);
     auto interval = duration_flag(ctx.args, "fabric-interval", config.interval, false);
     if (!interval)
       return fail(interval.error());

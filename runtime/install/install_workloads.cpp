@@ -89,6 +89,7 @@ manifest agent_daemon_set(const install_context& ctx) {
        "--log-path=/dev/kmsg",
        "--sysfs-root=/host/sys",
        "--proc-net-route=/host/proc/net/route",
+       "--proc-root=/host/proc",
        "--boot-id-path=/host/proc/sys/kernel/random/boot_id",
        "--state-polling-interval=1s",
        "--nvidia-smi-timeout=30s",

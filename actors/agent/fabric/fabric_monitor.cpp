@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/agent/fabric/nvlink_status.hpp"
 #include "actors/protocol/agent_messages.hpp"
 #include "runtime/logging.hpp"
 
@@ -13,9 +14,25 @@ void poll_once(fabric_monitor_actor* self, const fabric_monitor_config& config,
                const clock& wall) {
   auto& st = self->state;
   const auto now = wall.wall_now();
+  auto query = [&](std::string_view fields) {
+    return st.run(config.nvidia_smi + " --query-gpu=" + std::string(fields)
+                  + " --format=csv,noheader");
+  };
   auto text =
-    st.run(config.nvidia_smi + " --query-gpu=" + std::string(agent::fabric_query_fields)
-           + " --format=csv,noheader");
+    query(st.ask_health ? agent::fabric_health_query_fields : agent::fabric_query_fields);
+  // A driver without the health fields refuses the whole query (exit 2): the
+  // registration alone is read from then on. A hung nvidia-smi is not asked
+  // twice.
+  if (!text && st.ask_health && text.error().what.rfind("timed out", 0) != 0) {
+    if (auto basic = query(agent::fabric_query_fields)) {
+      st.ask_health = false;
+      component_logger("fabric_monitor")
+        ->info("nvidia-smi does not answer the fabric health fields ({}); reading the "
+               "fabric registration only",
+               text.error().to_string());
+      text = std::move(basic);
+    }
+  }
   auto rows = text ? agent::parse_fabric_query(*text)
                    : expected<std::vector<agent::fabric_row>>(text.error());
   ++st.figures.polls;
@@ -31,7 +48,23 @@ void poll_once(fabric_monitor_actor* self, const fabric_monitor_config& config,
     return;
   }
   st.last_problem.clear();
-  for (auto& event : st.health->observe(*rows, now)) {
+  const auto manager = agent::read_fabric_manager(config.sysfs_root, config.proc_root);
+  // NVLink status is a second opinion: when it cannot be read, the fabric
+  // state alone is judged (and the cause logged once).
+  std::vector<std::string> link_faults;
+  auto links_text = st.run(config.nvidia_smi + " nvlink --status");
+  auto links = links_text ? agent::parse_nvlink_status(*links_text)
+                          : expected<std::vector<agent::gpu_nvlinks>>(links_text.error());
+  if (links) {
+    link_faults = agent::nvlink_shortfalls(*links);
+    st.last_link_problem.clear();
+  } else if (links.error().to_string() != st.last_link_problem) {
+    st.last_link_problem = links.error().to_string();
+    component_logger("fabric_monitor")
+      ->warn("NVLink status not read ({}); the fabric state alone is judged",
+             st.last_link_problem);
+  }
+  for (auto& event : st.health->observe(*rows, now, manager, link_faults)) {
     ++st.figures.events;
     self->send(st.forwarder, forward_atom::value, std::move(event));
   }

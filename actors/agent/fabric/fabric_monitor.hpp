@@ -1,7 +1,8 @@
 // The fabric_monitor actor: asks nvidia-smi for each GPU's NVLink fabric
-// registration every interval and hands fabric_health's events to the
-// forwarder. nvidia-smi blocks (and may hang: it is killed after a timeout),
-// so spawn it detached.
+// registration and health and for the NVLinks' status every interval, looks
+// for Fabric Manager where the node's NVSwitches need it, and hands
+// fabric_health's events to the forwarder. nvidia-smi blocks (and may hang: it is killed
+// after a timeout), so spawn it detached.
 #pragma once
 
 #include <chrono>
@@ -23,13 +24,20 @@ struct fabric_monitor_config {
   std::string nvidia_smi = "nvidia-smi";
   std::chrono::milliseconds interval{60000};
   std::chrono::seconds grace{600}; ///< registration may take this long
+  /// The host's /sys and /proc, where Fabric Manager's NVSwitches and its
+  /// process are looked for (fabric_manager.hpp).
+  std::string sysfs_root = "/sys";
+  std::string proc_root = "/proc";
 };
 
 struct fabric_monitor_state {
   std::optional<agent::fabric_health> health;
   agent::command_runner run;
   caf::actor forwarder;
-  std::string last_problem; ///< logged once until it changes
+  std::string last_problem;      ///< logged once until it changes
+  std::string last_link_problem; ///< the NVLink status's, likewise
+  /// Ask for the fabric's health too, until the driver refuses those fields.
+  bool ask_health = true;
   agent::monitor_figures figures;
   static inline const char* name = "fabric_monitor";
 };
@@ -37,8 +45,10 @@ struct fabric_monitor_state {
 using fabric_monitor_actor = caf::stateful_actor<fabric_monitor_state>;
 
 /// `run` executes the query (agent::timed_command_runner in the agent, a fake
-/// in tests). A query that fails (a driver without the fabric fields, a hung
-/// nvidia-smi) is logged once and counted as malformed, never an event.
+/// in tests): with the fabric's health first, the registration alone once
+/// the driver refuses the health fields. A query that fails (a driver without
+/// the fabric fields, a hung nvidia-smi) is logged once and counted as
+/// malformed, never an event.
 caf::behavior fabric_monitor(fabric_monitor_actor* self, fabric_monitor_config config,
                              agent::command_runner run, caf::actor forwarder,
                              std::shared_ptr<const clock> wall);

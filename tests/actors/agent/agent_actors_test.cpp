@@ -14,6 +14,7 @@
 
 #include "actors/agent/agent_endpoints.hpp"
 #include "actors/agent/dcgm/dcgm_monitor.hpp"
+#include "actors/agent/fabric/fabric_monitor.hpp"
 #include "actors/agent/forwarder/forwarder.hpp"
 #include "actors/agent/nic/nic_monitor.hpp"
 #include "runtime/actor_clock.hpp"
@@ -305,6 +306,55 @@ CAF_TEST(dcgm_monitor_reports_an_outage_once_and_a_hot_gpu_on_its_interval) {
       CAF_CHECK_EQUAL(f.malformed, 1u); // the HTML line
     },
     after(std::chrono::seconds{1}) >> [] { CAF_FAIL("no figures"); });
+  anon_send_exit(monitor, exit_reason::user_shutdown);
+  sched.run();
+}
+
+// A driver without the fabric health fields refuses the query naming them
+// (nvidia-smi exits 2): the monitor reads the registration alone from then
+// on, and a fabric that fails is still reported, as is a GPU that lost NVLinks
+// its peer has.
+CAF_TEST(fabric_monitor_falls_back_to_the_registration_when_the_driver_lacks_health) {
+  auto asked = std::make_shared<std::vector<std::string>>();
+  auto registration =
+    std::make_shared<std::string>("0, GPU-0a, 00000000:18:00.0, Completed, Success\n"
+                                  "1, GPU-1b, 00000000:2A:00.0, Completed, Success\n");
+  auto links = std::make_shared<std::string>("GPU 0: NVIDIA H100 (UUID: GPU-0a)\n"
+                                             "\t Link 0: 26.562 GB/s\n"
+                                             "\t Link 1: 26.562 GB/s\n"
+                                             "GPU 1: NVIDIA H100 (UUID: GPU-1b)\n"
+                                             "\t Link 0: 26.562 GB/s\n"
+                                             "\t Link 1: 26.562 GB/s\n");
+  agent::command_runner run =
+    [=](const std::string& command) -> vigil::expected<std::string> {
+    if (command.find("nvlink --status") != std::string::npos)
+      return *links;
+    asked->push_back(command);
+    if (command.find("fabric.health") != std::string::npos)
+      return failure{command, "exited with status 2"};
+    return *registration;
+  };
+  fabric_monitor_config config;
+  config.node = "node-1";
+  auto wall = std::make_shared<caf_clock>(sys.clock(), from_unix(1700000000, 0));
+  auto monitor = sys.spawn(fabric_monitor, config, run, fwd, wall);
+  sched.run();
+  CAF_REQUIRE_EQUAL(asked->size(), 2u); // the health query, then the registration
+  CAF_CHECK(control_plane().bodies.size() == 1u
+            && control_plane().bodies[0].find("GPUFabricHealth") != std::string::npos);
+  *registration = "0, GPU-0a, 00000000:18:00.0, Completed, Insufficient Resources\n"
+                  "1, GPU-1b, 00000000:2A:00.0, Completed, Success\n";
+  *links = "GPU 0: NVIDIA H100 (UUID: GPU-0a)\n\t Link 0: 26.562 GB/s\n"
+           "\t Link 1: 26.562 GB/s\nGPU 1: NVIDIA H100 (UUID: GPU-1b)\n"
+           "\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\n";
+  advance_time(config.interval);
+  sched.run();
+  CAF_REQUIRE_EQUAL(asked->size(), 3u); // the health fields are not asked for again
+  CAF_CHECK_EQUAL((*asked)[2].find("fabric.health"), std::string::npos);
+  const auto all = all_bodies();
+  CAF_CHECK(all.find("fabric status Insufficient Resources") != std::string::npos);
+  CAF_CHECK(all.find("GPU 1 (GPU-1b): NVLink 1 inactive (1 of 2 active)")
+            != std::string::npos);
   anon_send_exit(monitor, exit_reason::user_shutdown);
   sched.run();
 }
