@@ -215,6 +215,7 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
   ingest_options.await_leadership = cc.leader_election;
   ingest_options.admission.max_in_flight = config.ingest.max_pending_events;
+  ingest_options.gate = std::make_shared<ingest_gate>();
   control::lease_config lease;
   lease.ns = cc.lease_namespace;
   lease.name = cc.lease_name;
@@ -239,6 +240,7 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                  actors.journal, actors.breaker, time, true, cc.leader_election);
   actors.ingest =
     system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
+  actors.admission_gate = ingest_options.gate;
   std::vector<caf::actor> followers{actors.fleet, actors.ingest};
   plane.named = {{"journal_writer", caf::actor_cast<caf::actor>(writer)},
                  {"journal", caf::actor_cast<caf::actor>(actors.journal)},

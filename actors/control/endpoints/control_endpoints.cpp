@@ -204,6 +204,11 @@ metrics::family_list control_metric_families(const std::string& ingest_stats,
                                  "events answered 503 at once because "
                                  "ingest.max_pending_events appends were in flight",
                                  number(in, "shed")));
+  out.push_back(
+    metrics::counter("vigil_ingest_requests_shed_unread_total",
+                     "requests answered 503 before their body was read: ingest was "
+                     "shedding (their events are not counted)",
+                     number(in, "requestsShedUnread")));
   out.push_back(metrics::counter(
     "vigil_events_coalesced_total",
     "events resent while their first journal append was in flight (appended once)",
@@ -449,6 +454,17 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
       return with_identity(
         options, *shared, reply, control::token_use::agent,
         [=](control::agent_identity who) {
+          // Ingest is shedding: refused before the body is read, at no cost
+          // to ingest or the journal (ingest_gate).
+          if (actors.admission_gate
+              && actors.admission_gate->shedding.load(std::memory_order_relaxed)) {
+            ++actors.admission_gate->shed_requests;
+            auto busy = control::error_reply(
+              503,
+              "the journal is behind; nothing was read, retry after the Retry-After");
+            busy.retry_after_seconds = options.retry_after_seconds;
+            return reply(to_http(busy));
+          }
           auto items =
             alerts
               ? control::parse_alertmanager_body(shared->body,

@@ -14,6 +14,7 @@
 
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/ingest/alertmanager.hpp"
+#include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/ingest/ingest_logic.hpp"
 #include "actors/gateway/kube_gateway.hpp"
 #include "actors/janitor/janitor_actor.hpp"
@@ -34,6 +35,8 @@ struct control_actors {
   std::shared_ptr<const kube_gateway_stats> gateway_figures;
   /// The HTTPS server's connection and request counters; null before it exists.
   std::shared_ptr<const http::server_counters> http_figures;
+  /// Ingest's word on shedding, read before a body is parsed; null: none.
+  std::shared_ptr<ingest_gate> admission_gate;
 };
 
 /// Asks the actors for their figures and answers /metrics, /readyz and the

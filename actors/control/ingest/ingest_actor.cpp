@@ -12,6 +12,8 @@ namespace vigil {
 
 namespace {
 
+void refresh_gate(ingest_actor* self);
+
 // Answers once: when every append is in, or at the deadline.
 void answer(ingest_actor* self, std::uint64_t id) {
   auto& st = self->state;
@@ -82,6 +84,7 @@ void settle(ingest_actor* self, const std::string& event_id,
     if (--pending.remaining == 0)
       answer(self, waiters[i].request_id);
   }
+  refresh_gate(self);
 }
 
 // Journals item `index` of request `id`, or, when an append of the same event
@@ -124,6 +127,17 @@ control::append_pressure pressure(ingest_actor* self) {
   if (!order.empty())
     p.oldest_age = st.time->now() - order.front().first;
   return p;
+}
+
+// Tells the HTTP handler whether one more new event would be shed now.
+void refresh_gate(ingest_actor* self) {
+  auto& st = self->state;
+  if (!st.settings.gate)
+    return;
+  const auto limits = control::admission_limits{st.settings.admission.max_in_flight,
+                                                std::chrono::nanoseconds::max()};
+  st.settings.gate->shedding.store(!control::admit_request(pressure(self), 1, limits),
+                                   std::memory_order_relaxed);
 }
 
 // The request is answered 503 at once, nothing appended: the journal has
@@ -215,23 +229,27 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handl
       for (std::size_t i = 0; i < items.size(); ++i)
         if (items[i].event)
           append(self, pending, id, i);
+      refresh_gate(self);
       self->delayed_send(self, st.settings.deadline, deadline_atom::value, id);
     },
     [=](deadline_atom, std::uint64_t id) { answer(self, id); },
     [=](stats_atom) {
       const auto& s = self->state.stats;
-      return nlohmann::json{{"requests", s.requests},
-                            {"received", s.received},
-                            {"rejected", s.rejected},
-                            {"journaled", s.journaled},
-                            {"duplicates", s.duplicates},
-                            {"unavailable", s.unavailable},
-                            {"shed", s.shed},
-                            {"coalesced", s.coalesced},
-                            {"refused", s.refused},
-                            {"pending", self->state.pending.size()},
-                            {"appendsInFlight", self->state.in_flight.size()},
-                            {"mailboxDepth", self->mailbox().size()}}
+      return nlohmann::json{
+        {"requests", s.requests},
+        {"received", s.received},
+        {"rejected", s.rejected},
+        {"journaled", s.journaled},
+        {"duplicates", s.duplicates},
+        {"unavailable", s.unavailable},
+        {"shed", s.shed},
+        {"requestsShedUnread",
+         self->state.settings.gate ? self->state.settings.gate->shed_requests.load() : 0},
+        {"coalesced", s.coalesced},
+        {"refused", s.refused},
+        {"pending", self->state.pending.size()},
+        {"appendsInFlight", self->state.in_flight.size()},
+        {"mailboxDepth", self->mailbox().size()}}
         .dump();
     },
   };

@@ -11,6 +11,7 @@
 // growing queue.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -38,6 +39,20 @@ struct ingest_request {
   std::function<void(control::ingest_reply)> reply;
 };
 
+/// What ingest tells the HTTP handler, which reads it before it parses a
+/// body: whether a request with one new event would be shed now
+/// (admit_request on the appends in flight, refreshed at every append and
+/// every answer from the journal), and how many requests it answered 503 on
+/// that word alone. Under overload a refusal then costs no parse and no
+/// message to this actor. Written by the actor, read by the server's threads.
+/// A resend of an event in flight is refused too (it is retried after
+/// Retry-After and finds its event stored); the age limit is judged by the
+/// actor alone, since the oldest append ages between refreshes.
+struct ingest_gate {
+  std::atomic<bool> shedding{false};
+  std::atomic<std::uint64_t> shed_requests{0};
+};
+
 struct ingest_settings {
   caf::timespan deadline = std::chrono::seconds{5}; ///< answer 503 after this
   int retry_after_seconds = 2;
@@ -47,6 +62,8 @@ struct ingest_settings {
   control::admission_limits admission;
   /// At most one warning this often about events not journaled.
   caf::timespan refusal_log_interval = std::chrono::seconds{10};
+  /// Published for the HTTP handler; null: none.
+  std::shared_ptr<ingest_gate> gate;
 };
 
 struct ingest_stats {

@@ -1,5 +1,7 @@
 #include "actors/control/endpoints/control_endpoints.hpp"
 
+#include <optional>
+
 #include <gtest/gtest.h>
 
 namespace vigil {
@@ -7,7 +9,7 @@ namespace {
 
 TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
   auto text = render_metrics(
-    R"({"received":7,"rejected":1,"shed":12,"coalesced":4,"appendsInFlight":30})",
+    R"({"received":7,"rejected":1,"shed":12,"requestsShedUnread":5,"coalesced":4,"appendsInFlight":30})",
     R"({"nodes":4,"cordons":2,"drainsStarted":3,"drainsStartedPartial":1,"drainsSucceeded":1,"drainsCancelled":2,"evictions":5,"podDeletions":1,"ruleFiringsNicFlap":2,"mailboxDepth":9,"nodeMailboxHigh":3})",
     R"({"tripped":true,"utilisation":0.8,"mailboxDepth":4})", [] {
       journal_stats j;
@@ -22,6 +24,7 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
   for (const char* expected : {"vigil_events_received_total 7",
                                "vigil_events_rejected_total 1",
                                "vigil_events_shed_total 12",
+                               "vigil_ingest_requests_shed_unread_total 5",
                                "vigil_events_coalesced_total 4",
                                "vigil_ingest_appends_in_flight 30",
                                "vigil_nodes 4",
@@ -48,6 +51,40 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
                                "vigil_drains_started_by_mode_total{mode=\"partial\"} 1",
                                "# TYPE vigil_drains_total counter"})
     EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+}
+
+// While ingest sheds, POST /v1/events is answered 503 + Retry-After before
+// its body is read, and counted; once ingest has room the same body is read
+// and handed on.
+TEST(control_handler, refuses_events_unread_while_ingest_sheds) {
+  control_actors actors;
+  actors.admission_gate = std::make_shared<ingest_gate>();
+  actors.admission_gate->shedding = true;
+  control_http_options options; // no token: anyone may post
+  auto handler = make_control_handler(actors, caf::actor{}, options);
+  // The answer when the handler gave one at once; none when the request went
+  // on to ingest (no ingest actor here).
+  auto post = [&](const std::string& path) {
+    http::request req;
+    req.method = "POST";
+    req.path = req.target = path;
+    req.body = "{\"nodeName\": \"node-1\"}";
+    std::optional<http::response> answer;
+    handler(req, [&](http::response r) { answer = std::move(r); });
+    return answer;
+  };
+  for (const char* path : {"/v1/events", "/v1/alertmanager"}) {
+    auto busy = post(path);
+    ASSERT_TRUE(busy.has_value()) << path;
+    EXPECT_EQ(busy->status, 503) << path;
+    ASSERT_EQ(busy->headers.size(), 1u);
+    EXPECT_EQ(busy->headers[0].first, "Retry-After");
+    EXPECT_NE(busy->body.find("nothing was read"), std::string::npos) << busy->body;
+  }
+  EXPECT_EQ(actors.admission_gate->shed_requests, 2u);
+  actors.admission_gate->shedding = false;
+  EXPECT_FALSE(post("/v1/events").has_value()); // read, and handed to ingest
+  EXPECT_EQ(actors.admission_gate->shed_requests, 2u);
 }
 
 TEST(render_metrics, garbage_from_an_actor_reads_as_zero) {

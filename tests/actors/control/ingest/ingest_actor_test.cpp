@@ -97,10 +97,14 @@ CAF_TEST(a_resent_event_waits_on_its_append_in_flight_instead_of_queueing_a_copy
 CAF_TEST(a_request_past_the_pending_limit_is_shed_at_once_with_nothing_appended) {
   ingest_options.admission.max_in_flight = 2;
   ingest_options.admission.max_oldest_age = std::chrono::hours{1};
+  auto gate = std::make_shared<ingest_gate>();
+  ingest_options.gate = gate;
   start();
   journal_db->failures = 1000;
+  CAF_CHECK(!gate->shedding);
   post({xid("node-1", "GPU-a"), xid("node-2", "GPU-b")});
   CAF_CHECK(replies.empty()); // waiting on the journal
+  CAF_CHECK(gate->shedding);  // the HTTP handler now refuses before parsing
   post({xid("node-3", "GPU-c")});
   CAF_REQUIRE_EQUAL(replies.size(), 1u); // at once, before any deadline
   CAF_CHECK_EQUAL(replies[0].http_status, 503);
@@ -113,6 +117,7 @@ CAF_TEST(a_request_past_the_pending_limit_is_shed_at_once_with_nothing_appended)
   journal_db->failures = 0;
   advance(std::chrono::seconds{30});
   CAF_CHECK_EQUAL(journal_rows("event"), 2u);
+  CAF_CHECK(!gate->shedding);
   post({xid("node-3", "GPU-c")}); // room again
   CAF_CHECK_EQUAL(replies.back().http_status, 200);
   CAF_CHECK_EQUAL(journal_rows("event"), 3u);
