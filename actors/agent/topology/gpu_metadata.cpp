@@ -285,6 +285,9 @@ agent_gpu_facts gpu_facts_of(const gpu_metadata& metadata) {
   if (metadata.nvlinks_read || !metadata.nvswitches.empty())
     facts.nvswitch_count = static_cast<int>(metadata.nvswitches.size());
   facts.driver_version = metadata.driver_version;
+  for (const auto& gpu : metadata.gpus)
+    if (!gpu.uuid.empty())
+      facts.devices.push_back({gpu.gpu_id, gpu.uuid, gpu.pci_address});
   return facts;
 }
 

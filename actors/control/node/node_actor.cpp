@@ -5,6 +5,9 @@
 // node_remediation.cpp.
 #include "actors/control/node/node_actor.hpp"
 
+#include <algorithm>
+#include <climits>
+
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
@@ -75,8 +78,9 @@ void replay_from(node_actor* self, std::shared_ptr<replay_job> job, std::size_t 
 }
 
 // The node's GPUs as the console lists them: every GPU the node actor knows
-// of (its gpu actors, the agent's allocation report, active records), with
-// its active events and the pods holding it.
+// of (the agent's heartbeat, with index and PCI address; its gpu actors; the
+// agent's allocation report; active records), with its active events and
+// the pods holding it.
 nlohmann::json gpu_rows(const node_state& st) {
   std::map<std::string, nlohmann::json> gpus;
   auto row = [&](const std::string& uuid) -> nlohmann::json& {
@@ -88,6 +92,14 @@ nlohmann::json gpu_rows(const node_state& st) {
                     {"gpuActor", st.gpus.count(uuid) > 0}};
     return it->second;
   };
+  if (st.agent_gpus)
+    for (const auto& gpu : st.agent_gpus->devices) {
+      auto& g = row(gpu.uuid);
+      if (gpu.index >= 0)
+        g["index"] = gpu.index;
+      if (!gpu.pci.empty())
+        g["pci"] = gpu.pci;
+    }
   for (const auto& [uuid, actor] : st.gpus)
     row(uuid);
   if (st.allocations)
@@ -100,10 +112,14 @@ nlohmann::json gpu_rows(const node_state& st) {
       g["activeEvents"] = g["activeEvents"].get<int>() + 1;
       g["lastCheck"] = r.check_name;
     }
-  auto out = nlohmann::json::array();
+  // nvidia-smi's order where the agent said it, then the others by UUID.
+  std::vector<nlohmann::json> rows;
   for (auto& [uuid, g] : gpus)
-    out.push_back(std::move(g));
-  return out;
+    rows.push_back(std::move(g));
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.value("index", INT_MAX) < b.value("index", INT_MAX);
+  });
+  return nlohmann::json(std::move(rows));
 }
 
 // The NIC ports the node actor has actors for, down in a fabric incident or not.

@@ -179,13 +179,14 @@ async function renderNode(name, focus) {
       `</b></span>` : ''}</div>` +
     `<h3>Active events</h3><table><thead><tr><th>check</th><th>entity</th>` +
     `<th>rule</th></tr></thead><tbody>${active}</tbody></table>` +
-    `<h3>GPUs</h3><table id="gpus"><thead><tr><th>UUID</th><th>active events</th>` +
-    `<th>held by</th></tr></thead><tbody>${(n.gpus || []).map((g) =>
-      `<tr data-gpu="${esc(g.uuid)}"><td>${esc(g.uuid)}</td><td>${g.activeEvents}` +
+    `<h3>GPUs</h3><table id="gpus"><thead><tr><th>index</th><th>UUID</th><th>PCI</th>` +
+    `<th>active events</th><th>held by</th></tr></thead><tbody>${(n.gpus || []).map((g) =>
+      `<tr data-gpu="${esc(g.uuid)}"><td>${g.index ?? '–'}</td><td>${esc(g.uuid)}</td>` +
+      `<td>${esc(g.pci || '–')}</td><td>${g.activeEvents}` +
       `${g.lastCheck ? ' (' + esc(g.lastCheck) + ')' : ''}</td><td>` +
       `${esc(g.pods.join(', ') || '–')}</td></tr>`).join('') ||
-      '<tr><td colspan="3" class="muted">none known yet (the agent reports ' +
-      'allocations; a GPU with an event gets an actor)</td></tr>'}</tbody></table>` +
+      '<tr><td colspan="5" class="muted">none known yet (the agent reports its ' +
+      'GPUs with its heartbeat; a GPU with an event gets an actor)</td></tr>'}</tbody></table>` +
     `<h3>NIC ports</h3><p>${(n.nicPorts || []).map((p) => esc(p.port) +
       (p.fabricDown ? ' <b>(down in a fabric incident)</b>' : '')).join(', ') ||
       '<span class="muted">none with events</span>'}</p>` +

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace vigil::agent {
 namespace {
@@ -76,7 +77,15 @@ TEST(gpu_metadata, a_file_without_the_new_fields_encodes_as_before) {
 
 TEST(gpu_metadata, the_facts_a_heartbeat_carries) {
   auto facts = gpu_facts_of(two_gpus_on_two_switches());
-  EXPECT_EQ(facts, (agent_gpu_facts{"NVIDIA A100-SXM4-80GB", 2, 2, "575.57.08"}));
+  EXPECT_EQ(facts, (agent_gpu_facts{
+                     "NVIDIA A100-SXM4-80GB",
+                     2,
+                     2,
+                     "575.57.08",
+                     {{0, "GPU-a", "0000:07:00.0"}, {1, "GPU-b", "0000:0f:00.0"}}}));
+  auto back = decode_agent_gpu_facts(encode_agent_gpu_facts(facts));
+  ASSERT_TRUE(back.has_value()) << back.error().to_string();
+  EXPECT_EQ(*back, facts);
   // NVLinks never read: the switches are unknown, not none.
   gpu_metadata old;
   old.gpus.resize(8);
@@ -86,9 +95,30 @@ TEST(gpu_metadata, the_facts_a_heartbeat_carries) {
   EXPECT_EQ(gpu_facts_of(old).gpu_count, 8);
   old.nvlinks_read = true; // read, and none found (a PCIe or VM GPU)
   EXPECT_EQ(gpu_facts_of(old).nvswitch_count, 0);
-  auto back = decode_gpu_metadata(encode_gpu_metadata(old));
-  ASSERT_TRUE(back.has_value());
-  EXPECT_TRUE(back->nvlinks_read);
+  EXPECT_TRUE(gpu_facts_of(old).devices.empty()); // no UUIDs known
+  auto again = decode_gpu_metadata(encode_gpu_metadata(old));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_TRUE(again->nvlinks_read);
+}
+
+TEST(gpu_metadata, bad_devices_in_a_heartbeat_are_named) {
+  auto where = [](const char* text) {
+    auto facts = decode_agent_gpu_facts(nlohmann::json::parse(text));
+    EXPECT_FALSE(facts.has_value()) << text;
+    return facts ? std::string{} : facts.error().where;
+  };
+  EXPECT_EQ(where(R"({"devices": {}})"), "gpus.devices");
+  EXPECT_EQ(where(R"({"devices": [{"uuid": "GPU-a"}, 7]})"), "gpus.devices[1]");
+  EXPECT_EQ(where(R"({"devices": [{"pci": "0000:07:00.0"}]})"), "gpus.devices[0].uuid");
+  EXPECT_EQ(where(R"({"devices": [{"uuid": "GPU-a", "pci": 7}]})"),
+            "gpus.devices[0].pci");
+  EXPECT_EQ(where(R"({"devices": [{"uuid": "GPU-a", "index": -1}]})"),
+            "gpus.devices[0].index");
+  auto fine =
+    decode_agent_gpu_facts(nlohmann::json::parse(R"({"devices": [{"uuid": "GPU-a"}]})"));
+  ASSERT_TRUE(fine.has_value());
+  EXPECT_EQ(fine->devices[0].index, -1);
+  EXPECT_EQ(fine->devices[0].pci, "");
 }
 
 TEST(gpu_metadata, bad_nvlink_and_switch_fields_are_named) {

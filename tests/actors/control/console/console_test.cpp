@@ -240,4 +240,39 @@ CAF_TEST(the_api_answers_from_the_actors) {
   CAF_CHECK_EQUAL(get("/api/v1/stream?since=x").status, 400);
 }
 
+// The agent's heartbeat names each GPU's index and PCI address: the node page
+// lists every GPU in nvidia-smi's order, the healthy ones too.
+CAF_TEST(the_node_page_lists_the_gpus_the_agent_reports) {
+  start_console();
+  post({reset_needed("node-1", "GPU-a")});
+  agent_gpu_facts facts;
+  facts.product = "NVIDIA H100 80GB HBM3";
+  facts.gpu_count = 2;
+  facts.devices = {{1, "GPU-b", "0000:2a:00.0"}, {0, "GPU-a", "0000:18:00.0"}};
+  self->send(fleet, gpu_facts_atom::value, std::string{"node-1"}, facts);
+  run();
+  auto gpus = json::parse(get("/api/v1/nodes/node-1").body)["node"]["gpus"];
+  CAF_REQUIRE_EQUAL(gpus.size(), 2u);
+  CAF_CHECK_EQUAL(gpus[0].value("uuid", ""), "GPU-a");
+  CAF_CHECK_EQUAL(gpus[0].value("pci", ""), "0000:18:00.0");
+  CAF_CHECK_EQUAL(gpus[0].value("activeEvents", -1), 1);
+  CAF_CHECK_EQUAL(gpus[1].value("index", -1), 1);
+  CAF_CHECK_EQUAL(gpus[1].value("activeEvents", -1), 0);
+}
+
+// A node with a long history shows its newest rows, not its first ones.
+CAF_TEST(the_node_timeline_shows_the_newest_rows) {
+  start_console();
+  post({reset_needed("node-1", "GPU-a")});
+  std::vector<journal_record> notes;
+  for (int i = 0; i < 250; ++i)
+    notes.push_back({0, time->wall_now(), "node-1", "note", "note-" + std::to_string(i),
+                     R"({"n":)" + std::to_string(i) + "}"});
+  CAF_REQUIRE(journal_db->append(notes).has_value());
+  auto timeline = json::parse(get("/api/v1/nodes/node-1").body)["timeline"];
+  CAF_REQUIRE_EQUAL(timeline.size(), 200u);
+  CAF_CHECK_EQUAL(timeline[0]["body"].value("n", -1), 50);
+  CAF_CHECK_EQUAL(timeline[199]["body"].value("n", -1), 249);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
