@@ -1,5 +1,6 @@
 #include "actors/agent/fabric/fabric_health.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -23,6 +24,14 @@ bool is_true(const std::string& value) {
 }
 
 } // namespace
+
+bool has_fabric(const std::vector<fabric_row>& rows,
+                const fabric_manager_state& manager) {
+  return manager.nvswitches > 0
+         || std::any_of(rows.begin(), rows.end(), [](const fabric_row& r) {
+              return !r.state.empty() && r.state != "Not Supported";
+            });
+}
 
 std::string fabric_health_problem(const fabric_row& row, bool& recovering) {
   recovering = is_true(row.route_recovery) || is_true(row.access_timeout_recovery);
@@ -97,8 +106,9 @@ std::vector<health_event>
 fabric_health::observe(const std::vector<fabric_row>& rows, wall_time now,
                        const fabric_manager_state& manager,
                        const std::vector<std::string>& nvlink_faults) {
+  if (!has_fabric(rows, manager))
+    return {};
   std::string faults;
-  bool any_fabric = manager.nvswitches > 0;
   if (manager.missing())
     faults = "nvidia-fabricmanager is not running (" + std::to_string(manager.nvswitches)
              + " NVSwitches on this node need it)";
@@ -106,7 +116,6 @@ fabric_health::observe(const std::vector<fabric_row>& rows, wall_time now,
   for (const auto& r : rows) {
     if (r.state.empty() || r.state == "Not Supported")
       continue;
-    any_fabric = true;
     const auto gpu = "GPU " + std::to_string(r.index) + " (" + r.uuid + ")";
     auto fault = [&](const std::string& what) {
       faults += (faults.empty() ? "" : "; ") + gpu + ": " + what;
@@ -130,8 +139,6 @@ fabric_health::observe(const std::vector<fabric_row>& rows, wall_time now,
               + " s or more");
     }
   }
-  if (!any_fabric)
-    return {};
   for (const auto& link : nvlink_faults)
     faults += (faults.empty() ? "" : "; ") + link;
   if (!pending)

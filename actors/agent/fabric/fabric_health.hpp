@@ -67,6 +67,10 @@ struct fabric_row {
 /// line.
 expected<std::vector<fabric_row>> parse_fabric_query(std::string_view csv);
 
+/// Whether the node has an NVLink fabric to judge: a GPU that reports a
+/// fabric state (not N/A, not Not Supported), or NVSwitches of its own.
+bool has_fabric(const std::vector<fabric_row>& rows, const fabric_manager_state& manager);
+
 /// What is wrong with one registered (Completed, Success) GPU's fabric by its
 /// health fields, "" when nothing; `recovering` is set while the driver
 /// recovers a route or an access timeout (not a fault yet: it may heal).

@@ -49,12 +49,17 @@ void poll_once(fabric_monitor_actor* self, const fabric_monitor_config& config,
   }
   st.last_problem.clear();
   const auto manager = agent::read_fabric_manager(config.sysfs_root, config.proc_root);
-  // NVLink status is a second opinion: when it cannot be read, the fabric
-  // state alone is judged (and the cause logged once).
+  // NVLink status is a second opinion, asked only where there is a fabric:
+  // when it cannot be read, the fabric state alone is judged (and the cause
+  // logged once).
   std::vector<std::string> link_faults;
-  auto links_text = st.run(config.nvidia_smi + " nvlink --status");
-  auto links = links_text ? agent::parse_nvlink_status(*links_text)
-                          : expected<std::vector<agent::gpu_nvlinks>>(links_text.error());
+  auto links =
+    expected<std::vector<agent::gpu_nvlinks>>(std::vector<agent::gpu_nvlinks>{});
+  if (agent::has_fabric(*rows, manager)) {
+    auto links_text = st.run(config.nvidia_smi + " nvlink --status");
+    links = links_text ? agent::parse_nvlink_status(*links_text)
+                       : expected<std::vector<agent::gpu_nvlinks>>(links_text.error());
+  }
   if (links) {
     link_faults = agent::nvlink_shortfalls(*links);
     st.last_link_problem.clear();
