@@ -5,21 +5,11 @@
 #include <fstream>
 
 #include "actors/agent/text_input.hpp"
+#include "actors/agent/topology/gpu_metadata.hpp"
 
 namespace vigil::agent {
 
 namespace {
-
-// "0000:07:00.0": domain, bus, device and function in hex.
-bool is_pci_address(std::string_view name) {
-  if (name.size() != 12 || name[4] != ':' || name[7] != ':' || name[10] != '.')
-    return false;
-  for (std::size_t i = 0; i < name.size(); ++i)
-    if (i != 4 && i != 7 && i != 10
-        && !std::isxdigit(static_cast<unsigned char>(name[i])))
-      return false;
-  return true;
-}
 
 bool all_digits(std::string_view name) {
   if (name.empty())
@@ -38,7 +28,7 @@ std::size_t local_nvswitches(const std::string& sysfs_root) {
   const auto dir = sysfs_root + "/bus/pci/drivers/nvidia-nvswitch";
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
        it.increment(ec))
-    if (is_pci_address(it->path().filename().string()))
+    if (!normalise_pci_address(it->path().filename().string()).empty())
       ++count;
   return count;
 }
