@@ -419,6 +419,50 @@ void read_correlation(section_reader s, correlation_section& c) {
   s.finish();
 }
 
+// A lower-case RFC 1123 label or subdomain, as CRD groups and plurals are.
+bool dns_name(const std::string& text) {
+  static const std::regex name{
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"};
+  return text.size() <= 253 && std::regex_match(text, name);
+}
+
+// remediation.custom_actions[]: each names its customRecommendedAction once,
+// and a CRD by group/version, kind and plural (issue 19: NVSentinel's CUSTOM
+// action, carried to a CR the operator's controller carries out).
+void read_custom_actions(section_reader& s, remediation_section& c) {
+  auto entries = s.items("custom_actions");
+  if (!entries)
+    return;
+  for (auto& e : *entries) {
+    custom_action_config a;
+    e.read("name", a.name);
+    e.read("api_version", a.api_version);
+    e.read("kind", a.kind);
+    e.read("plural", a.plural);
+    if (a.name.empty())
+      e.error("name", "every entry needs the customRecommendedAction it answers");
+    for (const auto& earlier : c.custom_actions)
+      if (!a.name.empty() && earlier.name == a.name)
+        e.error("name", "'" + a.name + "' is named by an earlier entry");
+    const auto slash = a.api_version.find('/');
+    if (slash == std::string::npos || !dns_name(a.api_version.substr(0, slash))
+        || a.api_version.substr(0, slash).find('.') == std::string::npos
+        || !dns_name(a.api_version.substr(slash + 1)))
+      e.error("api_version", "'" + a.api_version
+                               + "' is not <group>/<version> of a custom resource "
+                                 "(group with a dot, e.g. repair.example.com/v1)");
+    static const std::regex kind{"[A-Z][A-Za-z0-9]*"};
+    if (!std::regex_match(a.kind, kind))
+      e.error("kind", "'" + a.kind + "' is not a kind (CamelCase, e.g. CableReseat)");
+    if (!dns_name(a.plural) || a.plural.find('.') != std::string::npos)
+      e.error("plural", "'" + a.plural
+                          + "' is not a resource name (lower case, e.g. "
+                            "cablereseats)");
+    e.finish();
+    c.custom_actions.push_back(std::move(a));
+  }
+}
+
 void read_remediation(section_reader s, remediation_section& c) {
   constexpr std::uint32_t week = 7 * 86400;
   s.read("enabled", c.enabled);
@@ -444,6 +488,10 @@ void read_remediation(section_reader s, remediation_section& c) {
   s.read("verify_reset_seconds", c.verify_reset_seconds, 1u, week);
   s.read("verify_reboot_seconds", c.verify_reboot_seconds, 1u, week);
   s.read("verify_replace_seconds", c.verify_replace_seconds, 1u, week);
+  read_custom_actions(s, c);
+  s.read("max_custom_per_node", c.max_custom_per_node, 1u, 100u);
+  s.read("custom_window_seconds", c.custom_window_seconds, 60u, 4 * week);
+  s.read("verify_custom_seconds", c.verify_custom_seconds, 1u, week);
   s.read("validation_timeout_seconds", c.validation_timeout_seconds, 60u, 86400u);
   auto validation = s.section("validation");
   for (auto [key, job] :

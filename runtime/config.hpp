@@ -172,6 +172,15 @@ struct correlation_section {
     30; ///< a link down waits this long for its incident
 };
 
+/// An operator's own remediation for CUSTOM events: the CR vigil creates for
+/// those whose customRecommendedAction is `name` (remediation.custom_actions[]).
+struct custom_action_config {
+  std::string name;        ///< the customRecommendedAction ("RESEAT_CABLE")
+  std::string api_version; ///< "<group>/<version>" of the CRD ("repair.example.com/v1")
+  std::string kind;        ///< "CableReseat"
+  std::string plural;      ///< "cablereseats"
+};
+
 /// Remediation and its escalation ladder; seconds.
 struct remediation_section {
   bool enabled = true;                             ///< false: quarantine and drain only
@@ -195,6 +204,10 @@ struct remediation_section {
   std::uint32_t verify_reset_seconds = 600;
   std::uint32_t verify_reboot_seconds = 1800;
   std::uint32_t verify_replace_seconds = 3600;
+  std::vector<custom_action_config> custom_actions; ///< CUSTOM events' CR kinds
+  std::uint32_t max_custom_per_node = 3; ///< custom remediations per window, then support
+  std::uint32_t custom_window_seconds = 86400;
+  std::uint32_t verify_custom_seconds = 1800;
   /// Proof of recovery before the node returns (seed 003): a Job per kind.
   struct validation_job {
     bool enabled = true;

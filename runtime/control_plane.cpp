@@ -117,6 +117,12 @@ remediation_settings remediation_settings_from(const remediation_section& s) {
                         ? control::replace_target::provider_hook
                         : control::replace_target::terminate_node;
   r.options.allow_unknown_model = s.allow_unknown_gpu_model;
+  for (const auto& a : s.custom_actions) {
+    const auto slash = a.api_version.find('/'); // checked by the config reader
+    r.options.custom_actions.push_back({a.name, a.api_version.substr(0, slash),
+                                        a.api_version.substr(slash + 1), a.kind,
+                                        a.plural});
+  }
   auto& e = r.escalation;
   e.max_resets_per_gpu = s.max_resets_per_gpu;
   e.reset_window = seconds{s.reset_window_seconds};
@@ -133,6 +139,9 @@ remediation_settings remediation_settings_from(const remediation_section& s) {
   e.verify_reset_timeout = seconds{s.verify_reset_seconds};
   e.verify_reboot_timeout = seconds{s.verify_reboot_seconds};
   e.verify_replace_timeout = seconds{s.verify_replace_seconds};
+  e.max_custom_per_node = s.max_custom_per_node;
+  e.custom_window = seconds{s.custom_window_seconds};
+  e.verify_custom_timeout = seconds{s.verify_custom_seconds};
   return r;
 }
 

@@ -2,6 +2,9 @@
 // account holds what its process calls and nothing more.
 #include "runtime/install/install_support.hpp"
 
+#include <algorithm>
+#include <map>
+
 namespace vigil::install::detail {
 
 namespace {
@@ -57,8 +60,8 @@ strings status_of(const strings& plurals) {
   return out;
 }
 
-object control_rules() {
-  return {
+object control_rules(const std::vector<custom_action_config>& custom_actions) {
+  object rules = {
     rule({""}, {"nodes"}, {"get", "list", "watch", "patch"}),
     rule({""}, {"nodes/status"}, {"patch"}),
     rule({""}, {"pods"}, {"get", "list", "delete"}),
@@ -69,6 +72,17 @@ object control_rules() {
     // Agents' tokens (control.token_review).
     rule({"authentication.k8s.io"}, {"tokenreviews"}, {"create"}),
   };
+  // The operators' own CR kinds for CUSTOM events (remediation.custom_actions),
+  // one rule per group: vigil creates and reads them; their controller acts.
+  std::map<std::string, strings> plurals_by_group;
+  for (const auto& a : custom_actions) {
+    auto& plurals = plurals_by_group[a.api_version.substr(0, a.api_version.find('/'))];
+    if (std::find(plurals.begin(), plurals.end(), a.plural) == plurals.end())
+      plurals.push_back(a.plural);
+  }
+  for (const auto& [group, plurals] : plurals_by_group)
+    rules.push_back(rule({group}, plurals, {"get", "list", "create"}));
+  return rules;
 }
 
 object janitor_rules() {
@@ -117,7 +131,8 @@ std::vector<manifest> rbac_manifests(const install_context& ctx) {
   out.push_back({"Quarantine (Nodes, their status), drain (pods, evictions), DRA\n"
                  "allocations, an Event per decision, the maintenance CRs, TokenReviews\n"
                  "of the agents' tokens.",
-                 role("ClusterRole", "vigil-control", "", "control", control_rules())});
+                 role("ClusterRole", "vigil-control", "", "control",
+                      control_rules(ctx.config.remediation.custom_actions))});
   out.push_back({"", binding("ClusterRoleBinding", "vigil-control", "", "control",
                              "ClusterRole", "vigil-control", {control})});
   out.push_back(

@@ -125,6 +125,10 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(r.verify_reset_seconds, dr.verify_reset_seconds);
   EXPECT_EQ(r.verify_reboot_seconds, dr.verify_reboot_seconds);
   EXPECT_EQ(r.verify_replace_seconds, dr.verify_replace_seconds);
+  EXPECT_TRUE(r.custom_actions.empty());
+  EXPECT_EQ(r.max_custom_per_node, dr.max_custom_per_node);
+  EXPECT_EQ(r.custom_window_seconds, dr.custom_window_seconds);
+  EXPECT_EQ(r.verify_custom_seconds, dr.verify_custom_seconds);
   const auto& j = loaded->janitor;
   const auto& dj = defaults.janitor;
   EXPECT_EQ(j.in_process, dj.in_process);
@@ -230,6 +234,38 @@ janitor:
                                "remediation.max_resets_per_gpu", "janitor.job_namespace",
                                "janitor.reset_timeout_seconds", "janitor.poll_interval"})
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
+}
+
+// issue 19: CUSTOM events' CR kinds; a bad entry names its key and index.
+TEST(config, custom_actions_are_read_and_bad_ones_named) {
+  auto good = parse_config(R"(
+remediation:
+  custom_actions:
+    - {name: RESEAT_CABLE, api_version: repair.example.com/v1, kind: CableReseat,
+       plural: cablereseats}
+  max_custom_per_node: 2
+)");
+  ASSERT_TRUE(good.has_value()) << good.error().to_string();
+  ASSERT_EQ(good->remediation.custom_actions.size(), 1u);
+  EXPECT_EQ(good->remediation.custom_actions[0].api_version, "repair.example.com/v1");
+  EXPECT_EQ(good->remediation.max_custom_per_node, 2u);
+
+  auto bad = parse_config(R"(
+remediation:
+  custom_actions:
+    - {name: "", api_version: v1, kind: cableReseat, plural: Cable.Reseats}
+    - {name: A, api_version: repair.example.com/v1, kind: Fix, plural: fixes}
+    - {name: A, api_version: "repair.example.com/", kind: Fix, plural: fixes, extra: 1}
+)");
+  ASSERT_FALSE(bad.has_value());
+  const auto text = bad.error().to_string();
+  for (const char* expected :
+       {"remediation.custom_actions[0].name", "remediation.custom_actions[0].api_version",
+        "remediation.custom_actions[0].kind", "remediation.custom_actions[0].plural",
+        "remediation.custom_actions[2].name", "remediation.custom_actions[2].api_version",
+        "remediation.custom_actions[2].extra"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
+  EXPECT_EQ(text.find("custom_actions[1]"), std::string::npos) << text;
 }
 
 TEST(config, drain_modes_are_read_and_bad_ones_named) {

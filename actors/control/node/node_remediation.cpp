@@ -66,6 +66,10 @@ journal_record step_row(const node_state& st, const std::string& phase,
   details["gpuUUID"] = request.plan.gpu_uuid;
   details["eventId"] = request.event_id;
   details["reason"] = request.plan.reason;
+  if (request.plan.custom) {
+    details["customAction"] = request.plan.custom->name;
+    details["customKind"] = request.plan.custom->kind;
+  }
   details["dryRun"] = dry_run(*st.settings);
   journal_record row;
   row.recorded_at = st.time->wall_now();
@@ -105,7 +109,7 @@ void journal(node_actor* self, const cmd::journal_step& step) {
 void find_cr(node_actor* self, const cmd::find_cr& c) {
   self
     ->request(self->state.gateway, caf::infinite,
-              control::get_cr_request(c.request.plan.kind, c.cr))
+              control::get_cr_request(c.request.plan, c.cr))
     .then([=](const kube::kube_result& result) {
       using machine = control::remediation_machine;
       if (result.ok())
@@ -158,7 +162,7 @@ void create_cr(node_actor* self, const cmd::create_cr& c) {
                                              c.request.event_id);
     self
       ->request(self->state.gateway, caf::infinite,
-                control::create_cr_request(c.request.plan.kind, body))
+                control::create_cr_request(c.request.plan, body))
       .then([=](const kube::kube_result& result) {
         if (result.ok() || result.error().conflict())
           return feed(self, [&](machine& m, const auto&, wall_time now) {
@@ -182,7 +186,7 @@ void create_cr(node_actor* self, const cmd::create_cr& c) {
 
 void read_cr(node_actor* self, const cmd::read_cr& c) {
   using machine = control::remediation_machine;
-  self->request(self->state.gateway, caf::infinite, control::get_cr_request(c.kind, c.cr))
+  self->request(self->state.gateway, caf::infinite, control::get_cr_request(c.plan, c.cr))
     .then([=](const kube::kube_result& result) {
       if (!result.ok() && result.error().not_found())
         return feed(self, [&](machine& m, const auto& view, wall_time now) {

@@ -13,6 +13,9 @@ namespace {
 // The ladder has four rungs; more steps than that would be a loop.
 constexpr int max_ladder_steps = 4;
 
+// Every custom remediation of a node counts against one cap.
+constexpr std::string_view custom_target = "custom";
+
 escalation_record make_record(escalation_event event, recommended_action from,
                               recommended_action to, std::string target,
                               std::string_view gpu_uuid, wall_time at) {
@@ -60,6 +63,7 @@ std::string escalation_target(recommended_action action, std::string_view gpu_uu
     case recommended_action::restart_vm:
     case recommended_action::restart_bm: return std::string{restart_group};
     case recommended_action::replace_vm: return std::string{replace_group};
+    case recommended_action::custom: return std::string{custom_target};
     default: return {};
   }
 }
@@ -71,6 +75,7 @@ std::size_t escalation_tracker::cap(recommended_action action) const {
   switch (action) {
     case recommended_action::component_reset: return policy_.max_resets_per_gpu;
     case recommended_action::replace_vm: return policy_.max_replaces_per_node;
+    case recommended_action::custom: return policy_.max_custom_per_node;
     default: return policy_.max_reboots_per_node;
   }
 }
@@ -79,6 +84,7 @@ std::chrono::seconds escalation_tracker::window(recommended_action action) const
   switch (action) {
     case recommended_action::component_reset: return policy_.reset_window;
     case recommended_action::replace_vm: return policy_.replace_window;
+    case recommended_action::custom: return policy_.custom_window;
     default: return policy_.reboot_window;
   }
 }
@@ -87,6 +93,7 @@ std::chrono::seconds escalation_tracker::verify_timeout(recommended_action actio
   switch (action) {
     case recommended_action::component_reset: return policy_.verify_reset_timeout;
     case recommended_action::replace_vm: return policy_.verify_replace_timeout;
+    case recommended_action::custom: return policy_.verify_custom_timeout;
     default: return policy_.verify_reboot_timeout;
   }
 }
@@ -106,6 +113,7 @@ std::size_t escalation_tracker::attempts(const std::string& target, wall_time no
     return 0;
   recommended_action action = is_reset_group(target) ? recommended_action::component_reset
                               : target == replace_group ? recommended_action::replace_vm
+                              : target == custom_target ? recommended_action::custom
                                                         : recommended_action::restart_bm;
   auto since = now - window(action);
   return static_cast<std::size_t>(std::count_if(it->second.begin(), it->second.end(),

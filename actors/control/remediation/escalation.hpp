@@ -34,6 +34,12 @@ struct escalation_policy {
   std::chrono::seconds verify_reset_timeout{600}; ///< healthy event after a reset, 10 min
   std::chrono::seconds verify_reboot_timeout{1800};  ///< after a reboot, 30 min
   std::chrono::seconds verify_replace_timeout{3600}; ///< after a replace, 1 h
+  /// The operator's custom remediations (CUSTOM events), all kinds together:
+  /// this many per node within the window, then CONTACT_SUPPORT; the healthy
+  /// event is due this long after the CR succeeded.
+  std::size_t max_custom_per_node = 3;
+  std::chrono::seconds custom_window{24 * 3600};    ///< default 24 h
+  std::chrono::seconds verify_custom_timeout{1800}; ///< default 30 min
   /// Repeated remediation (seed 003 "Hysteresis and Cooldown"): this many
   /// automatic remediations of the node (all targets) within the window and
   /// the next one is CONTACT_SUPPORT instead. Config correlation.remediation_repeat_*.
@@ -58,8 +64,8 @@ struct escalation_record {
   escalation_event event = escalation_event::admitted;
   recommended_action from = recommended_action::none; ///< what was asked or attempted
   recommended_action to = recommended_action::none;   ///< what is decided
-  std::string target;   ///< "reset-<UUID>", "restart", "replace", or "" (manual)
-  std::string gpu_uuid; ///< for resets
+  std::string target; ///< "reset-<UUID>", "restart", "replace", "custom", or "" (manual)
+  std::string gpu_uuid;               ///< for resets
   std::size_t attempts_in_window = 0; ///< of `to` on its target, before this step
   wall_time at{};
   std::optional<wall_time> not_before; ///< deferred: when to ask again
@@ -74,11 +80,14 @@ struct escalation_decision {
 };
 
 /// The next rung: COMPONENT_RESET → RESTART_BM; RESTART_* → after_reboots;
-/// REPLACE_VM → CONTACT_SUPPORT; anything else stays CONTACT_SUPPORT.
+/// REPLACE_VM → CONTACT_SUPPORT; anything else (CUSTOM too: vigil cannot
+/// know which of its own actions would fix what the operator's did not)
+/// CONTACT_SUPPORT.
 recommended_action next_rung(recommended_action action, const escalation_policy& policy);
 
 /// The attempt-counting target of an action: "reset-<UUID>", "restart",
-/// "replace"; "" for actions with no automatic remediation.
+/// "replace", "custom" (every custom remediation of the node); "" for actions
+/// with no automatic remediation.
 std::string escalation_target(recommended_action action, std::string_view gpu_uuid);
 
 /// Per node; the node actor owns one and passes time in.

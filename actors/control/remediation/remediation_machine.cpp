@@ -58,8 +58,10 @@ remediation_machine::remediation_machine(std::string node_name, remediation_conf
     escalation_(config_.escalation) {}
 
 remediation_plan remediation_machine::plan(const context& c, recommended_action action,
-                                           const std::string& gpu_uuid) const {
-  return plan_remediation(action, gpu_uuid, c.node().facts, config_.options);
+                                           const std::string& gpu_uuid,
+                                           const std::string& custom_action) const {
+  return plan_remediation(action, gpu_uuid, c.node().facts, config_.options,
+                          custom_action);
 }
 
 // seed 000 §4 "after draining": quarantined (cordoned; in a dry run it would
@@ -106,7 +108,7 @@ void remediation_machine::plan_new_records(context& c) {
     if (!handled_.insert(record.event_id).second)
       continue;
     remediation_request request;
-    request.plan = plan(c, record.action, gpu_uuid_of(record));
+    request.plan = plan(c, record.action, gpu_uuid_of(record), record.custom_action);
     request.event_id = record.event_id;
     request.requested_at = c.now;
     submit(c, std::move(request));
@@ -176,7 +178,7 @@ void remediation_machine::admit(context& c) {
   // again.
   if (decision.action != request.plan.action) {
     auto climbed = plan(c, decision.action, request.plan.gpu_uuid);
-    if (strength(climbed.kind) == 0) { // the ladder ends with a person
+    if (!is_automatic(climbed.kind)) { // the ladder ends with a person
       c.out.push_back(
         cmd::hand_to_operator{{climbed, request.event_id, c.now},
                               request.plan.group + " escalated to " + climbed.reason
@@ -310,8 +312,7 @@ remediation_commands remediation_machine::on_timer(remediation_timer timer,
     case remediation_timer::poll:
       poll_armed_ = false;
       if (step_ == remediation_step::following)
-        c.out.push_back(
-          cmd::read_cr{queue_.in_flight()->plan.kind, cr_name_, generation_});
+        c.out.push_back(cmd::read_cr{queue_.in_flight()->plan, cr_name_, generation_});
       else if (step_ == remediation_step::validating)
         c.out.push_back(cmd::read_validation{validation_job_, generation_});
       break;
@@ -387,8 +388,13 @@ json remediation_machine::summary() const {
               {"cr", cr_name_},
               {"waiting", waiting},
               {"annotation", encode_remediation_state(annotation_)}};
-  if (queue_.in_flight())
-    out["kind"] = std::string{to_string(queue_.in_flight()->plan.kind)};
+  // The CR's kind as kubectl shows it: an operator's own for CUSTOM.
+  if (const auto& in_flight = queue_.in_flight()) {
+    const auto& custom = in_flight->plan.custom;
+    out["kind"] = custom ? custom->kind : std::string{to_string(in_flight->plan.kind)};
+    if (custom)
+      out["customAction"] = custom->name;
+  }
   return out;
 }
 

@@ -130,7 +130,7 @@ struct create_cr {
 /// Read the CR in flight. Answer: on_cr_progress, on_cr_missing (404) or
 /// on_cr_unreadable.
 struct read_cr {
-  remediation_kind kind = remediation_kind::none;
+  remediation_plan plan; ///< whose CR: its kind (and a custom kind's resource)
   std::string cr;
   std::uint64_t generation = 0;
 };
@@ -356,7 +356,8 @@ private:
   void post_event(context& c, std::string reason, std::string message, bool warning);
   bool ready(const remediation_view& view) const;
   remediation_plan plan(const context& c, recommended_action action,
-                        const std::string& gpu_uuid) const;
+                        const std::string& gpu_uuid,
+                        const std::string& custom_action = {}) const;
 
   std::string node_;
   remediation_config config_;

@@ -12,13 +12,14 @@ namespace vigil::control {
 
 namespace {
 
-constexpr std::array<std::pair<remediation_kind, std::string_view>, 6> kind_names{{
+constexpr std::array<std::pair<remediation_kind, std::string_view>, 7> kind_names{{
   {remediation_kind::none, "None"},
   {remediation_kind::gpu_reset, "GPUReset"},
   {remediation_kind::reboot_node, "RebootNode"},
   {remediation_kind::terminate_node, "TerminateNode"},
   {remediation_kind::provider_hook, "ProviderHook"},
   {remediation_kind::manual, "Manual"},
+  {remediation_kind::custom, "Custom"},
 }};
 
 struct gpu_model {
@@ -109,6 +110,25 @@ remediation_plan plan_reset(std::string_view gpu_uuid, const node_gpu_facts& fac
   return plan;
 }
 
+// CUSTOM (NVSentinel's customRecommendedAction): the operator's own CR when
+// the config names one for it; else nobody knows what to do, and a person looks.
+remediation_plan plan_custom(std::string_view custom_action, std::string_view gpu_uuid,
+                             const remediation_options& options) {
+  const auto label = custom_action.empty() ? std::string{"CUSTOM"}
+                                           : "CUSTOM " + std::string{custom_action};
+  const auto* custom = find_custom_action(options, custom_action);
+  if (custom_action.empty() || custom == nullptr)
+    return make_plan(remediation_kind::manual, recommended_action::custom, {},
+                     label
+                       + ": no remediation.custom_actions entry names it, node stays "
+                         "quarantined");
+  auto plan = make_plan(remediation_kind::custom, recommended_action::custom,
+                        std::string{custom_group_prefix} + custom->name, label);
+  plan.gpu_uuid = std::string{gpu_uuid};
+  plan.custom = *custom;
+  return plan;
+}
+
 } // namespace
 
 std::string_view to_string(remediation_kind kind) {
@@ -132,9 +152,22 @@ int strength(remediation_kind kind) {
     case remediation_kind::terminate_node:
     case remediation_kind::provider_hook: return 3;
     case remediation_kind::none:
-    case remediation_kind::manual: break;
+    case remediation_kind::manual:
+    case remediation_kind::custom: break;
   }
   return 0;
+}
+
+bool is_automatic(remediation_kind kind) {
+  return kind != remediation_kind::none && kind != remediation_kind::manual;
+}
+
+const custom_remediation* find_custom_action(const remediation_options& options,
+                                             std::string_view name) {
+  for (const auto& custom : options.custom_actions)
+    if (custom.name == name)
+      return &custom;
+  return nullptr;
 }
 
 std::string reset_group(std::string_view gpu_uuid) {
@@ -237,7 +270,7 @@ reset_support check_reset_support(const node_gpu_facts& facts, std::string_view 
 bool operator==(const remediation_plan& a, const remediation_plan& b) {
   return a.kind == b.kind && a.action == b.action && a.group == b.group
          && a.gpu_uuid == b.gpu_uuid && a.reason == b.reason && a.fell_back == b.fell_back
-         && a.collect_bug_report == b.collect_bug_report;
+         && a.collect_bug_report == b.collect_bug_report && a.custom == b.custom;
 }
 
 std::string gpu_uuid_of(const health_event& event) {
@@ -249,8 +282,11 @@ std::string gpu_uuid_of(const health_event& event) {
 
 remediation_plan plan_remediation(recommended_action action, std::string_view gpu_uuid,
                                   const node_gpu_facts& facts,
-                                  const remediation_options& options) {
+                                  const remediation_options& options,
+                                  std::string_view custom_action) {
   auto name = std::string{to_string(action)};
+  if (action == recommended_action::custom)
+    return plan_custom(custom_action, gpu_uuid, options);
   switch (action) {
     case recommended_action::none:
       return make_plan(remediation_kind::none, action, {}, name);
@@ -276,7 +312,8 @@ remediation_plan plan_remediation(recommended_action action, std::string_view gp
 
 remediation_plan plan_remediation(const health_event& event, const node_gpu_facts& facts,
                                   const remediation_options& options) {
-  return plan_remediation(event.action, gpu_uuid_of(event), facts, options);
+  return plan_remediation(event.action, gpu_uuid_of(event), facts, options,
+                          event.custom_action);
 }
 
 } // namespace vigil::control

@@ -1,11 +1,13 @@
 // From a RecommendedAction to what vigil does about it: the equivalence group,
-// the custom resource kind, and the reboot fallback where a GPU cannot be reset.
+// the custom resource kind, the reboot fallback where a GPU cannot be reset,
+// and the operator's own remediations for CUSTOM events.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/agent/topology/gpu_metadata.hpp"
 #include "messages/agent_gpu_facts.hpp"
@@ -21,21 +23,28 @@ enum class remediation_kind {
   terminate_node, ///< a TerminateNode CR
   provider_hook,  ///< REPLACE_VM handed to a configured provider hook
   manual,         ///< no automatic action: stays quarantined, condition + Event
+  custom,         ///< CUSTOM: a CR of the kind remediation.custom_actions names
 };
 
 /// The CR kind ("GPUReset", "RebootNode", "TerminateNode"), "ProviderHook",
-/// "Manual" or "None".
+/// "Custom", "Manual" or "None".
 std::string_view to_string(remediation_kind kind);
 std::optional<remediation_kind> parse_remediation_kind(std::string_view text);
 
 /// How much of the node an action disturbs: a stronger action makes a weaker
-/// one redundant (a reboot resets every GPU). none/manual rank 0.
+/// one redundant (a reboot resets every GPU). none/manual rank 0, and so does
+/// custom: vigil does not know what an operator's remediation touches.
 int strength(remediation_kind kind);
+
+/// vigil carries it out itself, through a CR or the provider hook: every kind
+/// but none and manual. Only these go through the remediation queue.
+bool is_automatic(remediation_kind kind);
 
 // seed 000 §4.1: equivalence groups name actions with the same effect.
 inline constexpr std::string_view restart_group = "restart";
 inline constexpr std::string_view replace_group = "replace";
 inline constexpr std::string_view reset_group_prefix = "reset-";
+inline constexpr std::string_view custom_group_prefix = "custom-";
 
 /// "reset-GPU-455d8f70-…": one group per GPU, so one GPU is never reset twice
 /// at once while different GPUs are distinct groups.
@@ -99,12 +108,36 @@ reset_support check_reset_support(const node_gpu_facts& facts, std::string_view 
 /// REPLACE_VM's target: vigil's TerminateNode CR, or a provider's own hook.
 enum class replace_target { terminate_node, provider_hook };
 
+/// An operator's own remediation for events with RecommendedAction CUSTOM
+/// (NVSentinel's customRecommendedAction names it): vigil creates a CR of
+/// this kind, as it does a RebootNode, and the operator's controller carries
+/// it out. Config remediation.custom_actions[].
+struct custom_remediation {
+  std::string name;    ///< the customRecommendedAction it answers ("RESEAT_CABLE")
+  std::string group;   ///< the CR's API group ("repair.example.com")
+  std::string version; ///< its version ("v1")
+  std::string kind;    ///< its kind ("CableReseat")
+  std::string plural;  ///< its collection ("cablereseats")
+
+  friend bool operator==(const custom_remediation& a, const custom_remediation& b) {
+    return a.name == b.name && a.group == b.group && a.version == b.version
+           && a.kind == b.kind && a.plural == b.plural;
+  }
+};
+
 struct remediation_options {
   replace_target replace = replace_target::terminate_node;
   /// A product name that matches no model-table row is reset anyway (true) or
   /// rebooted (false, the default: seed 001 supports Ampere and newer only).
   bool allow_unknown_model = false;
+  /// CUSTOM events whose customRecommendedAction names none of these are
+  /// handed to a person.
+  std::vector<custom_remediation> custom_actions;
 };
+
+/// The entry of `options` for customRecommendedAction `name`, or nullptr.
+const custom_remediation* find_custom_action(const remediation_options& options,
+                                             std::string_view name);
 
 /// One remediation the node actor should run (or knows it cannot).
 struct remediation_plan {
@@ -119,6 +152,8 @@ struct remediation_plan {
   /// A reboot that follows a failed GPU reset: the janitor keeps the driver's
   /// bug report before the reboot wipes the evidence (spec.collectBugReport).
   bool collect_bug_report = false;
+  /// For custom: the operator's remediation whose CR carries it out.
+  std::optional<custom_remediation> custom;
 
   friend bool operator==(const remediation_plan& a, const remediation_plan& b);
 };
@@ -130,12 +165,15 @@ std::string gpu_uuid_of(const health_event& event);
 /// restart (RebootNode) when the configuration cannot reset one GPU or the UUID
 /// is missing; RESTART_VM, RESTART_BM → restart; REPLACE_VM → replace
 /// (TerminateNode or provider hook); CONTACT_SUPPORT, RUN_FIELDDIAG and the
-/// rest → manual; NONE → none.
+/// rest → manual; NONE → none. CUSTOM → custom-<name> (the CR kind that
+/// options.custom_actions names for `custom_action`), manual when none does.
 remediation_plan plan_remediation(recommended_action action, std::string_view gpu_uuid,
                                   const node_gpu_facts& facts,
-                                  const remediation_options& options = {});
+                                  const remediation_options& options = {},
+                                  std::string_view custom_action = {});
 
-/// The same for an unhealthy event: its action and its GPU_UUID entity.
+/// The same for an unhealthy event: its action, its GPU_UUID entity and its
+/// customRecommendedAction.
 remediation_plan plan_remediation(const health_event& event, const node_gpu_facts& facts,
                                   const remediation_options& options = {});
 

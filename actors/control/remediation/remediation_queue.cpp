@@ -6,13 +6,17 @@ namespace vigil::control {
 
 namespace {
 
-bool automatic(const remediation_plan& plan) {
-  return strength(plan.kind) > 0;
+// An operator's custom remediation does what vigil cannot know: it neither
+// covers another action nor is covered by one (a reboot does not reseat a
+// cable), only by itself.
+bool ranked(const remediation_plan& plan) {
+  return plan.kind != remediation_kind::custom;
 }
 
 // `by` makes `plan` redundant: the same group, or an action that disturbs more.
 bool covers(const remediation_plan& by, const remediation_plan& plan) {
-  return by.group == plan.group || strength(by.kind) > strength(plan.kind);
+  return by.group == plan.group
+         || (ranked(by) && ranked(plan) && strength(by.kind) > strength(plan.kind));
 }
 
 } // namespace
@@ -43,7 +47,7 @@ remediation_queue::drop_waiting_weaker_than(const remediation_plan& plan) {
   std::vector<remediation_request> dropped;
   std::deque<remediation_request> kept;
   for (auto& w : waiting_) {
-    if (strength(w.plan.kind) < strength(plan.kind))
+    if (ranked(w.plan) && ranked(plan) && strength(w.plan.kind) < strength(plan.kind))
       dropped.push_back(std::move(w));
     else
       kept.push_back(std::move(w));
@@ -54,7 +58,7 @@ remediation_queue::drop_waiting_weaker_than(const remediation_plan& plan) {
 
 queue_decision remediation_queue::submit(remediation_request request) {
   queue_decision decision;
-  if (!automatic(request.plan)) {
+  if (!is_automatic(request.plan.kind)) {
     decision.reason = request.plan.reason;
     return decision;
   }

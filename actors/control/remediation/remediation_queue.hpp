@@ -54,6 +54,7 @@ public:
   /// queued (the node runs one maintenance at a time); case 3 reset→reboot
   /// queued to run after the reset; case 4 reboot→reset skipped as covered.
   /// Terminal requests no longer count: a reboot after a finished reboot runs.
+  /// A custom remediation is covered only by its own group, and covers only it.
   queue_decision submit(remediation_request request);
 
   /// The request in flight reached a terminal state (whatever the outcome).

@@ -1,5 +1,6 @@
 #include "actors/control/remediation/remediation_resource.hpp"
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 
@@ -27,23 +28,64 @@ std::string short_hash(std::string_view text) {
   return std::string(out, 10);
 }
 
-std::string_view name_prefix(remediation_kind kind) {
-  switch (kind) {
+// The CR name's first word: a custom kind lower-cased, kept to the letters
+// and digits a DNS subdomain allows.
+std::string name_prefix(const remediation_plan& plan) {
+  switch (plan.kind) {
     case remediation_kind::gpu_reset: return "gpureset";
     case remediation_kind::reboot_node: return "reboot";
     case remediation_kind::terminate_node: return "terminate";
+    case remediation_kind::custom: {
+      std::string out;
+      for (char c : plan.custom ? plan.custom->kind : std::string{})
+        if (std::isalnum(static_cast<unsigned char>(c)) != 0)
+          out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return out.empty() ? "custom" : out;
+    }
     default: return "maintenance";
   }
 }
 
+std::string api_version_of(const remediation_plan& plan) {
+  if (plan.kind == remediation_kind::custom && plan.custom)
+    return plan.custom->group + "/" + plan.custom->version;
+  return std::string{group} + "/" + std::string{version};
+}
+
+std::string kind_of(const remediation_plan& plan) {
+  if (plan.kind == remediation_kind::custom && plan.custom)
+    return plan.custom->kind;
+  return std::string{to_string(plan.kind)};
+}
+
+// The convention of batch/v1 Jobs, which an operator's controller may
+// follow instead of a phase: a condition of `type` whose status is True.
+bool condition_true(const json& conditions, std::string_view type) {
+  if (!conditions.is_array())
+    return false;
+  auto field_is = [](const json& c, const char* key, std::string_view want) {
+    auto it = c.find(key);
+    return it != c.end() && it->is_string() && it->get<std::string>() == want;
+  };
+  for (const auto& c : conditions)
+    if (c.is_object() && field_is(c, "type", type) && field_is(c, "status", "True"))
+      return true;
+  return false;
+}
+
 } // namespace
 
-std::optional<kube::api_resource> maintenance_resource(remediation_kind kind) {
+std::optional<kube::api_resource> maintenance_resource(const remediation_plan& plan) {
   kube::api_resource r{std::string{group}, std::string{version}, {}, false};
-  switch (kind) {
+  switch (plan.kind) {
     case remediation_kind::gpu_reset: r.plural = "gpuresets"; return r;
     case remediation_kind::reboot_node: r.plural = "rebootnodes"; return r;
     case remediation_kind::terminate_node: r.plural = "terminatenodes"; return r;
+    case remediation_kind::custom:
+      if (!plan.custom)
+        return std::nullopt;
+      return kube::api_resource{plan.custom->group, plan.custom->version,
+                                plan.custom->plural, false};
     default: return std::nullopt;
   }
 }
@@ -51,7 +93,7 @@ std::optional<kube::api_resource> maintenance_resource(remediation_kind kind) {
 std::string maintenance_cr_name(std::string_view node, const remediation_plan& plan,
                                 std::string_view event_id) {
   auto hash = short_hash(plan.group + "/" + std::string{event_id});
-  std::string name = std::string{name_prefix(plan.kind)} + "-" + std::string{node};
+  std::string name = name_prefix(plan) + "-" + std::string{node};
   if (name.size() + hash.size() + 1 > max_name_length)
     name.resize(max_name_length - hash.size() - 1);
   while (!name.empty() && (name.back() == '-' || name.back() == '.'))
@@ -62,13 +104,16 @@ std::string maintenance_cr_name(std::string_view node, const remediation_plan& p
 std::string maintenance_cr_body(const std::string& name, std::string_view node,
                                 const remediation_plan& plan, std::string_view event_id) {
   json spec = {{"nodeName", node}, {"reason", plan.reason}, {"sourceEventId", event_id}};
-  if (plan.kind == remediation_kind::gpu_reset)
+  if (plan.kind == remediation_kind::gpu_reset
+      || (plan.kind == remediation_kind::custom && !plan.gpu_uuid.empty()))
     spec["gpuUUIDs"] = json::array({plan.gpu_uuid});
   if (plan.kind == remediation_kind::reboot_node && plan.collect_bug_report)
     spec["collectBugReport"] = true;
+  if (plan.kind == remediation_kind::custom && plan.custom)
+    spec["customAction"] = plan.custom->name;
   json body = {
-    {"apiVersion", std::string{group} + "/" + std::string{version}},
-    {"kind", to_string(plan.kind)},
+    {"apiVersion", api_version_of(plan)},
+    {"kind", kind_of(plan)},
     {"metadata",
      {{"name", name},
       {"labels", {{"app.kubernetes.io/managed-by", "vigil"}, {"vigil.dev/node", node}}},
@@ -77,14 +122,15 @@ std::string maintenance_cr_body(const std::string& name, std::string_view node,
   return body.dump();
 }
 
-kube::kube_request create_cr_request(remediation_kind kind, const std::string& body) {
-  return kube::make_request("POST", kube::resource_path(*maintenance_resource(kind)),
+kube::kube_request create_cr_request(const remediation_plan& plan,
+                                     const std::string& body) {
+  return kube::make_request("POST", kube::resource_path(*maintenance_resource(plan)),
                             body);
 }
 
-kube::kube_request get_cr_request(remediation_kind kind, const std::string& name) {
+kube::kube_request get_cr_request(const remediation_plan& plan, const std::string& name) {
   return kube::make_request("GET",
-                            kube::resource_path(*maintenance_resource(kind), {}, name));
+                            kube::resource_path(*maintenance_resource(plan), {}, name));
 }
 
 expected<cr_progress> read_cr_progress(std::string_view cr_json) {
@@ -103,8 +149,13 @@ expected<cr_progress> read_cr_progress(std::string_view cr_json) {
     return it != status->end() && it->is_string() ? it->get<std::string>()
                                                   : std::string{};
   };
+  const auto conditions = status->value("conditions", json::array());
   if (auto phase = text("phase"); !phase.empty())
     out.phase = phase;
+  else if (condition_true(conditions, "Failed"))
+    out.phase = "Failed";
+  else if (condition_true(conditions, "Complete"))
+    out.phase = "Succeeded";
   out.failure_reason = text("failureReason");
   if (auto started = parse_rfc3339(text("startedAt")))
     out.started_at = *started;

@@ -1,6 +1,7 @@
 // The maintenance custom resources as the node actor creates and reads them
 // (seed 000 §4.1): GPUReset, RebootNode and TerminateNode of
-// group vigil.dev/v1alpha1, cluster-scoped. Pure code; the actor sends the
+// group vigil.dev/v1alpha1, cluster-scoped, and the operator's own kinds for
+// CUSTOM events (remediation.custom_actions). Pure code; the actor sends the
 // requests through the gateway.
 #pragma once
 
@@ -20,8 +21,9 @@ namespace vigil::control {
 /// finished, verified, escalated, deferred, cleared).
 constexpr const char* remediation_row = "remediation";
 
-/// The collection of a CR kind; nullopt for kinds that are not a CR.
-std::optional<kube::api_resource> maintenance_resource(remediation_kind kind);
+/// The collection of a plan's CR: vigil's own kinds, or the custom kind the
+/// plan carries; nullopt for plans that create no CR.
+std::optional<kube::api_resource> maintenance_resource(const remediation_plan& plan);
 
 /// The CR's name: "<kind>-<node>-<hash>" where the hash covers the equivalence
 /// group and the source event, so creating it again after a restart answers
@@ -29,13 +31,16 @@ std::optional<kube::api_resource> maintenance_resource(remediation_kind kind);
 std::string maintenance_cr_name(std::string_view node, const remediation_plan& plan,
                                 std::string_view event_id);
 
-/// The CR body: spec.nodeName, spec.gpuUUIDs (exactly one, GPUReset only),
-/// spec.reason, spec.sourceEventId; labels naming node and group.
+/// The CR body: spec.nodeName, spec.gpuUUIDs (exactly one: GPUReset, and a
+/// custom CR whose event names a GPU), spec.reason, spec.sourceEventId,
+/// spec.customAction (custom only); labels naming node and group.
 std::string maintenance_cr_body(const std::string& name, std::string_view node,
                                 const remediation_plan& plan, std::string_view event_id);
 
-kube::kube_request create_cr_request(remediation_kind kind, const std::string& body);
-kube::kube_request get_cr_request(remediation_kind kind, const std::string& name);
+/// POST and GET of the plan's CR; the plan must have one (maintenance_resource).
+kube::kube_request create_cr_request(const remediation_plan& plan,
+                                     const std::string& body);
+kube::kube_request get_cr_request(const remediation_plan& plan, const std::string& name);
 
 /// Where a CR stands, from its status.
 struct cr_progress {
@@ -50,7 +55,9 @@ struct cr_progress {
 };
 
 /// Reads a CR's JSON; a body that is not an object with metadata fails naming
-/// what is missing. Phases Succeeded and Failed are terminal.
+/// what is missing. Phases Succeeded and Failed are terminal. A CR with no
+/// phase (an operator's controller may follow the Job convention instead) is
+/// done when a condition of type Complete or Failed has status True.
 expected<cr_progress> read_cr_progress(std::string_view cr_json);
 
 /// Merge patch of the Node's latestFaultRemediationState annotation; an empty

@@ -215,9 +215,9 @@ apply_outcome active_events::apply(const health_event& event,
 void active_events::add(const health_event& e, const std::string& rule) {
   auto subjects = e.entities.empty() ? std::vector<entity>{{}} : e.entities;
   for (const auto& subject : subjects) {
-    active_record rec{e.agent,       e.component_class, e.check_name, subject, {},
-                      e.error_codes, e.message,         e.action,     rule,    e.id,
-                      e.generated,   e.drain_overrides};
+    active_record rec{e.agent,       e.component_class, e.check_name,   subject, {},
+                      e.error_codes, e.message,         e.action,       rule,    e.id,
+                      e.generated,   e.drain_overrides, e.custom_action};
     for (const auto& other : e.entities)
       if (!(other == subject))
         rec.reported_with.push_back(other);

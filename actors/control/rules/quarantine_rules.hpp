@@ -96,6 +96,7 @@ struct active_record {
   std::string event_id;
   std::optional<wall_time> generated;
   std::optional<stage_override> drain_overrides; ///< the raising event's
+  std::string custom_action = {}; ///< its customRecommendedAction (action CUSTOM)
 };
 
 /// The GPU a record is about: its GPU_UUID subject, else a GPU_UUID reported

@@ -59,11 +59,16 @@ kube::kube_result pod_request(kube::object_store& store,
     if (request.verb == "DELETE" && parts.size() == 6)
       return to_result(store.remove(*pods, parts[3], parts[5], {}), 200);
   }
-  // /apis/vigil.dev/v1alpha1/<plural>[/<name>[/status]]: the maintenance CRs
-  if (parts.size() >= 4 && parts[0] == "apis" && parts[1] == "vigil.dev") {
-    const auto* type = store.find_type("vigil.dev", "v1alpha1", parts[3]);
+  // /apis/<group>/<version>/<plural>[/<name>[/status]]: the maintenance CRs,
+  // vigil.dev's and the operators' own kinds (remediation.custom_actions):
+  // every group that is not one of Kubernetes' own.
+  if (parts.size() >= 4 && parts[0] == "apis" && parts[3] != "namespaces"
+      && parts[1].find("k8s.io") == std::string::npos && parts[1] != "batch"
+      && parts[1] != "policy") {
+    const auto* type = store.find_type(parts[1], parts[2], parts[3]);
     if (type == nullptr)
-      return kube::kube_error{404, "NotFound", "no such resource", {}};
+      return kube::kube_error{
+        404, "NotFound", "the server could not find the requested resource", {}};
     if (request.verb == "POST" && parts.size() == 4)
       return to_result(store.create(*type, "", json::parse(request.body)), 201);
     if (request.verb == "GET" && parts.size() == 4)

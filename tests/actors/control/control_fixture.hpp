@@ -225,9 +225,11 @@ struct control_fixture : test_coordinator_fixture<> {
                   .ok());
   }
 
-  // The maintenance CRs of one kind ("gpuresets", "rebootnodes").
-  std::vector<json> crs(const std::string& plural) {
-    auto list = store->list(*store->find_type("vigil.dev", "v1alpha1", plural), "", {});
+  // The maintenance CRs of one kind ("gpuresets", "rebootnodes"; an
+  // operator's own kind in its group and version).
+  std::vector<json> crs(const std::string& plural, const std::string& group = "vigil.dev",
+                        const std::string& version = "v1alpha1") {
+    auto list = store->list(*store->find_type(group, version, plural), "", {});
     CAF_REQUIRE(list.ok());
     return (*list.value)["items"].get<std::vector<json>>();
   }
@@ -237,9 +239,15 @@ struct control_fixture : test_coordinator_fixture<> {
     json status = {{"phase", phase}};
     if (!failure.empty())
       status["failureReason"] = failure;
+    cr_status("vigil.dev", "v1alpha1", plural, name, std::move(status));
+  }
+  // Any CR's controller, played by the test: its status becomes `status`.
+  void cr_status(const std::string& group, const std::string& version,
+                 const std::string& plural, const std::string& name, json status) {
     CAF_REQUIRE(store
-                  ->patch(*store->find_type("vigil.dev", "v1alpha1", plural), "", name,
-                          json{{"status", status}}, kube::patch_type::merge, true)
+                  ->patch(*store->find_type(group, version, plural), "", name,
+                          json{{"status", std::move(status)}}, kube::patch_type::merge,
+                          true)
                   .ok());
   }
   /// How many Kubernetes Events with this reason were posted about `node`.

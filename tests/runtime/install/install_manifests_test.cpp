@@ -273,6 +273,36 @@ TEST(install_manifests, a_separate_janitor_gets_its_deployment_and_account) {
   EXPECT_NE(find(r, "ServiceMonitor", "vigil-janitor"), nullptr);
 }
 
+// issue 19: the CR kinds of remediation.custom_actions are created and read
+// by vigil-control, one rule per group; their controllers are the operator's.
+TEST(install_manifests, custom_remediation_kinds_are_granted_to_the_control_plane) {
+  auto r = install({"", "",
+                    "remediation:\n  custom_actions:\n"
+                    "    - {name: A, api_version: repair.example.com/v1, kind: Fix, "
+                    "plural: fixes}\n"
+                    "    - {name: B, api_version: repair.example.com/v2, kind: Fix, "
+                    "plural: fixes}\n"
+                    "    - {name: C, api_version: net.example.org/v1, kind: Reflash, "
+                    "plural: reflashes}\n",
+                    "c.yaml"});
+  const auto* control = find(r, "ClusterRole", "vigil-control");
+  ASSERT_NE(control, nullptr);
+  std::vector<std::string> granted;
+  for (const auto& rule : (*control)["rules"])
+    if (rule["apiGroups"][0] == "repair.example.com"
+        || rule["apiGroups"][0] == "net.example.org") {
+      EXPECT_EQ(rule["verbs"], object::array({"get", "list", "create"}));
+      for (const auto& resource : rule["resources"])
+        granted.push_back(rule["apiGroups"][0].get<std::string>() + "/"
+                          + resource.get<std::string>());
+    }
+  EXPECT_EQ(granted, (std::vector<std::string>{"net.example.org/reflashes",
+                                               "repair.example.com/fixes"}));
+  // Nothing of them for the janitor: it does not carry them out.
+  for (const auto& rule : (*find(r, "ClusterRole", "vigil-janitor"))["rules"])
+    EXPECT_NE(rule["apiGroups"][0], "repair.example.com");
+}
+
 TEST(install_manifests, the_janitor_alert_watches_the_deployment_that_runs_it) {
   auto expr_of = [](const install_result& r) {
     for (const auto& group :

@@ -399,4 +399,83 @@ CAF_TEST(contact_support_creates_nothing_and_keeps_the_quarantine) {
   CAF_CHECK(told);
 }
 
+// issue 19: a CUSTOM event's customRecommendedAction names an operator's own
+// remediation. Its CR (a CRD the operator installed) is created once the node
+// is drained; its success keeps the node quarantined until the healthy event.
+static health_event reseat_needed(const std::string& node, const std::string& id) {
+  auto e = xid(node, "GPU-a");
+  e.id = id;
+  e.action = recommended_action::custom;
+  e.custom_action = "RESEAT_CABLE";
+  return e;
+}
+
+CAF_TEST(a_custom_action_creates_the_operators_cr_and_waits_for_the_healthy_event) {
+  settings->remediation.enabled = true;
+  settings->remediation.options.custom_actions = {
+    {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"}};
+  store->register_type(
+    {"repair.example.com", "v1", "cablereseats", "CableReseat", false, true, {}});
+  jobs_only = true;
+  start();
+  post({reseat_needed("node-1", "reseat-1")});
+  CAF_CHECK(cordoned("node-1"));
+  auto reseats = crs("cablereseats", "repair.example.com", "v1");
+  CAF_REQUIRE_EQUAL(reseats.size(), 1u);
+  CAF_CHECK_EQUAL(reseats[0]["kind"], "CableReseat");
+  CAF_CHECK_EQUAL(reseats[0]["spec"]["nodeName"], "node-1");
+  CAF_CHECK_EQUAL(reseats[0]["spec"]["customAction"], "RESEAT_CABLE");
+  CAF_CHECK_EQUAL(reseats[0]["spec"]["sourceEventId"], "reseat-1");
+  CAF_CHECK_EQUAL(crs("rebootnodes").size() + crs("gpuresets").size(), 0u);
+  // The same event again (an agent's retry) is the same group: no second CR.
+  post({reseat_needed("node-1", "reseat-2")});
+  CAF_CHECK_EQUAL(crs("cablereseats", "repair.example.com", "v1").size(), 1u);
+  // The operator's controller follows the Job convention.
+  const auto name = reseats[0]["metadata"]["name"].get<std::string>();
+  cr_status("repair.example.com", "v1", "cablereseats", name,
+            {{"conditions", {{{"type", "Complete"}, {"status", "True"}}}}});
+  advance(std::chrono::seconds{10});
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "succeeded custom-RESEAT_CABLE")
+            != phases.end());
+  CAF_CHECK(cordoned("node-1")); // done is not healthy
+  auto healthy = xid("node-1", "GPU-a", true);
+  post({healthy});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(remediation_annotation("node-1"), "");
+  advance(settings->remediation.escalation.verify_custom_timeout);
+  phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "manual ") == phases.end());
+}
+
+CAF_TEST(a_failed_custom_cr_or_an_unknown_custom_name_goes_to_a_person) {
+  settings->remediation.enabled = true;
+  settings->remediation.options.custom_actions = {
+    {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"}};
+  store->register_type(
+    {"repair.example.com", "v1", "cablereseats", "CableReseat", false, true, {}});
+  jobs_only = true;
+  start();
+  post({reseat_needed("node-1", "reseat-1")});
+  auto unknown = reseat_needed("node-2", "pray-1");
+  unknown.custom_action = "PRAY";
+  post({unknown});
+  auto reseats = crs("cablereseats", "repair.example.com", "v1");
+  CAF_REQUIRE_EQUAL(reseats.size(), 1u); // none for PRAY
+  cr_status("repair.example.com", "v1", "cablereseats",
+            reseats[0]["metadata"]["name"].get<std::string>(),
+            {{"phase", "Failed"}, {"failureReason", "cable_still_bad"}});
+  advance(std::chrono::seconds{10});
+  auto phases = remediation_phases();
+  CAF_CHECK(std::find(phases.begin(), phases.end(), "failed custom-RESEAT_CABLE")
+            != phases.end());
+  // Neither climbs to a reboot vigil cannot know would help.
+  CAF_CHECK_EQUAL(crs("rebootnodes").size(), 0u);
+  CAF_CHECK_EQUAL(std::count(phases.begin(), phases.end(), "manual "), 2);
+  CAF_CHECK_EQUAL(events_posted("RemediationNeedsOperator", "node-1"), 1u);
+  CAF_CHECK_EQUAL(events_posted("RemediationNeedsOperator", "node-2"), 1u);
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK(cordoned("node-2"));
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

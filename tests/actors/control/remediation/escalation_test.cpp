@@ -193,6 +193,31 @@ TEST(escalation, manual_actions_are_admitted_untracked) {
   EXPECT_FALSE(tracker.next_deadline().has_value());
 }
 
+// issue 19: the operator's custom remediations count against a cap of their
+// own; past it, a failure or a missing healthy event, a person looks.
+TEST(escalation, custom_remediations_have_their_own_cap_then_support) {
+  auto p = no_cooldown();
+  p.max_custom_per_node = 2;
+  p.verify_custom_timeout = 20min;
+  escalation_tracker tracker(p);
+  EXPECT_EQ(escalation_target(recommended_action::custom, gpu), "custom");
+  EXPECT_EQ(next_rung(recommended_action::custom, p),
+            recommended_action::contact_support);
+  tracker.record_attempt(recommended_action::custom, gpu, t0);
+  EXPECT_EQ(tracker.next_deadline(), t0 + 20min);
+  EXPECT_EQ(tracker.admit(recommended_action::custom, "", t0 + 1h).action,
+            recommended_action::custom);
+  tracker.record_attempt(recommended_action::custom, "", t0 + 1h);
+  auto capped = tracker.admit(recommended_action::custom, "", t0 + 2h);
+  EXPECT_EQ(capped.action, recommended_action::contact_support);
+  EXPECT_EQ(capped.records.front().event, escalation_event::escalated);
+  // The reboots' cap is untouched by them.
+  EXPECT_EQ(tracker.admit(recommended_action::restart_bm, "", t0 + 2h).action,
+            recommended_action::restart_bm);
+  auto failed = tracker.attempt_failed(recommended_action::custom, "", "no", t0 + 3h);
+  EXPECT_EQ(failed.action, recommended_action::contact_support);
+}
+
 TEST(escalation, ladder_and_targets) {
   escalation_policy p;
   EXPECT_EQ(next_rung(recommended_action::component_reset, p),

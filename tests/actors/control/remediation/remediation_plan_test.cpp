@@ -59,6 +59,37 @@ TEST(remediation_plan, support_and_fielddiag_are_manual) {
             remediation_kind::none);
 }
 
+// issue 19: CUSTOM carries customRecommendedAction to the CR kind the config
+// names for it; a name the config does not list goes to a person.
+TEST(remediation_plan, custom_actions_plan_the_configured_cr_or_a_person) {
+  remediation_options options;
+  options.custom_actions = {
+    {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"},
+    {"REFLASH_NIC", "repair.example.com", "v1", "NicReflash", "nicreflashes"}};
+  health_event event;
+  event.action = recommended_action::custom;
+  event.custom_action = "REFLASH_NIC";
+  event.entities = {{"GPU_UUID", std::string{uuid}}};
+  auto plan = plan_remediation(event, h100(), options);
+  EXPECT_EQ(plan.kind, remediation_kind::custom);
+  EXPECT_EQ(plan.action, recommended_action::custom);
+  EXPECT_EQ(plan.group, "custom-REFLASH_NIC");
+  EXPECT_EQ(plan.gpu_uuid, uuid);
+  ASSERT_TRUE(plan.custom.has_value());
+  EXPECT_EQ(plan.custom->kind, "NicReflash");
+  EXPECT_TRUE(is_automatic(plan.kind));
+  EXPECT_EQ(strength(plan.kind), 0); // vigil cannot rank what it does not know
+  for (const char* name : {"", "reseat_cable", "RESEAT CABLE", "UNKNOWN"}) {
+    auto unknown =
+      plan_remediation(recommended_action::custom, uuid, h100(), options, name);
+    EXPECT_EQ(unknown.kind, remediation_kind::manual) << name;
+    EXPECT_FALSE(unknown.custom.has_value()) << name;
+    EXPECT_NE(unknown.reason.find("no remediation.custom_actions entry"),
+              std::string::npos)
+      << unknown.reason;
+  }
+}
+
 TEST(remediation_plan, unsupported_configurations_fall_back_to_reboot) {
   auto v100 = h100();
   v100.product_name = "Tesla V100-SXM2-32GB";
@@ -142,7 +173,8 @@ TEST(remediation_plan, uses_the_events_gpu_uuid_entity) {
 TEST(remediation_plan, kind_names_round_trip) {
   for (auto kind : {remediation_kind::none, remediation_kind::gpu_reset,
                     remediation_kind::reboot_node, remediation_kind::terminate_node,
-                    remediation_kind::provider_hook, remediation_kind::manual})
+                    remediation_kind::provider_hook, remediation_kind::manual,
+                    remediation_kind::custom})
     EXPECT_EQ(parse_remediation_kind(to_string(kind)), kind);
   EXPECT_EQ(to_string(remediation_kind::gpu_reset), "GPUReset");
   EXPECT_FALSE(parse_remediation_kind("gpureset").has_value());

@@ -29,6 +29,13 @@ remediation_request replace() {
           from_unix(1'700'000'000, 0)};
 }
 
+remediation_request custom(const std::string& name, std::string event = "e") {
+  remediation_options options;
+  options.custom_actions = {{name, "repair.example.com", "v1", "Fix", "fixes"}};
+  return {plan_remediation(recommended_action::custom, gpu_a, hopper(), options, name),
+          std::move(event), from_unix(1'700'000'000, 0)};
+}
+
 TEST(remediation_queue, starts_when_idle) {
   remediation_queue q;
   EXPECT_TRUE(q.idle());
@@ -132,6 +139,27 @@ TEST(remediation_queue, stale_completions_are_ignored_and_restore_works) {
   auto dropped = q.clear();
   EXPECT_EQ(dropped.size(), 1u);
   EXPECT_TRUE(q.idle());
+}
+
+// issue 19: an operator's remediation neither covers nor is covered by
+// vigil's own (a reboot does not reseat a cable); only by itself.
+TEST(remediation_queue, a_custom_remediation_is_covered_only_by_itself) {
+  remediation_queue q;
+  EXPECT_EQ(q.submit(custom("RESEAT_CABLE")).verdict, queue_verdict::start_now);
+  auto same = q.submit(custom("RESEAT_CABLE", "again"));
+  EXPECT_EQ(same.verdict, queue_verdict::skipped_same);
+  EXPECT_EQ(q.submit(custom("REFLASH_NIC")).verdict, queue_verdict::queued);
+  EXPECT_EQ(q.submit(reset(gpu_a)).verdict, queue_verdict::queued);
+  auto r = q.submit(reboot());
+  EXPECT_EQ(r.verdict, queue_verdict::queued);
+  // The reboot dropped the waiting reset, never the waiting custom one.
+  ASSERT_EQ(r.superseded.size(), 1u);
+  EXPECT_EQ(r.superseded[0].plan.group, reset_group(gpu_a));
+  ASSERT_EQ(q.waiting().size(), 2u);
+  EXPECT_EQ(q.waiting()[0].plan.group, "custom-REFLASH_NIC");
+  // A replace waiting does not cover a custom one asked for later either.
+  q.submit(replace());
+  EXPECT_EQ(q.submit(custom("FLUSH", "later")).verdict, queue_verdict::queued);
 }
 
 } // namespace

@@ -47,12 +47,43 @@ TEST(remediation_resource, a_gpureset_names_exactly_one_gpu) {
   EXPECT_EQ(json::parse(maintenance_cr_body("reboot-y", "node-1", reboot,
                                             "e2"))["spec"]["collectBugReport"],
             true);
-  auto request = create_cr_request(remediation_kind::reboot_node, reboot_body.dump());
+  auto request = create_cr_request(reboot, reboot_body.dump());
   EXPECT_EQ(request.verb, "POST");
   EXPECT_EQ(request.path, "/apis/vigil.dev/v1alpha1/rebootnodes");
-  EXPECT_EQ(get_cr_request(remediation_kind::gpu_reset, "x").path,
-            "/apis/vigil.dev/v1alpha1/gpuresets/x");
-  EXPECT_FALSE(maintenance_resource(remediation_kind::manual).has_value());
+  EXPECT_EQ(get_cr_request(plan, "x").path, "/apis/vigil.dev/v1alpha1/gpuresets/x");
+  auto manual = plan_remediation(recommended_action::contact_support, "", {});
+  EXPECT_FALSE(maintenance_resource(manual).has_value());
+}
+
+// issue 19: a CUSTOM event's customRecommendedAction picks the operator's CR
+// kind; the CR is created and read in that kind's own collection.
+TEST(remediation_resource, a_custom_action_is_a_cr_of_the_configured_kind) {
+  remediation_options options;
+  options.custom_actions.push_back(
+    {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"});
+  auto plan =
+    plan_remediation(recommended_action::custom, "GPU-a", {}, options, "RESEAT_CABLE");
+  ASSERT_EQ(plan.kind, remediation_kind::custom);
+  auto name = maintenance_cr_name("node-1", plan, "e1");
+  EXPECT_EQ(name.rfind("cablereseat-node-1-", 0), 0u) << name;
+  auto body = json::parse(maintenance_cr_body(name, "node-1", plan, "e1"));
+  EXPECT_EQ(body["apiVersion"], "repair.example.com/v1");
+  EXPECT_EQ(body["kind"], "CableReseat");
+  EXPECT_EQ(body["spec"]["nodeName"], "node-1");
+  EXPECT_EQ(body["spec"]["customAction"], "RESEAT_CABLE");
+  EXPECT_EQ(body["spec"]["gpuUUIDs"], json::array({"GPU-a"}));
+  EXPECT_EQ(body["metadata"]["annotations"]["vigil.dev/equivalence-group"],
+            "custom-RESEAT_CABLE");
+  EXPECT_EQ(create_cr_request(plan, body.dump()).path,
+            "/apis/repair.example.com/v1/cablereseats");
+  EXPECT_EQ(get_cr_request(plan, name).path,
+            "/apis/repair.example.com/v1/cablereseats/" + name);
+  // No GPU named: no gpuUUIDs (an empty UUID would be a lie).
+  auto node_wide =
+    plan_remediation(recommended_action::custom, "", {}, options, "RESEAT_CABLE");
+  EXPECT_FALSE(
+    json::parse(maintenance_cr_body("x", "node-1", node_wide, "e2"))["spec"].contains(
+      "gpuUUIDs"));
 }
 
 TEST(remediation_resource, progress_is_read_from_the_status) {
@@ -75,6 +106,29 @@ TEST(remediation_resource, progress_is_read_from_the_status) {
   auto done = read_cr_progress(R"({"metadata":{},"status":{"phase":"Succeeded"}})");
   ASSERT_TRUE(done.has_value());
   EXPECT_TRUE(done->succeeded);
+  // An operator's controller that follows the Job convention: no phase, the
+  // Complete or Failed condition True. False or odd values are not an end.
+  auto complete = read_cr_progress(
+    R"({"metadata":{},"status":{"conditions":[{"type":"Complete","status":"True"}]}})");
+  ASSERT_TRUE(complete.has_value());
+  EXPECT_TRUE(complete->terminal);
+  EXPECT_TRUE(complete->succeeded);
+  auto job_failed = read_cr_progress(
+    R"({"metadata":{},"status":{"conditions":[{"type":"Failed","status":"True",
+        "message":"cable still bad"}]}})");
+  ASSERT_TRUE(job_failed.has_value());
+  EXPECT_TRUE(job_failed->terminal);
+  EXPECT_FALSE(job_failed->succeeded);
+  EXPECT_EQ(job_failed->message, "cable still bad");
+  for (
+    const char* running :
+    {R"({"metadata":{},"status":{"conditions":[{"type":"Complete","status":"False"}]}})",
+     R"({"metadata":{},"status":{"conditions":[{"type":7,"status":true}, 3]}})",
+     R"({"metadata":{},"status":{"conditions":"Complete"}})"}) {
+    auto p = read_cr_progress(running);
+    ASSERT_TRUE(p.has_value()) << running;
+    EXPECT_FALSE(p->terminal) << running;
+  }
   for (const char* garbage : {"", "[]", "{\"status\":{}}", "{not json"}) {
     auto bad = read_cr_progress(garbage);
     ASSERT_FALSE(bad.has_value()) << garbage;
