@@ -167,6 +167,7 @@ json object_store::commit(const object_key& key, json object, const std::string&
   auto& stored = objects_[key];
   json previous = std::move(stored);
   stored = std::move(object);
+  index_for_budgets(key, previous, stored);
   record({key, event, stored, std::move(previous), resource_version_});
   return stored;
 }
@@ -175,6 +176,7 @@ json object_store::commit_delete(const object_key& key) {
   auto it = objects_.find(key);
   json previous = std::move(it->second);
   objects_.erase(it);
+  index_for_budgets(key, previous, json());
   json last = previous;
   metadata_of(last)["resourceVersion"] = std::to_string(++resource_version_);
   record({key, "DELETED", last, std::move(previous), resource_version_});

@@ -267,12 +267,19 @@ private:
   /// (null when it was created or is gone); only pods' are read.
   void after_write(const object_key& key, const json& before, const json& after);
   /// Recomputes the status of the namespace's budgets that `concerned` picks
-  /// (every budget when it is empty).
+  /// (every budget when it is empty), among `candidates` when given.
   void refresh_disruption_budgets(
     const std::string& ns,
-    const std::function<bool(const object_key&, const json&)>& concerned = {});
+    const std::function<bool(const object_key&, const json&)>& concerned = {},
+    const std::set<std::string>* candidates = nullptr);
   std::vector<const json*> pods_selected_by(const json& budget, const std::string& ns,
                                             std::string& why) const;
+  /// Keeps the disruption controller's indexes (kube_disruption_index.cpp)
+  /// after `key` changed from `before` to `after` (null: absent).
+  void index_for_budgets(const object_key& key, const json& before, const json& after);
+  /// The budgets of `ns` that may select `pod`: those indexed under one of its
+  /// labels, and those the index cannot narrow (no matchLabels). By name.
+  std::set<std::string> budgets_concerning(const std::string& ns, const json& pod) const;
   std::optional<api_status> check_disruption_budgets(const object_key& pod_key);
 
   std::vector<resource_type> types_;
@@ -286,6 +293,15 @@ private:
   std::uint64_t name_counter_ = 0;      ///< seeds generated names and uids
   std::set<std::string> builtin_plural_groups_;
   kube::token_reviews token_reviews_;
+  // The disruption controller's informer indexes, kept by commit and
+  // commit_delete, so that populating a 10,000-node cluster is linear: a pod
+  // write refreshes only the budgets that may select it, and a budget reads
+  // only the pods that carry one label pair of its selector.
+  // Keys: "<namespace>\n<label>\n<value>"; values: object names.
+  std::map<std::string, std::set<std::string>> pods_by_label_;
+  std::map<std::string, std::set<std::string>> budgets_by_label_;
+  /// Budgets with no matchLabels pair (or an unreadable selector), by namespace.
+  std::map<std::string, std::set<std::string>> unindexed_budgets_;
 };
 
 /// Label selector matching ("a=b", "a==b", "a!=b", "a in (x,y)", "a notin

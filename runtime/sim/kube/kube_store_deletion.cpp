@@ -121,8 +121,10 @@ json success_status(int code) {
 // selector cannot be read.
 std::optional<bool> budget_selects(const json& budget, const json& pod) {
   api_status error;
-  const auto spec = budget.value("spec", json::object());
-  auto selector = label_selector::from_object(spec.value("selector", json()), error);
+  auto spec = budget.find("spec");
+  auto selector = label_selector::from_object(
+    spec != budget.end() && spec->is_object() ? spec->value("selector", json()) : json(),
+    error);
   if (!selector)
     return std::nullopt;
   return !pod.is_null() && selector->matches(pod);
@@ -340,45 +342,40 @@ void object_store::after_write(const object_key& key, const json& before,
       return budget.name == key.name;
     });
   } else if (key.plural_group == pods_resource) {
-    refresh_disruption_budgets(key.ns, [&](const object_key&, const json& budget) {
-      // A budget whose selector cannot be read says so in its status; it is
-      // refreshed whatever changed.
-      return budget_selects(budget, before) != false
-             || budget_selects(budget, after) != false;
-    });
+    auto candidates = budgets_concerning(key.ns, before);
+    candidates.merge(budgets_concerning(key.ns, after));
+    refresh_disruption_budgets(
+      key.ns,
+      [&](const object_key&, const json& budget) {
+        // A budget whose selector cannot be read says so in its status; it is
+        // refreshed whatever changed.
+        return budget_selects(budget, before) != false
+               || budget_selects(budget, after) != false;
+      },
+      &candidates);
   }
-}
-
-std::vector<const json*> object_store::pods_selected_by(const json& budget,
-                                                        const std::string& ns,
-                                                        std::string& why) const {
-  api_status error;
-  const auto spec = budget.value("spec", json::object());
-  auto selector = label_selector::from_object(spec.value("selector", json()), error);
-  std::vector<const json*> pods;
-  if (!selector) {
-    why = error.message;
-    return pods;
-  }
-  for (auto it = objects_.lower_bound({pods_resource, ns, ""});
-       it != objects_.end() && it->first.plural_group == pods_resource
-       && it->first.ns == ns;
-       ++it)
-    if (selector->matches(it->second))
-      pods.push_back(&it->second);
-  return pods;
 }
 
 void object_store::refresh_disruption_budgets(
   const std::string& ns,
-  const std::function<bool(const object_key&, const json&)>& concerned) {
+  const std::function<bool(const object_key&, const json&)>& concerned,
+  const std::set<std::string>* candidates) {
   std::vector<object_key> budgets;
-  for (auto it = objects_.lower_bound({budgets_resource, ns, ""});
-       it != objects_.end() && it->first.plural_group == budgets_resource
-       && it->first.ns == ns;
-       ++it)
-    if (!concerned || concerned(it->first, it->second))
-      budgets.push_back(it->first);
+  auto consider = [&](const object_key& key, const json& budget) {
+    if (!concerned || concerned(key, budget))
+      budgets.push_back(key);
+  };
+  if (candidates != nullptr) {
+    for (const auto& name : *candidates)
+      if (const json* budget = find({budgets_resource, ns, name}))
+        consider({budgets_resource, ns, name}, *budget);
+  } else {
+    for (auto it = objects_.lower_bound({budgets_resource, ns, ""});
+         it != objects_.end() && it->first.plural_group == budgets_resource
+         && it->first.ns == ns;
+         ++it)
+      consider(it->first, it->second);
+  }
   for (const auto& key : budgets) {
     const json& budget = objects_.at(key);
     std::string why;
@@ -399,16 +396,18 @@ void object_store::refresh_disruption_budgets(
 std::optional<api_status>
 object_store::check_disruption_budgets(const object_key& pod_key) {
   const json& pod = objects_.at(pod_key);
-  refresh_disruption_budgets(pod_key.ns, [&](const object_key&, const json& budget) {
-    return budget_selects(budget, pod) == true;
-  });
+  const auto candidates = budgets_concerning(pod_key.ns, pod);
+  refresh_disruption_budgets(
+    pod_key.ns,
+    [&](const object_key&, const json& budget) {
+      return budget_selects(budget, pod) == true;
+    },
+    &candidates);
   std::vector<const json*> budgets;
-  for (auto it = objects_.lower_bound({budgets_resource, pod_key.ns, ""});
-       it != objects_.end() && it->first.plural_group == budgets_resource
-       && it->first.ns == pod_key.ns;
-       ++it)
-    if (budget_selects(it->second, pod) == true)
-      budgets.push_back(&it->second);
+  for (const auto& name : candidates)
+    if (const json* budget = find({budgets_resource, pod_key.ns, name});
+        budget != nullptr && budget_selects(*budget, pod) == true)
+      budgets.push_back(budget);
   if (budgets.empty())
     return std::nullopt;
   if (budgets.size() > 1)

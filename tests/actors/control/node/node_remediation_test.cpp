@@ -402,6 +402,17 @@ CAF_TEST(contact_support_creates_nothing_and_keeps_the_quarantine) {
 // issue 19: a CUSTOM event's customRecommendedAction names an operator's own
 // remediation. Its CR (a CRD the operator installed) is created once the node
 // is drained; its success keeps the node quarantined until the healthy event.
+// The operator's CableReseat CRD installed and named for RESEAT_CABLE.
+static void offer_cable_reseats(control_fixture& f) {
+  f.settings->remediation.enabled = true;
+  f.settings->remediation.options.custom_actions = {
+    {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"}};
+  f.store->register_type(
+    {"repair.example.com", "v1", "cablereseats", "CableReseat", false, true, {}});
+  f.jobs_only = true;
+  f.start();
+}
+
 static health_event reseat_needed(const std::string& node, const std::string& id) {
   auto e = xid(node, "GPU-a");
   e.id = id;
@@ -411,13 +422,7 @@ static health_event reseat_needed(const std::string& node, const std::string& id
 }
 
 CAF_TEST(a_custom_action_creates_the_operators_cr_and_waits_for_the_healthy_event) {
-  settings->remediation.enabled = true;
-  settings->remediation.options.custom_actions = {
-    {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"}};
-  store->register_type(
-    {"repair.example.com", "v1", "cablereseats", "CableReseat", false, true, {}});
-  jobs_only = true;
-  start();
+  offer_cable_reseats(*this);
   post({reseat_needed("node-1", "reseat-1")});
   CAF_CHECK(cordoned("node-1"));
   auto reseats = crs("cablereseats", "repair.example.com", "v1");
@@ -449,13 +454,7 @@ CAF_TEST(a_custom_action_creates_the_operators_cr_and_waits_for_the_healthy_even
 }
 
 CAF_TEST(a_failed_custom_cr_or_an_unknown_custom_name_goes_to_a_person) {
-  settings->remediation.enabled = true;
-  settings->remediation.options.custom_actions = {
-    {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"}};
-  store->register_type(
-    {"repair.example.com", "v1", "cablereseats", "CableReseat", false, true, {}});
-  jobs_only = true;
-  start();
+  offer_cable_reseats(*this);
   post({reseat_needed("node-1", "reseat-1")});
   auto unknown = reseat_needed("node-2", "pray-1");
   unknown.custom_action = "PRAY";

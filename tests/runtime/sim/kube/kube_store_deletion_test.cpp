@@ -407,6 +407,46 @@ TEST_F(kube_store, eviction_without_a_budget_or_of_unready_pods) {
             400);
 }
 
+// The disruption controller's indexes: a relabelled pod leaves one budget and
+// joins another, a budget whose selector changes is looked up by its new
+// labels, and one with only matchExpressions (no pair to index by) is kept.
+TEST_F(kube_store, budgets_follow_relabelled_pods_and_changed_selectors) {
+  create(pods(), "train", pod_object("a", "node-a", {{"app", "train"}}));
+  create(pods(), "train", pod_object("b", "node-a", {{"app", "serve"}}));
+  create(budgets(), "train", budget("train", {{"app", "train"}}, "maxUnavailable", 1));
+  create(budgets(), "train", budget("serve", {{"app", "serve"}}, "maxUnavailable", 1));
+  auto any = budget("any", json::object(), "maxUnavailable", 1);
+  any["spec"]["selector"] = {
+    {"matchExpressions",
+     json::array({{{"key", "app"}, {"operator", "In"}, {"values", {"train", "serve"}}}})}};
+  create(budgets(), "train", any);
+  auto expected = [&](const char* name) {
+    return get(budgets(), "train", name)["status"]["expectedPods"].get<int>();
+  };
+  EXPECT_EQ(expected("train"), 1);
+  EXPECT_EQ(expected("serve"), 1);
+  EXPECT_EQ(expected("any"), 2);
+  ASSERT_TRUE(store
+                .patch(pods(), "train", "a", {{"metadata", {{"labels", {{"app", "serve"}}}}}},
+                       patch_type::merge, false)
+                .ok());
+  EXPECT_EQ(expected("train"), 0);
+  EXPECT_EQ(expected("serve"), 2);
+  EXPECT_EQ(expected("any"), 2);
+  // Two budgets select pod a now: eviction refuses, as the real server does.
+  EXPECT_EQ(store.evict("train", "a", json::object()).error.code, 500);
+  ASSERT_TRUE(store
+                .patch(budgets(), "train", "train",
+                       {{"spec", {{"selector", {{"matchLabels", {{"app", "serve"}}}}}}}},
+                       patch_type::merge, false)
+                .ok());
+  EXPECT_EQ(expected("train"), 2);
+  store.remove(pods(), "train", "b", {});
+  store.finish_pod_deletion("train", "b");
+  EXPECT_EQ(expected("train"), 1);
+  EXPECT_EQ(expected("any"), 1);
+}
+
 TEST_F(kube_store, a_pod_under_two_budgets_cannot_be_evicted) {
   create(pods(), "train", pod_object("a", "node-a", {{"app", "train"}, {"team", "x"}}));
   create(budgets(), "train", budget("one", {{"app", "train"}}, "maxUnavailable", 1));
