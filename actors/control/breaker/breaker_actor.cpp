@@ -191,7 +191,9 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
                             {"admitted", st.stats.admitted},
                             {"refused", st.stats.refused},
                             {"trips", st.stats.trips},
-                            {"mailboxDepth", self->mailbox().size()}}
+                            {"mailboxDepth", self->mailbox().size()},
+                            {"messages", self->messages().summary(
+                                           self->system(), message_stats::clock::now())}}
         .dump();
     },
   };

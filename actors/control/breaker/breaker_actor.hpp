@@ -19,6 +19,7 @@
 #include "actors/control/rules/circuit_breaker.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -73,7 +74,7 @@ struct breaker_state {
   static inline const char* name = "breaker";
 };
 
-using breaker_actor = caf::stateful_actor<breaker_state, breaker_handle::base>;
+using breaker_actor = caf::stateful_actor<breaker_state, observed<breaker_handle::base>>;
 
 breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_config config,
                                       journal_handle journal,

@@ -10,6 +10,7 @@
 #include "actors/control/console/console_view.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 
 namespace vigil {
 
@@ -266,6 +267,65 @@ void history(caf::event_based_actor* self, const console_actors& a,
       unavailable(reply, "the journal"));
 }
 
+/// (trace_open_atom, shared_ptr<http::body_stream>): the trace's client is there.
+using trace_open_atom = caf::atom_constant<caf::atom("traceopen")>;
+
+// One trace's Server-Sent Events (GET /api/v1/trace): once the client is
+// there, asks the fleet to arm the node actor's trace (observed<Base>), then
+// writes each traced message as a `data:` line and ends with an `end` event.
+// A slow client loses lines (counted in the end event); the node actor never
+// waits on it. Gone a second after the trace's time, client or not.
+caf::behavior tracer(caf::event_based_actor* self, caf::actor fleet,
+                     console::trace_request request) {
+  auto stream = std::make_shared<std::shared_ptr<http::body_stream>>();
+  auto skipped = std::make_shared<std::uint64_t>(0);
+  // The node actor sees the time run out only at its next message: the end
+  // comes from here when none follows.
+  self->delayed_send(self, std::chrono::seconds{request.seconds + 1},
+                     trace_end_atom::value, std::string{"the trace's time is up"});
+  return {
+    [=](trace_open_atom, std::shared_ptr<http::body_stream>& s) {
+      *stream = s;
+      s->on_close([who = caf::actor{self}] {
+        caf::anon_send_exit(who, caf::exit_reason::user_shutdown);
+      });
+      self->send(fleet, trace_atom::value, request.node, caf::actor{self},
+                 request.max_messages, request.seconds);
+    },
+    [=](trace_line_atom, std::string& line) {
+      if (!*stream || (*stream)->pending_bytes() > (1u << 20)) {
+        ++*skipped;
+        return;
+      }
+      (*stream)->send("event: message\ndata: " + line + "\n\n");
+    },
+    [=](trace_end_atom, std::string& why) {
+      if (*stream) {
+        (*stream)->send("event: end\ndata: "
+                        + json{{"why", why}, {"skipped", *skipped}}.dump() + "\n\n");
+        (*stream)->end();
+      }
+      self->quit();
+    },
+  };
+}
+
+void trace(caf::event_based_actor* self, const console_actors& a, std::string_view query,
+           http::responder reply) {
+  auto request = console::parse_trace_request(query);
+  if (!request)
+    return reply(error(400, request.error().to_string()));
+  auto t = self->spawn(tracer, a.fleet, *request);
+  http::response open{200,
+                      "text/event-stream",
+                      {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}},
+                      ": vigil trace of node " + request->node + "\n\n"};
+  open.stream = [t](std::shared_ptr<http::body_stream> s) {
+    caf::anon_send(t, trace_open_atom::value, std::move(s));
+  };
+  reply(std::move(open));
+}
+
 void stream(const console_actors& a, std::string_view query, http::responder reply) {
   auto request = console::parse_journal_request(query);
   if (!request)
@@ -323,6 +383,8 @@ caf::behavior console_api(caf::event_based_actor* self, console_actors actors) {
         return journal(self, actors, req.query, reply);
       if (path == "/api/v1/stream")
         return stream(actors, req.query, reply);
+      if (path == "/api/v1/trace")
+        return trace(self, actors, req.query, reply);
       constexpr std::string_view nodes = "/api/v1/nodes/";
       if (path.rfind(nodes, 0) == 0 && path.size() > nodes.size())
         return node(self, actors, console::url_decode(path.substr(nodes.size())), reply);

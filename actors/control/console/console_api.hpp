@@ -11,6 +11,8 @@
 //   GET /api/v1/actors             every actor's mailbox depth and figures
 //   GET /api/v1/history?at=T[&node] the fleet as the journal had it at T
 //   GET /api/v1/stream?node&kind&check   Server-Sent Events of new rows
+//   GET /api/v1/trace?node&seconds&max   Server-Sent Events of one node
+//                                  actor's next messages (type, sender, µs)
 //   GET /console/…                 the page (compiled in)
 #pragma once
 

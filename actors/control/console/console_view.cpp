@@ -116,6 +116,30 @@ json fleet_page(const std::vector<node_tile>& tiles, const json& fleet,
           {"journal", journal}};
 }
 
+namespace {
+
+// The columns of an actor's mailbox figures (message_stats' summary under
+// "messages"): handled, per second, and its slowest message type by p99.
+void add_message_columns(json& row, const json& summary) {
+  const auto messages = summary.is_object() ? summary.find("messages") : summary.end();
+  if (!summary.is_object() || messages == summary.end() || !messages->is_object())
+    return;
+  row["handled"] = messages->value("handled", std::uint64_t{0});
+  row["perSecond"] = messages->value("perSecond", 0.0);
+  row["messageTypes"] = messages->value("types", json::array());
+  const json* slowest = nullptr;
+  for (const auto& t : row["messageTypes"])
+    if (t.is_object() && t.value("p99Micros", 0.0) > 0
+        && (slowest == nullptr
+            || t.value("p99Micros", 0.0) > slowest->value("p99Micros", 0.0)))
+      slowest = &t;
+  if (slowest != nullptr)
+    row["slowest"] = {{"type", slowest->value("type", "")},
+                      {"p99Micros", slowest->value("p99Micros", 0.0)}};
+}
+
+} // namespace
+
 json actor_table(const std::vector<std::string>& names,
                  const std::vector<json>& summaries,
                  const std::vector<json>& node_summaries) {
@@ -124,24 +148,40 @@ json actor_table(const std::vector<std::string>& names,
     auto it = s.find("mailboxDepth");
     return it != s.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0u;
   };
-  for (std::size_t i = 0; i < names.size() && i < summaries.size(); ++i)
-    rows.push_back({{"name", names[i]},
-                    {"kind", names[i]},
-                    {"parent", "supervisor"},
-                    {"mailboxDepth", depth(summaries[i])},
-                    {"detail", summaries[i]}});
+  // The fleet restarts crashed node actors and says which, how often, and why.
+  std::map<std::string, json> restarted;
+  for (std::size_t i = 0; i < names.size() && i < summaries.size(); ++i) {
+    json row = {{"name", names[i]},
+                {"kind", names[i]},
+                {"parent", "supervisor"},
+                {"mailboxDepth", depth(summaries[i])},
+                {"detail", summaries[i]}};
+    add_message_columns(row, summaries[i]);
+    if (names[i] == "fleet" && summaries[i].is_object())
+      for (const auto& r : summaries[i].value("restartedNodes", json::array()))
+        if (r.is_object() && r.contains("node") && r["node"].is_string())
+          restarted[r["node"].get<std::string>()] = r;
+    rows.push_back(std::move(row));
+  }
   for (const auto& s : node_summaries) {
     if (!s.is_object())
       continue;
     const auto tile = tile_of(s);
-    rows.push_back({{"name", "node/" + tile.name},
-                    {"kind", "node"},
-                    {"parent", "fleet"},
-                    {"mailboxDepth", depth(s)},
-                    {"gpuActors", s.value("gpuActors", 0)},
-                    {"nicPortActors", s.value("nicPortActors", 0)},
-                    {"state", std::string(to_string(tile.state))},
-                    {"detail", tile.detail}});
+    json row = {{"name", "node/" + tile.name},
+                {"kind", "node"},
+                {"parent", "fleet"},
+                {"mailboxDepth", depth(s)},
+                {"gpuActors", s.value("gpuActors", 0)},
+                {"nicPortActors", s.value("nicPortActors", 0)},
+                {"state", std::string(to_string(tile.state))},
+                {"detail", tile.detail},
+                {"restarts", 0}};
+    add_message_columns(row, s);
+    if (auto r = restarted.find(tile.name); r != restarted.end()) {
+      row["restarts"] = r->second.value("restarts", 0);
+      row["lastCrash"] = r->second.value("lastCrash", "");
+    }
+    rows.push_back(std::move(row));
   }
   std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
     return a["mailboxDepth"].get<std::uint64_t>()
@@ -204,6 +244,42 @@ bool row_filter::matches(const journal_record& row) const {
     return false;
   auto body = json::parse(row.body, nullptr, false);
   return body.is_object() && body.value("checkName", "") == check;
+}
+
+expected<trace_request> parse_trace_request(std::string_view query) {
+  trace_request out;
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (pair.empty())
+      continue;
+    auto eq = pair.find('=');
+    const auto key = url_decode(pair.substr(0, eq));
+    const auto value =
+      eq == std::string_view::npos ? std::string{} : url_decode(pair.substr(eq + 1));
+    auto number = [&](std::uint32_t& into, std::uint32_t max) -> status {
+      std::uint32_t n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || end != value.data() + value.size() || n < 1 || n > max)
+        return failure{key, "expected a whole number from 1 to " + std::to_string(max)};
+      into = n;
+      return ok();
+    };
+    if (key == "node")
+      out.node = value;
+    else if (key == "seconds") {
+      if (auto st = number(out.seconds, 300); !st)
+        return st.error();
+    } else if (key == "max") {
+      if (auto st = number(out.max_messages, 10000); !st)
+        return st.error();
+    } else
+      return failure{key, "is not a parameter here (node, seconds, max)"};
+  }
+  if (out.node.empty())
+    return failure{"node", "name the node actor to trace"};
+  return out;
 }
 
 expected<journal_request> parse_journal_request(std::string_view query) {

@@ -82,6 +82,15 @@ struct journal_request {
 };
 expected<journal_request> parse_journal_request(std::string_view query);
 
+/// GET /api/v1/trace's query: node (required), seconds (1–300, default 10)
+/// and max (1–10,000 messages, default 1,000). Fails naming the key.
+struct trace_request {
+  std::string node;
+  std::uint32_t seconds = 10;
+  std::uint32_t max_messages = 1000;
+};
+expected<trace_request> parse_trace_request(std::string_view query);
+
 /// One row as a Server-Sent Event ("id: seq", "event: row", "data: {…}").
 std::string sse_row(const journal_record& row);
 /// Said in the stream instead of `skipped` rows a slow client could not take.

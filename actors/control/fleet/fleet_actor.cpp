@@ -265,8 +265,12 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     st.names.erase(i);
     st.nodes.erase(name);
     if (!st.stopping && msg.reason != caf::exit_reason::normal
-        && msg.reason != caf::exit_reason::user_shutdown)
+        && msg.reason != caf::exit_reason::user_shutdown) {
+      auto& crashes = st.crashes[name];
+      ++crashes.restarts;
+      crashes.last_reason = caf::to_string(msg.reason);
       restart_node(self, name);
+    }
   });
   self->set_exit_handler([=](const caf::exit_msg& msg) {
     // The node actors go with the fleet (they are monitored, not linked).
@@ -318,9 +322,26 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     [=](const pending_read& retry) {
       read_all(self, retry.query, retry.batch, retry.done);
     },
+    // The console's Trace: the node actor's observed base takes it from here.
+    [=](trace_atom, const std::string& node, caf::actor& sink, std::uint32_t max_messages,
+        std::uint32_t seconds) {
+      auto it = self->state.nodes.find(node);
+      if (it == self->state.nodes.end())
+        return caf::anon_send(sink, trace_end_atom::value, "no node actor for " + node);
+      caf::anon_send(caf::actor_cast<caf::actor>(it->second), trace_atom::value,
+                     std::move(sink), max_messages, seconds);
+    },
     [=](summary_atom) {
       auto summary = json::parse(fleet_summary(self->state));
       summary["mailboxDepth"] = self->mailbox().size();
+      summary["messages"] =
+        self->messages().summary(self->system(), message_stats::clock::now());
+      auto restarted = json::array();
+      for (const auto& [node, crashes] : self->state.crashes)
+        restarted.push_back({{"node", node},
+                             {"restarts", crashes.restarts},
+                             {"lastCrash", crashes.last_reason}});
+      summary["restartedNodes"] = std::move(restarted);
       summary["nodeMailboxHigh"] =
         self->state.settings->counters->node_mailbox_high.load();
       return summary.dump();

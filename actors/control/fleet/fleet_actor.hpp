@@ -22,6 +22,7 @@
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "messages/health_event.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -37,6 +38,12 @@ struct fleet_stats {
   std::uint64_t dropped_standby = 0; ///< routed while standing by (journaled only)
 };
 
+/// A node actor the fleet restarted after crashes (the console's actors page).
+struct node_crashes {
+  std::uint64_t restarts = 0;
+  std::string last_reason; ///< the exit reason of the latest crash
+};
+
 struct fleet_state {
   std::shared_ptr<const node_settings> settings;
   kube_gateway_handle gateway;
@@ -45,6 +52,8 @@ struct fleet_state {
   std::shared_ptr<const clock> time;
   std::unordered_map<std::string, node_handle> nodes;
   std::map<caf::actor_addr, std::string> names; ///< for down messages
+  /// Node actors restarted after a crash: how often, and the last reason.
+  std::map<std::string, node_crashes> crashes;
   std::set<std::string> gpu_nodes;
   /// Events routed while the startup rebuild runs; those at or below the
   /// rebuilt seq are already in it.
@@ -72,7 +81,7 @@ struct fleet_state {
   static inline const char* name = "fleet";
 };
 
-using fleet_actor = caf::stateful_actor<fleet_state>;
+using fleet_actor = caf::stateful_actor<fleet_state, observed<caf::event_based_actor>>;
 
 /// Rows read per journal request during rebuilds.
 constexpr std::size_t fleet_rebuild_page = 10000;

@@ -249,7 +249,9 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handl
         {"refused", s.refused},
         {"pending", self->state.pending.size()},
         {"appendsInFlight", self->state.in_flight.size()},
-        {"mailboxDepth", self->mailbox().size()}}
+        {"mailboxDepth", self->mailbox().size()},
+        {"messages",
+         self->messages().summary(self->system(), message_stats::clock::now())}}
         .dump();
     },
   };

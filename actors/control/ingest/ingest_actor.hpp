@@ -28,6 +28,7 @@
 
 #include "actors/control/ingest/ingest_logic.hpp"
 #include "actors/journal/journal_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/journal/journal_store.hpp"
 
@@ -124,7 +125,7 @@ struct ingest_state {
   static inline const char* name = "ingest";
 };
 
-using ingest_actor = caf::stateful_actor<ingest_state>;
+using ingest_actor = caf::stateful_actor<ingest_state, observed<caf::event_based_actor>>;
 
 /// (ingest_atom, ingest_request); (stats_atom) → JSON counts;
 /// (leader_atom, bool): while not leading, every event is answered 503

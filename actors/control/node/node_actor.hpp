@@ -35,6 +35,7 @@
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "messages/agent_gpu_facts.hpp"
 #include "messages/gpu_allocations.hpp"
 #include "runtime/clock.hpp"
@@ -237,7 +238,8 @@ using node_timers = node_handle::extend<
   caf::reacts_to<remediation_start_atom>, caf::reacts_to<remediation_poll_atom>,
   caf::reacts_to<remediation_verify_atom>>;
 
-using node_actor = caf::stateful_actor<node_state, node_timers::base>;
+/// Measured (message_stats): the console's actors page shows what it handles.
+using node_actor = caf::stateful_actor<node_state, observed<node_timers::base>>;
 
 node_timers::behavior_type node(node_actor* self, std::string name,
                                 std::shared_ptr<const node_settings> settings,

@@ -198,6 +198,10 @@ async function renderNode(name, focus) {
     `<span class="figure">waiting <b>${esc((rem.waiting || []).join(', ') || 'none')}` +
     `</b></span>${n.handedToOperator ? `<span class="figure">needs a person: <b>` +
       `${esc(n.handedToOperator)}</b></span>` : ''}</div>` +
+    `<h3>Trace <button id="trace-start">follow its messages for 10 s</button> ` +
+    `<span class="muted" id="trace-status"></span></h3><table id="trace"><thead><tr>` +
+    `<th>#</th><th>message</th><th>from</th><th>time spent</th></tr></thead>` +
+    `<tbody></tbody></table>` +
     `<h3>Timeline <span class="muted">(newest first; pick a row to see what it ` +
     `caused)</span></h3><form id="between">between <input name="from" ` +
     `placeholder="2026-11-26T04:00:00Z"> and <input name="to" placeholder="now"> ` +
@@ -205,6 +209,7 @@ async function renderNode(name, focus) {
     `<th>kind</th><th>what</th></tr></thead><tbody>${rows}</tbody></table>` +
     (chosen ? `<h3>Row #${chosen.seq}</h3><pre>${esc(JSON.stringify(chosen.body, null,
       2))}</pre>` : '');
+  $('trace-start').addEventListener('click', () => traceNode(name));
   $('between').addEventListener('submit', async (e) => {
     e.preventDefault();
     const query = new URLSearchParams([['node', name], ['limit', '10000'],
@@ -220,6 +225,47 @@ async function renderNode(name, focus) {
   });
 }
 
+// Trace (GET /api/v1/trace): the node actor's next messages, live, for a
+// bounded time, as Erlang Observer's tracer shows them.
+async function traceNode(name) {
+  const status = $('trace-status');
+  const body = document.querySelector('#trace tbody');
+  status.textContent = 'tracing… (the page holds still meanwhile)';
+  body.innerHTML = '';
+  const pinned = ui.pinned;
+  ui.pinned = true; // a refresh would redraw the page under the trace
+  try { await readTrace(name, status, body); } finally { ui.pinned = pinned; }
+}
+
+async function readTrace(name, status, body) {
+  const r = await fetch('/api/v1/trace?seconds=10&max=500&node=' +
+    encodeURIComponent(name), { headers: headers() });
+  if (!r.ok) { status.textContent = 'trace: HTTP ' + r.status; return; }
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const event = (block.match(/^event: (.*)$/m) || [])[1];
+      const data = (block.match(/^data: (.*)$/m) || [])[1];
+      if (!data) continue;
+      const d = JSON.parse(data);
+      if (event === 'end') {
+        status.textContent = `ended: ${d.why}` + (d.skipped ? ` (${d.skipped} skipped)` : '');
+      } else if (body) {
+        body.insertAdjacentHTML('beforeend', `<tr><td>${d.seq}</td><td>${esc(d.type)}` +
+          `</td><td>${esc(d.sender)}</td><td>${d.micros.toFixed(1)} µs</td></tr>`);
+      }
+    }
+  }
+}
+
 // --- Actors ------------------------------------------------------------------
 
 async function renderActors() {
@@ -227,19 +273,31 @@ async function renderActors() {
   const page = await api('/api/v1/actors');
   if (!current()) return;
   const key = ui.actorSort || 'mailboxDepth';
+  const value = (a) => key === 'slowest' ? (a.slowest?.p99Micros ?? 0) : (a[key] ?? 0);
   const rows = page.actors.slice().sort((a, b) => key === 'name'
-    ? a.name.localeCompare(b.name) : (b[key] ?? 0) - (a[key] ?? 0));
+    ? a.name.localeCompare(b.name) : value(b) - value(a));
   const detail = (a) => typeof a.detail === 'string' ? a.detail
     : Object.entries(a.detail || {}).filter(([, v]) => typeof v !== 'object')
       .map(([k, v]) => `${k} ${v}`).join(', ');
+  const micros = (us) => us >= 1000 ? `${(us / 1000).toFixed(1)} ms` : `${us.toFixed(1)} µs`;
+  // Handling time per message type, as Observer's process info shows it.
+  const types = (a) => (a.messageTypes || []).length ? `<details><summary>` +
+    `${a.messageTypes.length} types</summary>${a.messageTypes.map((t) => `${esc(t.type)} ` +
+    `${t.count} (p50 ${micros(t.p50Micros)}, p99 ${micros(t.p99Micros)})`).join('<br>')}` +
+    '</details>' : '';
   $('view').innerHTML = `<h2>Actors <span class="muted">(${rows.length}; sorted by ` +
     `${esc(key)})</span></h2><table id="actors"><thead><tr>` +
-    ['name', 'parent', 'mailboxDepth', 'gpuActors', 'nicPortActors']
+    ['name', 'parent', 'mailboxDepth', 'handled', 'perSecond', 'slowest', 'restarts',
+      'gpuActors', 'nicPortActors']
       .map((k) => `<th><a href="#/actors" data-sort="${k}">${k}</a></th>`).join('') +
     '<th>state / figures</th></tr></thead><tbody>' + rows.map((a) =>
       `<tr data-actor="${esc(a.name)}"><td>${a.kind === 'node' ? `<a href="#/node/` +
       `${encodeURIComponent(a.name.slice(5))}">${esc(a.name)}</a>` : esc(a.name)}</td>` +
-      `<td>${esc(a.parent)}</td><td>${a.mailboxDepth}</td><td>${a.gpuActors ?? ''}</td>` +
+      `<td>${esc(a.parent)}</td><td>${a.mailboxDepth}</td><td>${a.handled ?? ''}</td>` +
+      `<td>${a.perSecond !== undefined ? a.perSecond.toFixed(1) : ''}</td>` +
+      `<td>${a.slowest ? esc(a.slowest.type) + ' ' + micros(a.slowest.p99Micros) : ''}` +
+      `${types(a)}</td><td title="${esc(a.lastCrash || '')}">${a.restarts ?? ''}</td>` +
+      `<td>${a.gpuActors ?? ''}</td>` +
       `<td>${a.nicPortActors ?? ''}</td><td>${esc(a.state ? a.state.replace(/_/g, ' ') +
         (a.detail ? ': ' + a.detail : '') : detail(a))}</td></tr>`).join('') +
     '</tbody></table>';

@@ -205,6 +205,18 @@ CAF_TEST(the_api_answers_from_the_actors) {
   for (const char* name : {"fleet", "breaker", "ingest", "console_feed", "journal",
                            "node/node-1", "node/node-4"})
     CAF_CHECK(names.count(name) == 1);
+  // Each observed actor's mailbox figures (issue 18): node-1 handled the
+  // event routed to it, and the fleet its routes and the summaries asked.
+  for (const auto& a : actors) {
+    const auto name = a["name"].get<std::string>();
+    if (name == "node/node-1" || name == "fleet" || name == "ingest") {
+      CAF_CHECK(a.value("handled", 0) > 0);
+      CAF_CHECK(!a["messageTypes"].empty());
+      CAF_CHECK(a["slowest"].contains("type"));
+    }
+    if (name.rfind("node/", 0) == 0)
+      CAF_CHECK_EQUAL(a["restarts"], 0);
+  }
 
   // The fleet then, rebuilt as `vigil replay --at` does.
   auto then = json::parse(get("/api/v1/history?at=2200-01-01T00:00:00Z").body);

@@ -79,6 +79,57 @@ TEST(console_view, the_fleet_page_sorts_and_counts) {
   EXPECT_EQ(page["fleet"]["routed"], 3);
 }
 
+// issue 18: each actor's mailbox figures as columns, its slowest type by p99,
+// and the node actors the fleet restarted with how often and why.
+TEST(console_view, the_actor_table_shows_message_figures_and_restarts) {
+  const json messages = {
+    {"handled", 120u},
+    {"perSecond", 2.5},
+    {"types",
+     {{{"type", "route"}, {"count", 100u}, {"p99Micros", 40.0}},
+      {{"type", "kube_result"}, {"count", 20u}, {"p99Micros", 900.0}}}}};
+  json fleet = {{"mailboxDepth", 0u},
+                {"messages", messages},
+                {"restartedNodes",
+                 {{{"node", "gpu-1"}, {"restarts", 2}, {"lastCrash", "runtime_error"}}}}};
+  auto table = actor_table({"fleet"}, {fleet},
+                           {summary({{"mailboxDepth", 0u}, {"messages", messages}})});
+  const auto& rows = table["actors"];
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["handled"], 120) << r["name"];
+    EXPECT_EQ(r["perSecond"], 2.5);
+    EXPECT_EQ(r["slowest"]["type"], "kube_result");
+    EXPECT_EQ(r["messageTypes"].size(), 2u);
+  }
+  EXPECT_EQ(rows[1]["name"], "node/gpu-1");
+  EXPECT_EQ(rows[1]["restarts"], 2);
+  EXPECT_EQ(rows[1]["lastCrash"], "runtime_error");
+}
+
+TEST(console_view, trace_requests_are_read_and_bad_ones_named) {
+  auto t = parse_trace_request("node=gpu%2D1&seconds=30&max=50");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->node, "gpu-1");
+  EXPECT_EQ(t->seconds, 30u);
+  EXPECT_EQ(t->max_messages, 50u);
+  auto defaults = parse_trace_request("node=gpu-1");
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->seconds, 10u);
+  EXPECT_EQ(defaults->max_messages, 1000u);
+  for (const auto& [query, key] :
+       std::vector<std::pair<std::string, std::string>>{{"", "node"},
+                                                        {"node=a&seconds=0", "seconds"},
+                                                        {"node=a&seconds=301", "seconds"},
+                                                        {"node=a&max=lots", "max"},
+                                                        {"node=a&max=10001", "max"},
+                                                        {"node=a&follow=1", "follow"}}) {
+    auto bad = parse_trace_request(query);
+    ASSERT_FALSE(bad.has_value()) << query;
+    EXPECT_NE(bad.error().to_string().find(key), std::string::npos) << query;
+  }
+}
+
 TEST(console_view, the_actor_table_puts_the_deepest_mailbox_first) {
   auto table =
     actor_table({"fleet", "breaker"}, {{{"mailboxDepth", 1u}}, {{"mailboxDepth", 0u}}},

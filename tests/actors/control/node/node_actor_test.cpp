@@ -30,6 +30,39 @@ CAF_TEST(a_fatal_xid_quarantines_the_node_after_it_is_journaled) {
   CAF_CHECK(!cordoned("node-2"));
 }
 
+// issue 18 "Trace": the fleet hands the console's trace to the node actor,
+// whose observed base reports its next messages (type, sender, time) and then
+// ends it; the node's summary carries its mailbox figures.
+CAF_TEST(a_trace_follows_a_node_actors_next_messages_then_ends) {
+  start();
+  self->send(fleet, trace_atom::value, std::string{"node-9"}, actor{self}, 5u, 60u);
+  run();
+  std::string why;
+  self->receive([&](trace_end_atom, const std::string& s) { why = s; });
+  CAF_CHECK_EQUAL(why, "no node actor for node-9");
+  self->send(fleet, trace_atom::value, std::string{"node-1"}, actor{self}, 2u, 60u);
+  run();
+  post({xid("node-1", "GPU-a")});
+  std::vector<json> lines;
+  why.clear();
+  for (int i = 0; i < 3; ++i)
+    self->receive(
+      [&](trace_line_atom, const std::string& s) { lines.push_back(json::parse(s)); },
+      [&](trace_end_atom, const std::string& s) { why = s; });
+  CAF_REQUIRE_EQUAL(lines.size(), 2u);
+  CAF_CHECK_EQUAL(lines[0]["seq"], 1);
+  CAF_CHECK_EQUAL(lines[1]["seq"], 2);
+  for (const auto& l : lines) {
+    CAF_CHECK(!l["type"].get<std::string>().empty());
+    CAF_CHECK(l["micros"].get<double>() >= 0);
+    CAF_CHECK(l.contains("sender"));
+  }
+  CAF_CHECK_EQUAL(why, "the trace's message count is reached");
+  auto figures = node_summary("node-1")["messages"];
+  CAF_CHECK(figures["handled"].get<std::uint64_t>() >= 2u);
+  CAF_CHECK(!figures["types"].empty());
+}
+
 CAF_TEST(a_healthy_event_for_another_gpu_does_not_uncordon) {
   start();
   post({xid("node-1", "GPU-a")});
