@@ -246,8 +246,16 @@ bool row_filter::matches(const journal_record& row) const {
   return body.is_object() && body.value("checkName", "") == check;
 }
 
-expected<trace_request> parse_trace_request(std::string_view query) {
-  trace_request out;
+namespace {
+
+struct query_param {
+  std::string key;
+  std::string value;
+};
+
+// The query's key=value pairs, decoded, in their order; empty pairs skipped.
+std::vector<query_param> query_params(std::string_view query) {
+  std::vector<query_param> out;
   while (!query.empty()) {
     auto amp = query.find('&');
     auto pair = query.substr(0, amp);
@@ -255,27 +263,40 @@ expected<trace_request> parse_trace_request(std::string_view query) {
     if (pair.empty())
       continue;
     auto eq = pair.find('=');
-    const auto key = url_decode(pair.substr(0, eq));
-    const auto value =
-      eq == std::string_view::npos ? std::string{} : url_decode(pair.substr(eq + 1));
-    auto number = [&](std::uint32_t& into, std::uint32_t max) -> status {
-      std::uint32_t n = 0;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc{} || end != value.data() + value.size() || n < 1 || n > max)
-        return failure{key, "expected a whole number from 1 to " + std::to_string(max)};
-      into = n;
-      return ok();
-    };
-    if (key == "node")
-      out.node = value;
-    else if (key == "seconds") {
-      if (auto st = number(out.seconds, 300); !st)
+    out.push_back({url_decode(pair.substr(0, eq)), eq == std::string_view::npos
+                                                     ? std::string{}
+                                                     : url_decode(pair.substr(eq + 1))});
+  }
+  return out;
+}
+
+// The parameter as a whole number from `min` to `max`; else a failure naming it.
+template <class Int>
+status read_number(const query_param& p, long long min, long long max, Int& into) {
+  long long n = min - 1;
+  auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), n);
+  if (ec != std::errc{} || end != p.value.data() + p.value.size() || n < min || n > max)
+    return failure{p.key, "expected a whole number from " + std::to_string(min) + " to "
+                            + std::to_string(max)};
+  into = static_cast<Int>(n);
+  return ok();
+}
+
+} // namespace
+
+expected<trace_request> parse_trace_request(std::string_view query) {
+  trace_request out;
+  for (const auto& p : query_params(query)) {
+    if (p.key == "node")
+      out.node = p.value;
+    else if (p.key == "seconds") {
+      if (auto st = read_number(p, 1, 300, out.seconds); !st)
         return st.error();
-    } else if (key == "max") {
-      if (auto st = number(out.max_messages, 10000); !st)
+    } else if (p.key == "max") {
+      if (auto st = read_number(p, 1, 10000, out.max_messages); !st)
         return st.error();
     } else
-      return failure{key, "is not a parameter here (node, seconds, max)"};
+      return failure{p.key, "is not a parameter here (node, seconds, max)"};
   }
   if (out.node.empty())
     return failure{"node", "name the node actor to trace"};
@@ -284,44 +305,29 @@ expected<trace_request> parse_trace_request(std::string_view query) {
 
 expected<journal_request> parse_journal_request(std::string_view query) {
   journal_request out;
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (pair.empty())
-      continue;
-    auto eq = pair.find('=');
-    const auto key = url_decode(pair.substr(0, eq));
-    const auto value =
-      eq == std::string_view::npos ? std::string{} : url_decode(pair.substr(eq + 1));
-    auto number = [&](auto& into, long long max) -> status {
-      long long n = -1;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc{} || end != value.data() + value.size() || n < 0 || n > max)
-        return failure{key, "expected a whole number from 0 to " + std::to_string(max)};
-      into = static_cast<std::decay_t<decltype(into)>>(n);
-      return ok();
-    };
-    if (key == "node")
-      out.filter.node = value;
-    else if (key == "kind")
-      out.filter.kind = value;
-    else if (key == "check")
-      out.filter.check = value;
-    else if (key == "since") {
-      if (auto st = number(out.after_seq, std::numeric_limits<std::int64_t>::max()); !st)
+  for (const auto& p : query_params(query)) {
+    if (p.key == "node")
+      out.filter.node = p.value;
+    else if (p.key == "kind")
+      out.filter.kind = p.value;
+    else if (p.key == "check")
+      out.filter.check = p.value;
+    else if (p.key == "since") {
+      if (auto st =
+            read_number(p, 0, std::numeric_limits<std::int64_t>::max(), out.after_seq);
+          !st)
         return st.error();
-    } else if (key == "limit") {
-      if (auto st = number(out.limit, 10000); !st)
+    } else if (p.key == "limit") {
+      if (auto st = read_number(p, 0, 10000, out.limit); !st)
         return st.error();
-    } else if (key == "from" || key == "to" || key == "at") {
-      auto t = parse_rfc3339(value);
+    } else if (p.key == "from" || p.key == "to" || p.key == "at") {
+      auto t = parse_rfc3339(p.value);
       if (!t)
-        return failure{key, "expected an RFC 3339 time (2026-11-26T04:00:00Z)"};
-      (key == "from" ? out.from : out.to) = *t;
+        return failure{p.key, "expected an RFC 3339 time (2026-11-26T04:00:00Z)"};
+      (p.key == "from" ? out.from : out.to) = *t;
     } else
-      return failure{key, "is not a parameter here (node, kind, check, since, from, to, "
-                          "at, limit)"};
+      return failure{p.key, "is not a parameter here (node, kind, check, since, from, "
+                            "to, at, limit)"};
   }
   return out;
 }

@@ -418,7 +418,8 @@ TEST_F(kube_store, budgets_follow_relabelled_pods_and_changed_selectors) {
   auto any = budget("any", json::object(), "maxUnavailable", 1);
   any["spec"]["selector"] = {
     {"matchExpressions",
-     json::array({{{"key", "app"}, {"operator", "In"}, {"values", {"train", "serve"}}}})}};
+     json::array(
+       {{{"key", "app"}, {"operator", "In"}, {"values", {"train", "serve"}}}})}};
   create(budgets(), "train", any);
   auto expected = [&](const char* name) {
     return get(budgets(), "train", name)["status"]["expectedPods"].get<int>();
@@ -427,7 +428,8 @@ TEST_F(kube_store, budgets_follow_relabelled_pods_and_changed_selectors) {
   EXPECT_EQ(expected("serve"), 1);
   EXPECT_EQ(expected("any"), 2);
   ASSERT_TRUE(store
-                .patch(pods(), "train", "a", {{"metadata", {{"labels", {{"app", "serve"}}}}}},
+                .patch(pods(), "train", "a",
+                       {{"metadata", {{"labels", {{"app", "serve"}}}}}},
                        patch_type::merge, false)
                 .ok());
   EXPECT_EQ(expected("train"), 0);
