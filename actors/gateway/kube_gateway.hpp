@@ -17,6 +17,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/kube/kube_client.hpp"
 
 namespace vigil {
@@ -63,7 +64,8 @@ using kube_gateway_io = kube_gateway_handle::extend<
                  std::optional<kube::kube_error>>,
   caf::reacts_to<rewatch_atom, std::uint64_t, std::uint64_t>>;
 
-using kube_gateway_actor = caf::stateful_actor<kube_gateway_state, kube_gateway_io::base>;
+using kube_gateway_actor =
+  caf::stateful_actor<kube_gateway_state, observed<kube_gateway_io::base>>;
 
 /// `stats` receives the gateway's figures (shared with /metrics).
 kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,

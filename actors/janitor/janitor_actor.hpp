@@ -19,6 +19,7 @@
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/janitor/janitor_metrics.hpp"
 #include "actors/janitor/janitor_resource.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
@@ -50,7 +51,8 @@ struct janitor_state {
   static inline const char* name = "janitor";
 };
 
-using janitor_actor = caf::stateful_actor<janitor_state>;
+using janitor_actor =
+  caf::stateful_actor<janitor_state, observed<caf::event_based_actor>>;
 
 /// (janitor_tick_atom) its own timer: one pass. (leader_atom, bool): lead or stand
 /// by. (summary_atom) → JSON.

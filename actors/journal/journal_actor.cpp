@@ -54,13 +54,16 @@ void write_in_flight(journal_actor* self) {
           st.stats.duplicates += outcomes[i].duplicate ? 1 : 0;
           st.in_flight[i].promise.deliver(outcomes[i]);
           if (!outcomes[i].duplicate && !st.subscribers.empty()) {
-            stored.push_back(st.in_flight[i].record);
+            // Moved, not copied: in_flight is cleared below.
+            stored.push_back(std::move(st.in_flight[i].record));
             stored.back().seq = outcomes[i].seq;
           }
         }
-        if (!stored.empty())
-          for (const auto& subscriber : st.subscribers)
-            self->send(subscriber, committed_atom::value, stored);
+        if (!stored.empty()) { // the last subscriber is sent `stored` itself
+          for (std::size_t k = 0; k + 1 < st.subscribers.size(); ++k)
+            self->send(st.subscribers[k], committed_atom::value, stored);
+          self->send(st.subscribers.back(), committed_atom::value, std::move(stored));
+        }
         st.stats.committed += st.in_flight.size();
         st.in_flight.clear();
         if (!st.stats.available)
@@ -155,7 +158,7 @@ journal_timers::behavior_type journal(journal_actor* self, journal_config config
 }
 
 journal_writer_handle::behavior_type
-journal_writer(journal_writer_handle::pointer, std::shared_ptr<journal_store> store) {
+journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
   return {
     [=](write_atom, const std::vector<journal_record>& batch)
       -> caf::result<std::vector<append_outcome>> {

@@ -16,6 +16,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/journal/journal_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/config.hpp"
 
@@ -45,13 +46,20 @@ struct journal_state {
 using journal_timers = journal_handle::extend<caf::reacts_to<flush_atom, std::uint64_t>,
                                               caf::reacts_to<retry_atom>>;
 
-using journal_actor = caf::stateful_actor<journal_state, journal_timers::base>;
+using journal_actor = caf::stateful_actor<journal_state, observed<journal_timers::base>>;
 
 journal_timers::behavior_type journal(journal_actor* self, journal_config config,
                                       journal_writer_handle writer);
 
+struct journal_writer_state {
+  static inline const char* name = "journal_writer";
+};
+
+using journal_writer_actor =
+  caf::stateful_actor<journal_writer_state, observed<journal_writer_handle::base>>;
+
 /// Wraps a store; one batch at a time. Spawn it detached outside tests.
-journal_writer_handle::behavior_type journal_writer(journal_writer_handle::pointer self,
+journal_writer_handle::behavior_type journal_writer(journal_writer_actor* self,
                                                     std::shared_ptr<journal_store> store);
 
 } // namespace vigil

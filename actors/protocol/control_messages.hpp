@@ -41,6 +41,16 @@ using summary_atom = caf::atom_constant<caf::atom("summary")>;
 /// summary, asked of each by message (the console's fleet page). A node that
 /// does not answer within the timeout is left out.
 using node_summaries_atom = caf::atom_constant<caf::atom("nodesums")>;
+/// (tile_atom) to a node actor → JSON: only the fields of its summary that
+/// its fleet tile shows (state, pool, detail); (tile_atom) to the fleet →
+/// vector<string>, every node's, gathered as node_summaries_atom is. The
+/// fleet page asks this of 10,000 nodes, so it is kept small.
+using tile_atom = caf::atom_constant<caf::atom("tile")>;
+/// (children_atom) to a node actor → vector<string>: one JSON row per actor
+/// it supervises (gpu, nic_port, drain), each that actor's own answer with
+/// its state, mailbox depth and message figures; (children_atom, node) to the
+/// fleet: the same, delegated to that node's actor.
+using children_atom = caf::atom_constant<caf::atom("children")>;
 
 /// (cancel_atom, why) to a drain actor: stop evicting and report cancelled.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;

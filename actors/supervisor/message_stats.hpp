@@ -18,6 +18,7 @@
 #include <caf/invoke_message_result.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/monitorable_actor.hpp>
+#include <caf/response_promise.hpp>
 #include <caf/send.hpp>
 #include <caf/type_erased_tuple.hpp>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,12 @@ using trace_atom = caf::atom_constant<caf::atom("trace")>;
 using trace_line_atom = caf::atom_constant<caf::atom("traceline")>;
 /// (trace_end_atom, std::string why): the trace is over.
 using trace_end_atom = caf::atom_constant<caf::atom("traceend")>;
+
+/// (actor_stats_atom) → std::string JSON {"mailboxDepth", "messages"}: asked
+/// of any observed actor, typed ones too (through a caf::actor), and answered
+/// by observed<Base> itself, so no actor's interface has to name it (the
+/// console's actors page asks the journal and the gateway this way).
+using actor_stats_atom = caf::atom_constant<caf::atom("actorstats")>;
 
 /// The most a trace may ask for: it must never become a second mailbox.
 inline constexpr std::uint32_t max_trace_messages = 10'000;
@@ -111,6 +118,12 @@ public:
                 content.get_as<std::uint32_t>(3));
       return caf::invoke_message_result::consumed;
     }
+    if (content.match_elements<caf::atom_value>()
+        && content.get_as<caf::atom_value>(0) == actor_stats_atom::value) {
+      caf::response_promise{caf::strong_actor_ptr{this->ctrl()}, x}.deliver(
+        figures().dump());
+      return caf::invoke_message_result::consumed;
+    }
     const auto k = message_stats::key_of(content);
     const auto start = message_stats::clock::now();
     const auto result = Base::consume(x);
@@ -124,6 +137,14 @@ public:
   }
 
   const message_stats& messages() const { return stats_; }
+
+  /// {"mailboxDepth", "messages"}: what actor_stats_atom answers; an actor's
+  /// own summary may start from it. Only the actor itself may call this.
+  nlohmann::json figures(std::size_t max_types = 12) {
+    return {{"mailboxDepth", this->mailbox().size()},
+            {"messages",
+             stats_.summary(this->system(), message_stats::clock::now(), max_types)}};
+  }
 
 private:
   void arm_trace(caf::actor sink, std::uint32_t max_messages, std::uint32_t seconds) {

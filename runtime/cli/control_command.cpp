@@ -110,7 +110,7 @@ int run_control(command_context& ctx) {
     server_options.counters = http_counters;
     plane->actors.http_figures = http_counters;
     auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
-    auto console = spawn_console(p.system, plane->actors, fleet_at);
+    auto console = spawn_console(p.system, plane->actors, fleet_at, plane->named);
     caf::anon_send(p.root, adopt_atom::value, std::string("console"), console.api);
     caf::anon_send(p.root, adopt_atom::value, std::string("console_feed"), console.feed);
     http_options.console = console.api;

@@ -388,7 +388,7 @@ int run_demo_serve(command_context& ctx, const scenario& plan,
     auto inspector = p.system.spawn<caf::detached>(
       introspection, server.get(), plane->actors, simulator, journal_reader, sim.spec);
     auto endpoints_actor = p.system.spawn(endpoints, plane->actors);
-    auto console = spawn_console(p.system, plane->actors, fleet_at);
+    auto console = spawn_console(p.system, plane->actors, fleet_at, plane->named);
     control_http_options http_options;
     http_options.console = console.api;
     http_options.console_open = true; // loopback only, like the rest of the demo

@@ -9,8 +9,6 @@ namespace vigil {
 
 namespace {
 
-using authenticator_actor = caf::stateful_actor<authenticator_state>;
-
 // A token is reviewed once per use: an agent's token is not a reader's. The
 // prefix holds no '.', so a JWT's claims (its expiry) stay its second part.
 std::string cache_key(control::token_use use, const std::string& token) {
@@ -62,8 +60,7 @@ void review(authenticator_actor* self, control::token_use use, const std::string
 
 } // namespace
 
-caf::behavior authenticator(caf::stateful_actor<authenticator_state>* self,
-                            kube_gateway_handle gateway,
+caf::behavior authenticator(authenticator_actor* self, kube_gateway_handle gateway,
                             control::token_review_settings settings,
                             std::shared_ptr<const clock> time) {
   auto& st = self->state;

@@ -18,6 +18,7 @@
 
 #include "actors/control/auth/agent_identity.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
@@ -46,8 +47,10 @@ struct authenticator_state {
   static inline const char* name = "authenticator";
 };
 
-caf::behavior authenticator(caf::stateful_actor<authenticator_state>* self,
-                            kube_gateway_handle gateway,
+using authenticator_actor =
+  caf::stateful_actor<authenticator_state, observed<caf::event_based_actor>>;
+
+caf::behavior authenticator(authenticator_actor* self, kube_gateway_handle gateway,
                             control::token_review_settings settings,
                             std::shared_ptr<const clock> time);
 

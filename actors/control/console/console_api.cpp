@@ -78,7 +78,7 @@ json journal_figures(const journal_stats& s) {
 }
 
 void fleet(caf::event_based_actor* self, const console_actors& a, http::responder reply) {
-  self->request(a.fleet, ask_timeout, node_summaries_atom::value)
+  self->request(a.fleet, ask_timeout, tile_atom::value)
     .then(
       [=](std::vector<std::string>& summaries) {
         std::vector<console::node_tile> tiles;
@@ -136,81 +136,137 @@ void node(caf::event_based_actor* self, const console_actors& a, const std::stri
             [=](std::vector<journal_record>& rows) {
               auto node_summary = json::parse(summary, nullptr, false);
               const auto tile = console::tile_of(node_summary);
-              reply(
-                json_reply(200, {{"node", node_summary},
-                                 {"state", std::string(console::to_string(tile.state))},
-                                 {"detail", tile.detail},
-                                 {"timeline", rows_json(rows, {}, node_timeline_rows)}}));
+              auto page = std::make_shared<json>(
+                json{{"node", node_summary},
+                     {"state", std::string(console::to_string(tile.state))},
+                     {"detail", tile.detail},
+                     {"timeline", rows_json(rows, {}, node_timeline_rows)},
+                     {"actors", json::array()}});
+              // Its gpu, nic_port and drain actors' own rows: each NIC
+              // port's state, role and link_downed history is the port's.
+              self->request(a.fleet, ask_timeout, children_atom::value, name)
+                .then(
+                  [=](std::vector<std::string>& children) {
+                    for (const auto& c : children)
+                      (*page)["actors"].push_back(json::parse(c, nullptr, false));
+                    reply(json_reply(200, *page));
+                  },
+                  [=](caf::error&) { reply(json_reply(200, *page)); });
             },
             unavailable(reply, "the journal"));
       },
       [=](caf::error&) { reply(error(404, "no node " + name + " in the fleet")); });
 }
 
-// Every actor's own answer, asked one after another; a node's through the
-// fleet's gathering. What did not answer is left out.
+// What a named actor says of itself beyond its mailbox figures: the
+// summary of those that have one. `done` gets an object (empty: nothing).
+void ask_detail(caf::event_based_actor* self, const std::string& name,
+                const caf::actor& who, std::function<void(json)> done) {
+  auto parsed = [done](std::string& s) {
+    auto j = json::parse(s, nullptr, false);
+    done(j.is_object() ? j : json::object());
+  };
+  auto nothing = [done](caf::error&) { done(json::object()); };
+  if (name == "fleet" || name == "breaker" || name == "leader" || name == "console_feed")
+    self->request(who, ask_timeout, summary_atom::value).then(parsed, nothing);
+  else if (name == "ingest")
+    self->request(who, ask_timeout, stats_atom::value).then(parsed, nothing);
+  else if (name == "journal")
+    self->request(who, ask_timeout, stats_atom::value)
+      .then(
+        [done](journal_stats& s) {
+          done({{"queueDepth", s.queue_depth},
+                {"inFlight", s.in_flight},
+                {"committed", s.committed},
+                {"available", s.available}});
+        },
+        nothing);
+  else
+    done(json::object());
+}
+
+// Every named actor's own answer (its figures and its summary), the node
+// actors' through the fleet's gathering and, for `?node=`, that node's own
+// actors. What did not answer is listed without figures.
 void actor_figures(caf::event_based_actor* self, const console_actors& a,
-                   http::responder reply) {
+                   std::string_view query, http::responder reply) {
+  auto request = console::parse_actors_request(query);
+  if (!request)
+    return reply(error(400, request.error().to_string()));
+  const auto node = *request;
   struct gathered {
-    std::vector<std::pair<std::string, json>> named; ///< supervisor-level actors
+    std::vector<std::string> names;
+    std::vector<json> summaries;
     std::vector<std::string> nodes;
+    std::vector<json> children;
+    std::size_t waiting = 0;
   };
   auto g = std::make_shared<gathered>();
+  auto named = a.named;
+  if (named.empty()) // the console's own test wiring: the actors it was given
+    named = {{"fleet", a.fleet},
+             {"breaker", caf::actor_cast<caf::actor>(a.breaker)},
+             {"ingest", a.ingest},
+             {"journal", caf::actor_cast<caf::actor>(a.journal)},
+             {"console_feed", a.feed}};
+  for (const auto& [name, who] : named) {
+    g->names.push_back(name);
+    g->summaries.push_back(json::object());
+  }
   auto finish = [=] {
-    std::vector<json> top;
-    for (auto& [name, summary] : g->named)
-      top.push_back(summary.is_object() ? summary : json::object());
     std::vector<json> nodes;
     for (const auto& s : g->nodes)
       nodes.push_back(json::parse(s, nullptr, false));
-    std::vector<std::string> names;
-    for (const auto& [name, summary] : g->named)
-      names.push_back(name);
-    reply(json_reply(200, console::actor_table(names, top, nodes)));
+    reply(json_reply(
+      200, console::actor_table(g->names, g->summaries, nodes, node, g->children)));
   };
-  auto ask = [=](const std::string& name, auto handle, auto atom, auto next) {
-    self->request(handle, ask_timeout, atom)
+  auto children_next = [=] {
+    if (node.empty())
+      return finish();
+    self->request(a.fleet, ask_timeout, children_atom::value, node)
       .then(
-        [=](std::string& s) {
-          g->named.emplace_back(name, json::parse(s, nullptr, false));
-          next();
-        },
-        [=](caf::error&) { next(); });
-  };
-  auto after_journal = [=] {
-    self->request(a.fleet, ask_timeout, node_summaries_atom::value)
-      .then(
-        [=](std::vector<std::string>& s) {
-          g->nodes = std::move(s);
+        [=](std::vector<std::string>& rows) {
+          for (const auto& r : rows)
+            g->children.push_back(json::parse(r, nullptr, false));
           finish();
         },
         [=](caf::error&) { finish(); });
   };
-  auto journal_next = [=] {
-    self->request(a.journal, ask_timeout, stats_atom::value)
+  auto nodes_next = [=] {
+    self->request(a.fleet, ask_timeout, node_summaries_atom::value)
       .then(
-        [=](journal_stats& s) {
-          g->named.emplace_back("journal", json{{"mailboxDepth", s.mailbox_depth},
-                                                {"queueDepth", s.queue_depth},
-                                                {"committed", s.committed}});
-          after_journal();
+        [=](std::vector<std::string>& s) {
+          g->nodes = std::move(s);
+          children_next();
         },
-        [=](caf::error&) { after_journal(); });
+        [=](caf::error&) { children_next(); });
   };
-  auto feed_next = [=] {
-    ask("console_feed", a.feed, summary_atom::value, journal_next);
+  // Two answers per named actor, asked at once; the nodes when all are in.
+  g->waiting = 2 * named.size();
+  auto one_done = [=] {
+    if (--g->waiting == 0)
+      nodes_next();
   };
-  auto ingest_next = [=] { ask("ingest", a.ingest, stats_atom::value, feed_next); };
-  auto breaker_next = [=] {
-    self->request(a.breaker, ask_timeout, summary_atom::value)
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const auto& who = named[i].second;
+    self->request(who, ask_timeout, actor_stats_atom::value)
       .then(
         [=](std::string& s) {
-          g->named.emplace_back("breaker", json::parse(s, nullptr, false));
-          ingest_next();
+          auto figures = json::parse(s, nullptr, false);
+          if (figures.is_object())
+            g->summaries[i].update(figures);
+          one_done();
         },
-        [=](caf::error&) { ingest_next(); });
-  };
-  ask("fleet", a.fleet, summary_atom::value, breaker_next);
+        [=](caf::error&) { one_done(); });
+    ask_detail(self, named[i].first, who, [=](json detail) {
+      // The actor's own figures win over a summary's copy of them.
+      detail.update(g->summaries[i]);
+      g->summaries[i] = std::move(detail);
+      one_done();
+    });
+  }
+  if (named.empty())
+    nodes_next();
 }
 
 void journal(caf::event_based_actor* self, const console_actors& a,
@@ -344,12 +400,14 @@ void stream(const console_actors& a, std::string_view query, http::responder rep
 } // namespace
 
 console_parts spawn_console(caf::actor_system& system, const control_actors& actors,
-                            decltype(console_actors::fleet_at) fleet_at) {
+                            decltype(console_actors::fleet_at) fleet_at,
+                            std::vector<std::pair<std::string, caf::actor>> named) {
   console_parts parts;
   parts.feed = system.spawn(console_feed, console_feed_config{}, actors.journal);
+  named.emplace_back("console_feed", parts.feed);
   parts.api = system.spawn(
     console_api, console_actors{actors.fleet, actors.journal, parts.feed, actors.breaker,
-                                actors.ingest, std::move(fleet_at)});
+                                actors.ingest, std::move(fleet_at), std::move(named)});
   return parts;
 }
 
@@ -376,7 +434,7 @@ caf::behavior console_api(caf::event_based_actor* self, console_actors actors) {
             },
             unavailable(reply, "the breaker"));
       if (path == "/api/v1/actors")
-        return actor_figures(self, actors, reply);
+        return actor_figures(self, actors, req.query, reply);
       if (path == "/api/v1/history")
         return history(self, actors, req.query, reply);
       if (path == "/api/v1/journal")

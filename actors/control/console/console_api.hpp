@@ -4,11 +4,13 @@
 // another actor's state), and hands /api/v1/stream to the console feed.
 //
 //   GET /api/v1/fleet              every node's tile, counts, breaker, journal
-//   GET /api/v1/nodes/{name}       the node actor's summary and its timeline
+//   GET /api/v1/nodes/{name}       the node actor's summary, its timeline and the
+//                                  rows of the actors it supervises
 //   GET /api/v1/journal?node&kind&check&since&from&to&limit   rows after seq
 //                                  `since`, recorded between `from` and `to`
 //   GET /api/v1/breaker            the breaker's summary
-//   GET /api/v1/actors             every actor's mailbox depth and figures
+//   GET /api/v1/actors?node        every actor's mailbox depth and figures;
+//                                  with `node`, also the actors it supervises
 //   GET /api/v1/history?at=T[&node] the fleet as the journal had it at T
 //   GET /api/v1/stream?node&kind&check   Server-Sent Events of new rows
 //   GET /api/v1/trace?node&seconds&max   Server-Sent Events of one node
@@ -17,7 +19,9 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -45,6 +49,10 @@ struct console_actors {
   /// --at`'s rebuild (runtime/replay), passed in so the console shows what
   /// replay prints. Empty: /api/v1/history is 404.
   std::function<nlohmann::json(const std::vector<journal_record>&, wall_time)> fleet_at;
+  /// The supervisor's actors by name (control_plane::named, the feed): the
+  /// actors page asks each for its figures (actor_stats_atom) and, where it
+  /// has one, its summary. Empty: fleet, breaker, ingest, journal and feed.
+  std::vector<std::pair<std::string, caf::actor>> named;
 };
 
 /// True for the paths the console answers: /api/v1/… and /console….
@@ -60,7 +68,8 @@ struct console_parts {
   caf::actor feed;
 };
 console_parts spawn_console(caf::actor_system& system, const control_actors& actors,
-                            decltype(console_actors::fleet_at) fleet_at);
+                            decltype(console_actors::fleet_at) fleet_at,
+                            std::vector<std::pair<std::string, caf::actor>> named);
 
 } // namespace vigil
 

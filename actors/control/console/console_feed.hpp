@@ -1,8 +1,10 @@
 // The console's live stream (GET /api/v1/stream, Server-Sent Events): one
 // actor subscribed to the journal writes each committed row to every open
 // stream whose filter wants it. It never waits on a client and never slows
-// the journal: a stream with more than `max_pending_bytes` not yet written
-// skips rows, and says how many when it has room again.
+// the journal: a stream with more than `max_pending_bytes` not yet written,
+// or sent `max_rows_per_second` rows this second already, skips rows and says
+// how many when it has room again. A row is turned into text only when some
+// stream is sent it.
 #pragma once
 
 #include <chrono>
@@ -16,6 +18,7 @@
 
 #include "actors/control/console/console_view.hpp"
 #include "actors/journal/journal_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/http/http_server.hpp"
 
 namespace vigil {
@@ -27,17 +30,24 @@ using feed_open_atom = caf::atom_constant<caf::atom("feedopen")>;
 using feed_closed_atom = caf::atom_constant<caf::atom("feedclosed")>;
 /// (feed_keepalive_atom): a comment to every stream, so idle proxies keep it.
 using feed_keepalive_atom = caf::atom_constant<caf::atom("feedkeep")>;
+/// (feed_refill_atom): each second, every stream's row budget is refilled.
+using feed_refill_atom = caf::atom_constant<caf::atom("feedrefill")>;
 
 struct console_feed_config {
   std::size_t max_pending_bytes = 1 << 20; ///< per stream, then rows are skipped
   std::chrono::seconds keepalive{15};      ///< 0: none
   std::size_t max_streams = 64;            ///< more are refused (503)
+  /// Rows per second one stream is sent at most; past it the rows are skipped
+  /// and counted (a person reads a few rows a second; a burst of 20,000 must
+  /// not cost the journal's cores, issue 18). 0: no limit.
+  std::uint64_t max_rows_per_second = 5000;
 };
 
 struct feed_client {
   std::shared_ptr<http::body_stream> stream;
   console::row_filter filter;
   std::uint64_t skipped = 0; ///< rows not sent since the last one that was
+  std::uint64_t budget = 0;  ///< rows it may still be sent this second
 };
 
 struct console_feed_state {
@@ -47,10 +57,12 @@ struct console_feed_state {
   std::uint64_t rows = 0;    ///< committed rows seen
   std::uint64_t sent = 0;    ///< rows written to some stream
   std::uint64_t skipped = 0; ///< rows a slow stream did not get
+  bool refill_armed = false;
   static inline const char* name = "console_feed";
 };
 
-using console_feed_actor = caf::stateful_actor<console_feed_state>;
+using console_feed_actor =
+  caf::stateful_actor<console_feed_state, observed<caf::event_based_actor>>;
 
 /// Subscribes to `journal` at once. (summary_atom) → its figures as JSON.
 /// A stream over max_streams is ended with an error event at once.

@@ -142,7 +142,8 @@ void add_message_columns(json& row, const json& summary) {
 
 json actor_table(const std::vector<std::string>& names,
                  const std::vector<json>& summaries,
-                 const std::vector<json>& node_summaries) {
+                 const std::vector<json>& node_summaries, const std::string& expanded,
+                 const std::vector<json>& children) {
   std::vector<json> rows;
   auto depth = [](const json& s) {
     auto it = s.find("mailboxDepth");
@@ -183,6 +184,21 @@ json actor_table(const std::vector<std::string>& names,
     }
     rows.push_back(std::move(row));
   }
+  for (const auto& c : children) {
+    if (!c.is_object())
+      continue;
+    json row = {{"name", text_of(c, "name")},
+                {"kind", text_of(c, "kind")},
+                {"parent", "node/" + expanded},
+                {"mailboxDepth", depth(c)}};
+    json detail = json::object(); // what the actor said of its state
+    for (const auto& [key, value] : c.items())
+      if (key != "name" && key != "kind" && key != "mailboxDepth" && key != "messages")
+        detail[key] = value;
+    row["detail"] = std::move(detail);
+    add_message_columns(row, c);
+    rows.push_back(std::move(row));
+  }
   std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
     return a["mailboxDepth"].get<std::uint64_t>()
            > b["mailboxDepth"].get<std::uint64_t>();
@@ -215,11 +231,9 @@ std::string decision_summary(const json& body, const std::string& fallback) {
   return out.empty() ? fallback.substr(0, 200) : out;
 }
 
-} // namespace
-
-json row_json(const journal_record& row) {
+// Everything row_json shows of a row but its body (`body`, parsed).
+json row_head(const journal_record& row, const json& body) {
   std::string problem;
-  auto body = json::parse(row.body, nullptr, false);
   const auto summary =
     row.kind == "event" ? summarise_row(row, problem) : decision_summary(body, row.body);
   json out = {{"seq", row.seq},
@@ -227,9 +241,17 @@ json row_json(const journal_record& row) {
               {"node", row.node},
               {"kind", row.kind},
               {"summary", summary}};
-  out["body"] = body.is_discarded() ? json(row.body) : body;
   if (row.kind == "event" && body.is_object())
     out["check"] = body.value("checkName", "");
+  return out;
+}
+
+} // namespace
+
+json row_json(const journal_record& row) {
+  auto body = json::parse(row.body, nullptr, false);
+  auto out = row_head(row, body);
+  out["body"] = body.is_discarded() ? json(row.body) : std::move(body);
   return out;
 }
 
@@ -284,6 +306,16 @@ status read_number(const query_param& p, long long min, long long max, Int& into
 
 } // namespace
 
+expected<std::string> parse_actors_request(std::string_view query) {
+  std::string node;
+  for (const auto& p : query_params(query)) {
+    if (p.key != "node")
+      return failure{p.key, "is not a parameter here (node)"};
+    node = p.value;
+  }
+  return node;
+}
+
 expected<trace_request> parse_trace_request(std::string_view query) {
   trace_request out;
   for (const auto& p : query_params(query)) {
@@ -333,8 +365,24 @@ expected<journal_request> parse_journal_request(std::string_view query) {
 }
 
 std::string sse_row(const journal_record& row) {
-  return "id: " + std::to_string(row.seq) + "\nevent: row\ndata: " + row_json(row).dump()
-         + "\n\n";
+  auto body = json::parse(row.body, nullptr, false);
+  auto out = row_head(row, body);
+  // The body goes in as the journal holds it when that is one line of JSON
+  // (vigil writes its bodies compact): not built and printed a second time.
+  // Anything else is printed from the parse, invalid UTF-8 replaced.
+  const auto printed = [](const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  std::string data;
+  if (body.is_object() && row.body.find_first_of("\r\n") == std::string::npos) {
+    data = printed(out);
+    data.pop_back(); // its closing brace
+    data += ",\"body\":" + row.body + "}";
+  } else {
+    out["body"] = body.is_discarded() ? json(row.body) : std::move(body);
+    data = printed(out);
+  }
+  return "id: " + std::to_string(row.seq) + "\nevent: row\ndata: " + data + "\n\n";
 }
 
 std::string sse_skipped(std::uint64_t skipped) {

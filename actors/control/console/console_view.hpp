@@ -54,10 +54,18 @@ nlohmann::json fleet_page(const std::vector<node_tile>& tiles,
 /// GET /api/v1/actors: one row per actor, deepest mailbox first: the named
 /// actors under the supervisor (`names[i]` answered `summaries[i]`), then each
 /// node actor (under the fleet) with how many GPU and NIC port actors it
-/// supervises. Rows: name, kind, parent, mailboxDepth, detail.
+/// supervises, then the actors node `expanded` supervises (`children`, each
+/// its own answer: gpu, nic_port, drain). Rows: name, kind, parent,
+/// mailboxDepth, detail, and the mailbox figures where the actor has them.
 nlohmann::json actor_table(const std::vector<std::string>& names,
                            const std::vector<nlohmann::json>& summaries,
-                           const std::vector<nlohmann::json>& node_summaries);
+                           const std::vector<nlohmann::json>& node_summaries,
+                           const std::string& expanded = {},
+                           const std::vector<nlohmann::json>& children = {});
+
+/// GET /api/v1/actors' query: `node` (optional), the node whose own actors
+/// to list too. Fails naming any other key.
+expected<std::string> parse_actors_request(std::string_view query);
 
 /// A journal row as the console shows it: seq, time, node, kind, the check
 /// of an event row, a one-line summary, and the body as JSON.

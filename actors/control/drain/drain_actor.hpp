@@ -23,6 +23,7 @@
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "messages/gpu_allocations.hpp"
 #include "runtime/clock.hpp"
 
@@ -72,7 +73,7 @@ struct drain_state {
   static inline const char* name = "drain";
 };
 
-using drain_actor = caf::stateful_actor<drain_state>;
+using drain_actor = caf::stateful_actor<drain_state, observed<caf::event_based_actor>>;
 
 /// Whoever started the drain (the node actor): told once how it ended, as
 /// (drained_atom, key, outcome, evictions, deletions).

@@ -240,6 +240,37 @@ void lead(fleet_actor* self, bool leading) {
   }
 }
 
+// Asks every node actor `atom` (its summary or its tile) by message, so
+// nothing but the mailboxes is touched; answered when the last reply (or
+// error) is in. A node that does not answer within 5 s is left out.
+template <class Atom>
+caf::result<std::vector<std::string>> ask_every_node(fleet_actor* self, Atom atom) {
+  struct gathering {
+    caf::response_promise promise;
+    std::vector<std::string> answers;
+    std::size_t waiting = 0;
+  };
+  auto g = std::make_shared<gathering>();
+  g->promise = self->make_response_promise();
+  g->waiting = self->state.nodes.size();
+  g->answers.reserve(g->waiting);
+  if (g->waiting == 0)
+    g->promise.deliver(std::vector<std::string>{});
+  auto one_done = [g] {
+    if (--g->waiting == 0)
+      g->promise.deliver(std::move(g->answers));
+  };
+  for (const auto& [name, node] : self->state.nodes)
+    self->request(node, std::chrono::seconds(5), atom)
+      .then(
+        [g, one_done](std::string& answer) {
+          g->answers.push_back(std::move(answer));
+          one_done();
+        },
+        [one_done](caf::error&) { one_done(); });
+  return g->promise;
+}
+
 } // namespace
 
 caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
@@ -346,32 +377,15 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
         self->state.settings->counters->node_mailbox_high.load();
       return summary.dump();
     },
-    [=](node_summaries_atom) -> caf::result<std::vector<std::string>> {
-      // Asked of each node actor by message, so nothing but the mailboxes
-      // is touched; answered when the last reply (or error) is in.
-      struct gathering {
-        caf::response_promise promise;
-        std::vector<std::string> summaries;
-        std::size_t waiting = 0;
-      };
-      auto g = std::make_shared<gathering>();
-      g->promise = self->make_response_promise();
-      g->waiting = self->state.nodes.size();
-      if (g->waiting == 0)
-        g->promise.deliver(std::vector<std::string>{});
-      auto one_done = [g] {
-        if (--g->waiting == 0)
-          g->promise.deliver(std::move(g->summaries));
-      };
-      for (const auto& [name, node] : self->state.nodes)
-        self->request(node, std::chrono::seconds(5), summary_atom::value)
-          .then(
-            [g, one_done](std::string& summary) {
-              g->summaries.push_back(std::move(summary));
-              one_done();
-            },
-            [one_done](caf::error&) { one_done(); });
-      return g->promise;
+    [=](node_summaries_atom) { return ask_every_node(self, summary_atom::value); },
+    [=](tile_atom) { return ask_every_node(self, tile_atom::value); },
+    [=](children_atom atom, const std::string& node) {
+      auto rp = self->make_response_promise();
+      auto i = self->state.nodes.find(node);
+      if (i == self->state.nodes.end())
+        rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such node: " + node));
+      else
+        rp.delegate(i->second, atom);
     },
     [=](summary_atom atom, const std::string& node) {
       // The node actor answers; the promise makes sure nothing else does.

@@ -88,7 +88,9 @@ constexpr std::size_t fleet_rebuild_page = 10000;
 
 /// (route_atom, health_event, seq); kube_watch_event from the Node watch;
 /// (summary_atom) → JSON with the counts and readiness;
-/// (summary_atom, node) → that node actor's summary.
+/// (summary_atom, node) → that node actor's summary;
+/// (node_summaries_atom) and (tile_atom) → every node actor's summary or tile;
+/// (children_atom, node) → the rows of the actors that node supervises.
 /// `watch_nodes` false: no Node watch (tests feed observe messages directly).
 /// `await_leadership`: start as a standby and act only between
 /// (leader_atom, true) and (leader_atom, false); becoming leader rebuilds the

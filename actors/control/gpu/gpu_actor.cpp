@@ -1,5 +1,7 @@
 #include "actors/control/gpu/gpu_actor.hpp"
 
+#include "actors/protocol/control_messages.hpp"
+
 namespace vigil {
 
 caf::behavior gpu(gpu_actor* self, std::string uuid, control::correlation_config config) {
@@ -10,6 +12,14 @@ caf::behavior gpu(gpu_actor* self, std::string uuid, control::correlation_config
       auto& st = self->state;
       return control::observe_gpu(st.history, st.uuid, event,
                                   wall_time{std::chrono::nanoseconds{at_ns}});
+    },
+    [=](summary_atom) {
+      auto out = self->figures(4);
+      out["name"] = "gpu/" + self->state.uuid;
+      out["kind"] = "gpu";
+      out["uuid"] = self->state.uuid;
+      out["xidBursts"] = self->state.history.bursts(); // within the rule's window
+      return out.dump();
     },
   };
 }

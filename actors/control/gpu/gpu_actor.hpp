@@ -13,6 +13,7 @@
 
 #include "actors/control/node/correlation_messages.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
+#include "actors/supervisor/message_stats.hpp"
 
 namespace vigil {
 
@@ -22,10 +23,10 @@ struct gpu_state {
   static inline const char* name = "gpu";
 };
 
-using gpu_actor = caf::stateful_actor<gpu_state>;
+using gpu_actor = caf::stateful_actor<gpu_state, observed<caf::event_based_actor>>;
 
 /// (correlate_atom, health_event, event time in ns since the epoch) →
-/// control::correlation_outcome.
+/// control::correlation_outcome; (summary_atom) → JSON: its history and figures.
 caf::behavior gpu(gpu_actor* self, std::string uuid, control::correlation_config config);
 
 } // namespace vigil

@@ -12,6 +12,7 @@
 
 #include "actors/control/leader/lease_election.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
@@ -30,7 +31,7 @@ struct leader_state {
   static inline const char* name = "leader";
 };
 
-using leader_actor = caf::stateful_actor<leader_state>;
+using leader_actor = caf::stateful_actor<leader_state, observed<caf::event_based_actor>>;
 
 /// Looks at the Lease every retry_period; subscribers get (leader_atom, bool)
 /// on every change. (summary_atom) → JSON {leading, holder, acquisitions}.

@@ -4,6 +4,8 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/protocol/control_messages.hpp"
+
 namespace vigil {
 
 namespace {
@@ -34,8 +36,9 @@ caf::behavior nic_port(nic_port_actor* self, std::string node_name, std::string 
   return {
     [=](correlate_atom, const health_event& event, std::int64_t at_ns) {
       auto& st = self->state;
-      auto outcome = control::observe_port(st.history, st.port, event,
-                                           wall_time{std::chrono::nanoseconds{at_ns}});
+      const wall_time at{std::chrono::nanoseconds{at_ns}};
+      control::note_port_report(st.report, event, at);
+      auto outcome = control::observe_port(st.history, st.port, event, at);
       arm_drop_check(self);
       return outcome;
     },
@@ -48,6 +51,25 @@ caf::behavior nic_port(nic_port_actor* self, std::string node_name, std::string 
         if (auto node = caf::actor_cast<nic_port_owner>(st.parent))
           self->send(node, nicdrop_atom::value, std::move(*dropped));
       arm_drop_check(self);
+    },
+    [=](summary_atom) {
+      const auto& st = self->state;
+      auto out = self->figures(4);
+      out["name"] = "nic_port/" + st.port;
+      out["kind"] = "nic_port";
+      out["port"] = st.port;
+      out["state"] = st.report.state;
+      out["physState"] = st.report.phys_state;
+      out["linkLayer"] = st.report.link_layer;
+      out["role"] = st.report.role;
+      out["linkDowned"] = st.report.link_downed;
+      out["linkDownsInWindow"] = st.history.link_downs();
+      if (auto since = st.history.down_since())
+        out["downSince"] = format_rfc3339(*since);
+      if (st.report.at)
+        out["reportedAt"] = format_rfc3339(*st.report.at);
+      out["dropReported"] = st.history.drop_reported();
+      return out.dump();
     },
   };
 }

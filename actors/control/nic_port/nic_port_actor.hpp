@@ -17,6 +17,7 @@
 
 #include "actors/control/node/correlation_messages.hpp"
 #include "actors/control/rules/correlation_rules.hpp"
+#include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
 
 namespace vigil {
@@ -26,12 +27,14 @@ struct nic_port_state {
   std::string port; ///< "device/port"
   control::nic_port_history history;
   std::shared_ptr<const clock> time;
-  caf::actor_addr parent; ///< the node actor (weak: the node holds this actor)
+  caf::actor_addr parent;          ///< the node actor (weak: the node holds this actor)
+  control::nic_port_report report; ///< what the agent last said of the port
   bool drop_check_armed = false;
   static inline const char* name = "nic_port";
 };
 
-using nic_port_actor = caf::stateful_actor<nic_port_state>;
+using nic_port_actor =
+  caf::stateful_actor<nic_port_state, observed<caf::event_based_actor>>;
 
 /// The node actor as its NIC ports see it: told when a port is found dropped.
 using nic_port_owner = caf::typed_actor<caf::reacts_to<nicdrop_atom, health_event>>;
@@ -39,7 +42,8 @@ using nic_port_owner = caf::typed_actor<caf::reacts_to<nicdrop_atom, health_even
 /// (correlate_atom, health_event, event time in ns) → control::correlation_outcome;
 /// (fabric_atom): a fabric incident explains the port's DOWN (no drop verdict);
 /// (nicdrop_atom): its own timer. Sends (nicdrop_atom, health_event) to the
-/// node actor when the port is found dropped.
+/// node actor when the port is found dropped. (summary_atom) → JSON: the
+/// port's state, role and link_downed history, and its figures.
 caf::behavior nic_port(nic_port_actor* self, std::string node_name, std::string port,
                        control::correlation_config config, caf::actor_addr parent,
                        std::shared_ptr<const clock> time);

@@ -131,38 +131,27 @@ nlohmann::json port_rows(const node_state& st) {
   return out;
 }
 
-std::string summary_of(const node_state& st) {
+// What a fleet tile is drawn from (console_view's tile_of): the fleet page
+// asks it of every node, so it holds nothing else. The full summary starts
+// from it.
+nlohmann::json tile_fields(const node_state& st) {
   nlohmann::json active = nlohmann::json::array();
   for (const auto& r : st.active.records())
     active.push_back({{"check", r.check_name},
                       {"entityType", r.subject.type},
                       {"entityValue", r.subject.value},
                       {"rule", r.rule}});
+  const auto machine = st.remediation->summary();
+  nlohmann::json remediation = nlohmann::json::object();
+  for (const char* key : {"inFlight", "step", "cr", "kind"})
+    if (auto it = machine.find(key); it != machine.end())
+      remediation[key] = *it;
   nlohmann::json out = {{"node", st.node_name},
-                        {"active", active},
+                        {"active", std::move(active)},
                         {"observed", st.node.has_value()},
-                        {"busy", st.busy},
-                        {"events", st.stats.events},
-                        {"reconciles", st.stats.reconciles},
-                        {"patches", st.stats.patches},
-                        {"conflicts", st.stats.conflicts},
-                        {"failures", st.stats.failures},
-                        {"cordons", st.stats.cordons},
-                        {"uncordons", st.stats.uncordons},
-                        {"held", st.stats.held},
                         {"draining", st.drain ? st.drain_key : std::string{}},
-                        {"drainedKey", st.drained_key},
-                        {"drainsStarted", st.stats.drains_started},
-                        {"drainsSucceeded", st.stats.drains_succeeded},
-                        {"drainsCancelled", st.stats.drains_cancelled},
-                        {"drainsSkipped", st.stats.drains_skipped},
-                        {"drainsHeld", st.stats.drains_held},
-                        {"evictions", st.stats.evictions},
-                        {"ruleFirings", st.stats.rule_firings},
-                        {"gpuActors", st.gpus.size()},
-                        {"nicPortActors", st.ports.size()},
                         {"fabricPortsDown", st.fabric.ports()},
-                        {"remediation", node_remediation_steps::summary(st)}};
+                        {"remediation", std::move(remediation)}};
   if (st.node) {
     const auto& labels = st.node->observation.labels;
     auto label = [&](const std::string& key) {
@@ -176,11 +165,87 @@ std::string summary_of(const node_state& st) {
   }
   if (!st.handed_to_operator.empty())
     out["handedToOperator"] = st.handed_to_operator;
+  return out;
+}
+
+nlohmann::json summary_of(const node_state& st) {
+  auto out = tile_fields(st);
+  out.update(nlohmann::json{{"busy", st.busy},
+                            {"events", st.stats.events},
+                            {"reconciles", st.stats.reconciles},
+                            {"patches", st.stats.patches},
+                            {"conflicts", st.stats.conflicts},
+                            {"failures", st.stats.failures},
+                            {"cordons", st.stats.cordons},
+                            {"uncordons", st.stats.uncordons},
+                            {"held", st.stats.held},
+                            {"drainedKey", st.drained_key},
+                            {"drainsStarted", st.stats.drains_started},
+                            {"drainsSucceeded", st.stats.drains_succeeded},
+                            {"drainsCancelled", st.stats.drains_cancelled},
+                            {"drainsSkipped", st.stats.drains_skipped},
+                            {"drainsHeld", st.stats.drains_held},
+                            {"evictions", st.stats.evictions},
+                            {"ruleFirings", st.stats.rule_firings},
+                            {"gpuActors", st.gpus.size()},
+                            {"nicPortActors", st.ports.size()},
+                            {"remediation", node_remediation_steps::summary(st)}});
   out["gpus"] = gpu_rows(st);
   out["nicPorts"] = port_rows(st);
   if (st.agent_gpus)
     out["agentGpus"] = encode_agent_gpu_facts(*st.agent_gpus);
-  return out.dump();
+  return out;
+}
+
+// The actors this node supervises, each asked for its own row by message
+// (gpu and nic_port answer their summary, a drain its mailbox figures):
+// the console's actors page under the node. Rows come back sorted by name;
+// an actor that does not answer in time is left out.
+caf::result<std::vector<std::string>> children_rows(node_actor* self) {
+  auto& st = self->state;
+  struct gathering {
+    caf::typed_response_promise<std::vector<std::string>> promise;
+    std::vector<std::string> rows;
+    std::size_t waiting = 0;
+  };
+  auto g = std::make_shared<gathering>();
+  g->promise = self->make_response_promise<std::vector<std::string>>();
+  g->waiting = st.gpus.size() + st.ports.size() + (st.drain ? 1 : 0);
+  auto one_done = [g] {
+    if (--g->waiting > 0)
+      return;
+    std::sort(g->rows.begin(), g->rows.end());
+    g->promise.deliver(std::move(g->rows));
+  };
+  if (g->waiting == 0) {
+    g->waiting = 1;
+    one_done();
+    return g->promise;
+  }
+  const auto timeout = std::chrono::seconds(5);
+  for (const auto* children : {&st.gpus, &st.ports})
+    for (const auto& [key, child] : *children)
+      self->request(child, timeout, summary_atom::value)
+        .then(
+          [g, one_done](std::string& row) {
+            g->rows.push_back(std::move(row));
+            one_done();
+          },
+          [one_done](caf::error&) { one_done(); });
+  if (st.drain)
+    self->request(st.drain, timeout, actor_stats_atom::value)
+      .then(
+        [g, one_done, key = st.drain_key](std::string& figures) {
+          auto row = nlohmann::json::parse(figures, nullptr, false);
+          if (row.is_object()) {
+            row["name"] = "drain/" + key;
+            row["kind"] = "drain";
+            g->rows.push_back(row.dump());
+          }
+          one_done();
+        },
+        [one_done](caf::error&) { one_done(); });
+  return g->promise;
 }
 
 // Job attribution: which pods held a failing GPU at the moment of the fault,
@@ -349,13 +414,13 @@ node_timers::behavior_type node(node_actor* self, std::string name,
       reconcile(self);
     },
     [=](summary_atom) -> std::string {
-      auto summary = nlohmann::json::parse(summary_of(self->state));
-      summary["mailboxDepth"] = self->mailbox().size(); // only the actor may read it
-      // Its five busiest message types: 10,000 summaries make the fleet page.
-      summary["messages"] =
-        self->messages().summary(self->system(), message_stats::clock::now(), 5);
+      auto summary = summary_of(self->state);
+      // Its five busiest message types: 10,000 summaries make the actors page.
+      summary.update(self->figures(5));
       return summary.dump();
     },
+    [=](tile_atom) -> std::string { return tile_fields(self->state).dump(); },
+    [=](children_atom) { return children_rows(self); },
     [=](attempts_atom, const std::vector<remediation_attempt>& attempts) {
       for (const auto& a : attempts)
         self->state.remediation->remember_attempt(a.action, a.gpu_uuid, a.at);

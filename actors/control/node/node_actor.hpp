@@ -206,7 +206,8 @@ struct node_state {
 /// The node actor's protocol, which the compiler checks at every send:
 /// (route_atom, health_event, seq); (observe_atom, node JSON);
 /// (replay_atom, vector<health_event>, vector<replay_mark>);
-/// (summary_atom) → JSON;
+/// (summary_atom) → JSON; (tile_atom) → its fleet tile's fields as JSON;
+/// (children_atom) → a JSON row per gpu, nic_port and drain actor;
 /// (drained_atom, key, outcome, evictions, deletions) from its drain actor;
 /// (fabric_atom): drop NIC port-down records, a fabric incident covers them;
 /// (nicdrop_atom, health_event) from a nic_port actor: its port dropped;
@@ -227,6 +228,8 @@ using node_handle = caf::typed_actor<
   caf::reacts_to<gpu_facts_atom, agent_gpu_facts>,
   caf::reacts_to<agent_quiet_atom, bool, std::int64_t>,
   caf::replies_to<summary_atom>::with<std::string>,
+  caf::replies_to<tile_atom>::with<std::string>,
+  caf::replies_to<children_atom>::with<std::vector<std::string>>,
   caf::reacts_to<attempts_atom, std::vector<remediation_attempt>>,
   caf::reacts_to<drained_atom, std::string, std::string, std::uint64_t, std::uint64_t>>;
 

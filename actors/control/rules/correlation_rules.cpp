@@ -429,6 +429,19 @@ correlation_outcome observe_gpu(gpu_xid_history& history, const std::string& uui
   return out;
 }
 
+void note_port_report(nic_port_report& report, const health_event& e, wall_time at) {
+  auto take = [&](const char* key, std::string& into) {
+    if (auto i = e.metadata.find(key); i != e.metadata.end() && !i->second.empty())
+      into = i->second;
+  };
+  take("state", report.state);
+  take("phys_state", report.phys_state);
+  take("link_layer", report.link_layer);
+  take("role", report.role);
+  report.link_downed += link_downed_delta(e);
+  report.at = at;
+}
+
 correlation_outcome observe_port(nic_port_history& history, const std::string& port,
                                  const health_event& e, wall_time at) {
   correlation_outcome out;

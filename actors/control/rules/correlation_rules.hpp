@@ -125,6 +125,10 @@ public:
   std::optional<wall_time> next_check() const;
   /// A drop was reported for the current DOWN period.
   bool drop_reported() const { return drop_reported_; }
+  /// Since when the port is DOWN; nullopt while it is up (or never seen).
+  std::optional<wall_time> down_since() const { return down_since_; }
+  /// link_downed rises counted by the flap rule (its window, seed 002 §6.3).
+  std::size_t link_downs() const { return link_downs_.size(); }
   /// The current DOWN period is explained elsewhere (a fabric incident): the
   /// drop rule stays quiet until the port has been up again.
   void explain_down() { drop_reported_ = down_since_.has_value() || drop_reported_; }
@@ -139,6 +143,21 @@ private:
   bool delta_while_down_ = false;
   bool drop_reported_ = false;
 };
+
+/// What the agent last said of a NIC port, for the console's node page: the
+/// state events' fields (seed 002 §5) and the link_downed rises vigil saw.
+struct nic_port_report {
+  std::string state;             ///< "ACTIVE", "DOWN", …; "" until a state event came
+  std::string phys_state;        ///< "LinkUp", "Polling", …
+  std::string link_layer;        ///< "InfiniBand" or "Ethernet"
+  std::string role;              ///< compute, storage or management (seed 002 §4)
+  std::uint64_t link_downed = 0; ///< rises of the counter seen since the actor began
+  std::optional<wall_time> at;   ///< the latest event about the port
+};
+
+/// Folds an event about the port into `report`: the metadata it carries
+/// replaces what was known, the rest is kept.
+void note_port_report(nic_port_report& report, const health_event& e, wall_time at);
 
 /// Remediations of one node (the node actor's state).
 class remediation_history {

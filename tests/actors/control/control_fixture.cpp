@@ -263,6 +263,11 @@ health_event port_state(const std::string& node, bool up, int n) {
   e.is_healthy = up;
   e.action = up ? recommended_action::none : recommended_action::restart_vm;
   e.entities = {{"NIC", "mlx5_0"}, {"NICPort", "1"}};
+  // What the agent's NIC monitor says of the port (nic_events.cpp).
+  e.metadata = {{"state", up ? "ACTIVE" : "DOWN"},
+                {"phys_state", up ? "LinkUp" : "Disabled"},
+                {"link_layer", "InfiniBand"},
+                {"role", "compute"}};
   e.node_name = node;
   return e;
 }

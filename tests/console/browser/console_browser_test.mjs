@@ -3,8 +3,8 @@
 // POSTed to ingest turns that node's tile from healthy without a reload,
 // through the stream; the node page shows the event and the drain in its
 // timeline and its GPUs, and a fleet refresh answered late does not paint
-// over it; the actors page lists the node actor with its
-// mailbox depth. Screenshots go to $VIGIL_ARTIFACTS (CI keeps them).
+// over it; the actors page lists the node actor with its mailbox depth, and
+// under the node its gpu actor with its mailbox depth and messages handled. Screenshots go to $VIGIL_ARTIFACTS (CI keeps them).
 // Usage: node console_browser_test.mjs VIGIL_BINARY
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync } from 'node:fs';
@@ -129,6 +129,17 @@ try {
       document.querySelector('#actors tr[data-actor="journal"]');
   }, wait, victim);
   await page.screenshot({ path: join(artifacts, 'console-actors.png'), fullPage: true });
+
+  // The node's own actors under it: the gpu actor the XID named, with its
+  // mailbox depth and the messages it handled.
+  await page.goto(consoleUrl + '#/actors/' + encodeURIComponent(victim),
+    { waitUntil: 'domcontentloaded' });
+  await page.waitForFunction(() => {
+    const row = document.querySelector('#actors tr[data-actor="gpu/GPU-browser-test"]');
+    return row && row.dataset.kind === 'gpu' && /^\d+$/.test(row.children[2].textContent) &&
+      Number(row.children[3].textContent) >= 1;
+  }, wait);
+  await page.screenshot({ path: join(artifacts, 'console-node-actors.png'), fullPage: true });
   console.log(`ok: ${nodes} tiles; ${victim} is "${state}"; screenshots in ${artifacts}`);
 } catch (e) {
   if (!process.exitCode) console.error('FAIL: ' + e.message);

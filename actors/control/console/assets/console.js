@@ -3,7 +3,8 @@
 'use strict';
 
 const ui = { state: '', search: '', fleet: null, lastFleet: null, refreshDue: false,
-  streamQuery: '', live: [], generation: 0 };
+  refreshAfter: false, rendering: null, livePaintDue: false, streamQuery: '', live: [],
+  generation: 0 };
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? '').replace(/[&<>"']/g,
   (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
@@ -115,7 +116,7 @@ async function resetBreaker() {
   const r = await fetch('/v1/breaker/reset', { method: 'POST', headers: headers() });
   setStatus(r.ok ? 'breaker reset' : 'breaker reset refused: HTTP ' + r.status +
     (r.status === 401 || r.status === 403 ? ' (the operator token is needed)' : ''));
-  render();
+  show();
 }
 
 // The breaker's trips and resets, from the journal.
@@ -146,6 +147,27 @@ function relatedRows(timeline, seq) {
   if (!id) return new Set([seq]);
   return new Set(timeline.filter((r) => r.seq === seq ||
     JSON.stringify(r.body).includes(id)).map((r) => r.seq));
+}
+
+// A node's NIC ports: what the agent last said of each (its nic_port
+// actor's row: state, role, link_downed) and whether a fabric incident
+// covers its DOWN (the node's own record).
+function nicPorts(n, actors) {
+  const reports = new Map(actors.filter((a) => a.kind === 'nic_port')
+    .map((a) => [a.port, a]));
+  const rows = (n.nicPorts || []).map((p) => {
+    const r = reports.get(p.port) || {};
+    return `<tr data-port="${esc(p.port)}"><td>${esc(p.port)}</td>` +
+      `<td>${esc(r.state || '–')}${r.physState ? ' / ' + esc(r.physState) : ''}` +
+      `${p.fabricDown ? ' <b>(down in a fabric incident)</b>' : ''}</td>` +
+      `<td>${esc(r.role || '–')}</td><td>${esc(r.linkLayer || '–')}</td>` +
+      `<td>${r.linkDowned ?? '–'} (${r.linkDownsInWindow ?? 0} in the flap window)</td>` +
+      `<td>${esc(r.downSince || '–')}</td><td>${r.mailboxDepth ?? '–'}</td></tr>`;
+  }).join('');
+  return rows ? '<table id="nic-ports"><thead><tr><th>port</th><th>state</th>' +
+    '<th>role</th><th>link layer</th><th>link_downed rises</th><th>down since</th>' +
+    `<th>mailbox</th></tr></thead><tbody>${rows}</tbody></table>`
+    : '<p class="muted">none with events (a port gets an actor with its first event)</p>';
 }
 
 async function renderNode(name, focus) {
@@ -187,9 +209,7 @@ async function renderNode(name, focus) {
       `${esc(g.pods.join(', ') || '–')}</td></tr>`).join('') ||
       '<tr><td colspan="5" class="muted">none known yet (the agent reports its ' +
       'GPUs with its heartbeat; a GPU with an event gets an actor)</td></tr>'}</tbody></table>` +
-    `<h3>NIC ports</h3><p>${(n.nicPorts || []).map((p) => esc(p.port) +
-      (p.fabricDown ? ' <b>(down in a fabric incident)</b>' : '')).join(', ') ||
-      '<span class="muted">none with events</span>'}</p>` +
+    `<h3>NIC ports</h3>${nicPorts(n, page.actors || [])}` +
     `<h3>Drain and remediation</h3><div class="figures">` +
     `<span class="figure">drain <b>${esc(n.draining || 'none')}</b></span>` +
     `<span class="figure">last drained <b>${esc(n.drainedKey || '–')}</b></span>` +
@@ -268,9 +288,12 @@ async function readTrace(name, status, body) {
 
 // --- Actors ------------------------------------------------------------------
 
-async function renderActors() {
+// With `node`, the actors that node supervises (gpu, nic_port, drain) are
+// listed too, under it.
+async function renderActors(node) {
   const current = claimView();
-  const page = await api('/api/v1/actors');
+  const page = await api('/api/v1/actors' + (node ? '?node=' + encodeURIComponent(node)
+    : ''));
   if (!current()) return;
   const key = ui.actorSort || 'mailboxDepth';
   const value = (a) => key === 'slowest' ? (a.slowest?.p99Micros ?? 0) : (a[key] ?? 0);
@@ -285,14 +308,18 @@ async function renderActors() {
     `${a.messageTypes.length} types</summary>${a.messageTypes.map((t) => `${esc(t.type)} ` +
     `${t.count} (p50 ${micros(t.p50Micros)}, p99 ${micros(t.p99Micros)})`).join('<br>')}` +
     '</details>' : '';
+  const here = node ? '#/actors/' + encodeURIComponent(node) : '#/actors';
   $('view').innerHTML = `<h2>Actors <span class="muted">(${rows.length}; sorted by ` +
-    `${esc(key)})</span></h2><table id="actors"><thead><tr>` +
+    `${esc(key)}${node ? '; with the actors of ' + esc(node) : ''})</span></h2>` +
+    '<table id="actors"><thead><tr>' +
     ['name', 'parent', 'mailboxDepth', 'handled', 'perSecond', 'slowest', 'restarts',
       'gpuActors', 'nicPortActors']
-      .map((k) => `<th><a href="#/actors" data-sort="${k}">${k}</a></th>`).join('') +
+      .map((k) => `<th><a href="${here}" data-sort="${k}">${k}</a></th>`).join('') +
     '<th>state / figures</th></tr></thead><tbody>' + rows.map((a) =>
-      `<tr data-actor="${esc(a.name)}"><td>${a.kind === 'node' ? `<a href="#/node/` +
-      `${encodeURIComponent(a.name.slice(5))}">${esc(a.name)}</a>` : esc(a.name)}</td>` +
+      `<tr data-actor="${esc(a.name)}" data-kind="${esc(a.kind)}"><td>${a.kind === 'node'
+        ? `<a href="#/node/${encodeURIComponent(a.name.slice(5))}">${esc(a.name)}</a> ` +
+          `<a class="muted" href="#/actors/${encodeURIComponent(a.name.slice(5))}">` +
+          'its actors</a>' : esc(a.name)}</td>` +
       `<td>${esc(a.parent)}</td><td>${a.mailboxDepth}</td><td>${a.handled ?? ''}</td>` +
       `<td>${a.perSecond !== undefined ? a.perSecond.toFixed(1) : ''}</td>` +
       `<td>${a.slowest ? esc(a.slowest.type) + ' ' + micros(a.slowest.p99Micros) : ''}` +
@@ -302,7 +329,7 @@ async function renderActors() {
         (a.detail ? ': ' + a.detail : '') : detail(a))}</td></tr>`).join('') +
     '</tbody></table>';
   document.querySelectorAll('[data-sort]').forEach((h) => h.addEventListener('click',
-    (e) => { e.preventDefault(); ui.actorSort = h.dataset.sort; renderActors(); }));
+    (e) => { e.preventDefault(); ui.actorSort = h.dataset.sort; renderActors(node); }));
 }
 
 // --- History -------------------------------------------------------------------
@@ -334,9 +361,18 @@ async function renderHistory(at) {
 
 // --- Live stream -------------------------------------------------------------
 
+// Rows are painted once per frame, however many came in it: a burst of
+// thousands costs one table, not one per row.
 function showLive(row) {
   ui.live.unshift(row);
   ui.live.length = Math.min(ui.live.length, 100);
+  if (ui.livePaintDue) return;
+  ui.livePaintDue = true;
+  requestAnimationFrame(paintLive);
+}
+
+function paintLive() {
+  ui.livePaintDue = false;
   $('live-rows').innerHTML = ui.live.map((r) => `<tr data-seq="${r.seq}"><td>#${r.seq}` +
     `</td><td>${esc(r.at)}</td><td><a href="#/node/${encodeURIComponent(r.node)}">` +
     `${esc(r.node)}</a></td><td>${esc(r.kind)}</td><td>${esc(r.summary)}</td></tr>`).join('');
@@ -395,9 +431,10 @@ function render() {
   const hash = decodeURIComponent(location.hash.slice(1) || '/');
   const node = hash.match(/^\/node\/([^/]+)(?:\/(\d+))?$/);
   const history = hash.match(/^\/history(?:\/(.+))?$/);
+  const actors = hash.match(/^\/actors(?:\/([^/]+))?$/);
   const shown = node ? renderNode(node[1], node[2] ? Number(node[2]) : 0)
     : history ? renderHistory(history[1])
-      : hash === '/actors' ? renderActors()
+      : actors ? renderActors(actors[1])
         : hash === '/breaker' ? renderBreaker() : renderFleet();
   return shown.then(() => setStatus($('status').textContent === 'connecting…'
     ? 'ready' : $('status').textContent)).catch((e) => setStatus(e.message));
@@ -405,18 +442,42 @@ function render() {
 
 function frozen() { return ui.pinned || location.hash.startsWith('#/history'); }
 
+// Every render goes through show(). A refresh (a row from the stream, the
+// 10 s tick) never starts while a render is in flight, but once it is done:
+// each render claims the view, so under a steady stream refreshes begun
+// every 500 ms would each cancel the one before, and at 10,000 nodes (whose
+// fetch alone takes longer than that) none would ever paint.
+function show() {
+  const shown = render();
+  ui.rendering = shown;
+  shown.finally(() => {
+    if (ui.rendering !== shown) return;
+    ui.rendering = null;
+    if (ui.refreshAfter) {
+      ui.refreshAfter = false;
+      scheduleRefresh();
+    }
+  });
+}
+
+function refresh() {
+  if (frozen()) return;
+  if (ui.rendering) ui.refreshAfter = true;
+  else show();
+}
+
 function scheduleRefresh() {
   if (ui.refreshDue || frozen()) return;
   ui.refreshDue = true;
-  setTimeout(() => { ui.refreshDue = false; render(); }, 500);
+  setTimeout(() => { ui.refreshDue = false; refresh(); }, 500);
 }
 
-window.addEventListener('hashchange', () => { ui.pinned = false; render(); });
+window.addEventListener('hashchange', () => { ui.pinned = false; show(); });
 $('auth-form').addEventListener('submit', (e) => {
   e.preventDefault();
   sessionStorage.setItem('vigil-token', $('auth-token').value);
   $('auth').hidden = true;
-  render();
+  show();
 });
 $('live-filter').addEventListener('submit', (e) => {
   e.preventDefault();
@@ -425,6 +486,6 @@ $('live-filter').addEventListener('submit', (e) => {
   ui.live = [];
   $('live-rows').innerHTML = '';
 });
-render();
+show();
 follow();
-setInterval(() => { if (!frozen()) render(); }, 10000);
+setInterval(refresh, 10000);

@@ -5,6 +5,7 @@
 #define CAF_SUITE control_console
 #include <caf/test/dsl.hpp>
 
+#include <map>
 #include <set>
 
 #include "actors/control/console/console_api.hpp"
@@ -62,13 +63,12 @@ struct console_fixture : control_fixture {
   actor feed;
   actor api;
 
-  void start_console() {
+  void start_console(console_feed_config config = {}) {
     start();
-    console_feed_config config;
     config.keepalive = std::chrono::seconds(0); // no timer left for the shutdown
     feed = sys.spawn(console_feed, config, journal);
     api = sys.spawn(console_api,
-                    console_actors{fleet, journal, feed, breaker, ingest, fleet_at});
+                    console_actors{fleet, journal, feed, breaker, ingest, fleet_at, {}});
     run();
   }
 
@@ -142,6 +142,28 @@ CAF_TEST(a_slow_stream_skips_rows_and_then_says_how_many) {
   CAF_CHECK_EQUAL(count_of(slow->chunks[0], "event: row"), 1u);
   auto figures = json::parse(ask(feed, summary_atom::value));
   CAF_CHECK_EQUAL(figures["skipped"], 1);
+}
+
+// A burst past a stream's rows per second: it is sent what its budget
+// allows (of a batch, the newest rows), and after the next second's refill it is told how
+// many it missed.
+CAF_TEST(a_stream_over_its_rows_per_second_skips_and_then_says_how_many) {
+  console_feed_config config;
+  config.max_rows_per_second = 1;
+  start_console(config);
+  auto events = open({"", "event", ""});
+  post({reset_needed("node-1", "GPU-a"), reset_needed("node-2", "GPU-b")});
+  CAF_CHECK_EQUAL(count_of(events->all(), "event: row"), 1u);
+  post({reset_needed("node-3", "GPU-c")}); // its budget is spent
+  CAF_CHECK_EQUAL(count_of(events->all(), "event: row"), 1u);
+  advance(std::chrono::seconds(1));
+  post({reset_needed("node-4", "GPU-d")});
+  CAF_CHECK_EQUAL(count_of(events->all(), "event: row"), 2u);
+  CAF_CHECK(events->chunks.back().rfind(console::sse_skipped(2), 0) == 0);
+  auto figures = json::parse(ask(feed, summary_atom::value));
+  CAF_CHECK_EQUAL(figures["skipped"], 2);
+  CAF_CHECK_EQUAL(figures["maxRowsPerSecond"], 1);
+  CAF_CHECK(figures["messages"].value("handled", 0) > 0); // its own mailbox figures
 }
 
 CAF_TEST(a_closed_stream_is_forgotten) {
@@ -285,6 +307,79 @@ CAF_TEST(the_node_timeline_shows_the_newest_rows) {
   CAF_REQUIRE_EQUAL(timeline.size(), 200u);
   CAF_CHECK_EQUAL(timeline[0]["body"].value("n", -1), 50);
   CAF_CHECK_EQUAL(timeline[199]["body"].value("n", -1), 249);
+}
+
+// Issue 18's supervision tree below the node: each gpu and nic_port actor
+// answers for itself (mailbox depth, messages, state), listed under its
+// node on request; the node page shows each NIC port's state and role from
+// its nic_port actor.
+CAF_TEST(a_nodes_own_actors_answer_for_themselves) {
+  start_console();
+  post({reset_needed("node-1", "GPU-a"), port_state("node-1", false, 0)});
+  auto actors = json::parse(get("/api/v1/actors?node=node-1").body)["actors"];
+  std::map<std::string, json> by_name;
+  for (const auto& a : actors)
+    by_name[a["name"].get<std::string>()] = a;
+  CAF_REQUIRE(by_name.count("gpu/GPU-a") == 1);
+  const auto gpu = by_name["gpu/GPU-a"];
+  CAF_CHECK_EQUAL(gpu["kind"], "gpu");
+  CAF_CHECK_EQUAL(gpu["parent"], "node/node-1");
+  CAF_CHECK_EQUAL(gpu["mailboxDepth"], 0);
+  CAF_CHECK(gpu.value("handled", 0) >= 1); // the event's correlation
+  CAF_REQUIRE(by_name.count("nic_port/mlx5_0/1") == 1);
+  const auto port = by_name["nic_port/mlx5_0/1"];
+  CAF_CHECK_EQUAL(port["detail"]["state"], "DOWN");
+  CAF_CHECK_EQUAL(port["detail"]["role"], "compute");
+  CAF_CHECK_EQUAL(port["detail"]["linkDowned"], 1);
+  // The journal and the feed answer actor_stats_atom too.
+  for (const char* name : {"journal", "console_feed"}) {
+    CAF_REQUIRE(by_name.count(name) == 1);
+    CAF_CHECK(by_name[name].contains("handled"));
+  }
+  // Without `node`, no node's own actors; a wrong key is named.
+  const auto plain = json::parse(get("/api/v1/actors").body);
+  for (const auto& a : plain["actors"])
+    CAF_CHECK(a["parent"] != "node/node-1");
+  auto bad = get("/api/v1/actors?nod=node-1");
+  CAF_CHECK_EQUAL(bad.status, 400);
+  CAF_CHECK(bad.body.find("nod") != std::string::npos);
+
+  auto page = json::parse(get("/api/v1/nodes/node-1").body);
+  bool seen = false;
+  for (const auto& a : page["actors"])
+    if (a["kind"] == "nic_port") {
+      seen = true;
+      CAF_CHECK_EQUAL(a["port"], "mlx5_0/1");
+      CAF_CHECK_EQUAL(a["state"], "DOWN");
+      CAF_CHECK_EQUAL(a["physState"], "Disabled");
+      CAF_CHECK_EQUAL(a["role"], "compute");
+      CAF_CHECK(a.contains("downSince"));
+    }
+  CAF_CHECK(seen);
+}
+
+// The fleet page is drawn from each node's tile (tile_atom), which carries
+// only what a tile shows and agrees with the node's full summary.
+CAF_TEST(a_tile_is_the_summary_cut_to_what_the_tile_shows) {
+  start_console();
+  post({reset_needed("node-1", "GPU-a")});
+  self->send(fleet, tile_atom::value);
+  run();
+  std::vector<std::string> tiles;
+  self->receive([&](std::vector<std::string>& t) { tiles = std::move(t); },
+                [](const error& err) { CAF_FAIL("no tiles: " << to_string(err)); });
+  CAF_REQUIRE_EQUAL(tiles.size(), 4u);
+  json tile;
+  for (const auto& t : tiles)
+    if (json::parse(t)["node"] == "node-1")
+      tile = json::parse(t);
+  auto full = node_summary("node-1");
+  CAF_CHECK(!tile.contains("gpus") && !tile.contains("messages"));
+  for (const auto& [key, value] : tile.items())
+    if (key != "remediation")
+      CAF_CHECK_EQUAL(value, full[key]);
+  CAF_CHECK_EQUAL(console::to_string(console::tile_of(tile).state),
+                  console::to_string(console::tile_of(full).state));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -182,6 +182,48 @@ TEST(console_view, rows_filters_and_events) {
   EXPECT_EQ(sse_skipped(7), "event: skipped\ndata: {\"skipped\":7}\n\n");
 }
 
+// The stream's row is row_json's, its body spliced in as the journal holds
+// it; a body over several lines or not JSON is printed from the parse.
+TEST(console_view, a_stream_row_is_the_rows_json) {
+  const std::string body = R"({"checkName":"SysLogsXIDError","id":"e1","n":[1,2]})";
+  auto data = [](const std::string& sse) {
+    const auto at = sse.find("data: ") + 6;
+    return json::parse(sse.substr(at, sse.size() - 2 - at));
+  };
+  auto event = row("event", "gpu-1", body);
+  EXPECT_EQ(data(sse_row(event)), row_json(event));
+  EXPECT_NE(sse_row(event).find(",\"body\":" + body + "}"), std::string::npos);
+  for (const auto* other : {"{\n  \"phase\": \"created\"\n}", "not json", "[1,2]"}) {
+    auto r = row("remediation", "gpu-1", other);
+    const auto sse = sse_row(r);
+    EXPECT_EQ(sse.find('\n', sse.find("data: ")), sse.size() - 2) << other; // one line
+    EXPECT_EQ(data(sse), row_json(r)) << other;
+  }
+  // Invalid UTF-8 in a body that is no JSON is replaced, never thrown.
+  EXPECT_NO_THROW(sse_row(row("note", "gpu-1", "bad \xff byte")));
+}
+
+TEST(console_view, a_nodes_own_actors_are_listed_under_it) {
+  auto table = actor_table({}, {}, {summary({{"gpuActors", 1}})}, "gpu-1",
+                           {{{"name", "gpu/GPU-a"},
+                             {"kind", "gpu"},
+                             {"mailboxDepth", 2u},
+                             {"uuid", "GPU-a"},
+                             {"messages", {{"handled", 5}, {"perSecond", 0.5}}}}});
+  ASSERT_EQ(table["actors"].size(), 2u);
+  const auto& gpu = table["actors"][0]; // the deeper mailbox first
+  EXPECT_EQ(gpu["name"], "gpu/GPU-a");
+  EXPECT_EQ(gpu["parent"], "node/gpu-1");
+  EXPECT_EQ(gpu["handled"], 5);
+  EXPECT_EQ(gpu["detail"]["uuid"], "GPU-a");
+  EXPECT_FALSE(gpu["detail"].contains("messages"));
+  EXPECT_EQ(*parse_actors_request("node=gpu-1"), "gpu-1");
+  EXPECT_EQ(*parse_actors_request(""), "");
+  auto bad = parse_actors_request("nodes=gpu-1");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().to_string().find("nodes"), std::string::npos);
+}
+
 TEST(console_view, journal_requests_are_read_or_refused_by_name) {
   auto r = parse_journal_request("node=gpu%2D1&kind=event&check=SysLogsXIDError&since=10"
                                  "&limit=20&&");

@@ -100,6 +100,47 @@ TEST(nic_port_history, down_four_minutes_without_link_downed_delta_is_a_drop) {
   EXPECT_FALSE(port.next_check());
 }
 
+// The console's NIC port row: what the agent last said, and the rises seen.
+TEST(nic_port_report, keeps_what_the_agent_last_said_of_the_port) {
+  nic_port_report report;
+  health_event down;
+  down.component_class = "NIC";
+  down.check_name = "InfiniBandStateCheck";
+  down.entities = {{"NIC", "mlx5_0"}, {"NICPort", "1"}};
+  down.metadata = {{"state", "DOWN"},
+                   {"phys_state", "Disabled"},
+                   {"link_layer", "InfiniBand"},
+                   {"role", "compute"}};
+  note_port_report(report, down, t0);
+  EXPECT_EQ(report.state, "DOWN");
+  EXPECT_EQ(report.phys_state, "Disabled");
+  EXPECT_EQ(report.role, "compute");
+  EXPECT_EQ(report.link_downed, 1u); // a DOWN counts as one rise
+  EXPECT_EQ(report.at, t0);
+  // A counter event without a state keeps the state, adds its rises.
+  health_event counter;
+  counter.component_class = "NIC";
+  counter.check_name = "InfiniBandDegradationCheck";
+  counter.error_codes = {"link_downed"};
+  counter.entities = down.entities;
+  counter.metadata = {{"previous", "4"}, {"current", "7"}};
+  note_port_report(report, counter, t0 + 1min);
+  EXPECT_EQ(report.state, "DOWN");
+  EXPECT_EQ(report.at, t0 + 1min);
+  EXPECT_EQ(report.link_downed, 4u);
+}
+
+TEST(nic_port_history, says_since_when_the_port_is_down) {
+  nic_port_history port;
+  EXPECT_FALSE(port.down_since());
+  port.on_state(false, t0);
+  EXPECT_EQ(port.down_since(), t0);
+  port.on_link_downed(1, t0 + 1min);
+  EXPECT_EQ(port.link_downs(), 1u);
+  port.on_state(true, t0 + 2min);
+  EXPECT_FALSE(port.down_since());
+}
+
 TEST(remediation_history, fifth_remediation_in_a_week_escalates) {
   remediation_history node;
   for (int i = 0; i < 4; ++i)
