@@ -281,6 +281,41 @@ void list_pods(drain_actor* self) {
     });
 }
 
+// The console's row for this drain: its plan and where each pod stands
+// (a pod in retry_wait had its eviction refused, by a PodDisruptionBudget's
+// 429 or an error, and is asked again), with the actor's figures.
+nlohmann::json drain_summary(drain_actor* self) {
+  const auto& st = self->state;
+  auto out = self->figures(4);
+  out["name"] = "drain/" + st.key;
+  out["kind"] = "drain";
+  out["evictions"] = st.evictions;
+  out["deletions"] = st.deletions;
+  if (!st.progress) {
+    out["phase"] = st.listing ? "listing pods" : "planning";
+    return out;
+  }
+  const auto& plan = st.progress->plan();
+  out["phase"] = std::string{to_string(st.progress->status())};
+  out["scope"] = std::string{to_string(plan.scope)};
+  out["why"] = plan.why;
+  out["skipped"] = plan.skipped.size();
+  auto pods = nlohmann::json::array();
+  std::size_t refused = 0;
+  for (const auto& e : plan.evict) {
+    const auto state = st.progress->state_of(e.pod);
+    refused += state == control::pod_drain_state::retry_wait ? 1 : 0;
+    pods.push_back({{"namespace", e.pod.ns},
+                    {"pod", e.pod.name},
+                    {"mode", std::string{to_string(e.mode)}},
+                    {"pdbProtected", e.pdb_protected},
+                    {"state", state ? std::string{to_string(*state)} : "done"}});
+  }
+  out["pods"] = std::move(pods);
+  out["waitingToRetry"] = refused;
+  return out;
+}
+
 } // namespace
 
 caf::behavior drain(drain_actor* self, std::string node, control::drain_request request,
@@ -321,6 +356,7 @@ caf::behavior drain(drain_actor* self, std::string node, control::drain_request 
         return list_pods(self);
       send_due(self);
     },
+    [=](summary_atom) { return drain_summary(self).dump(); },
   };
 }
 

@@ -20,6 +20,10 @@ void set_leading(leader_actor* self, bool leading) {
   if (st.leading == leading)
     return;
   st.leading = leading;
+  // Told first, logged after: whoever reads the line and then asks ingest
+  // finds the news ahead of its request in ingest's mailbox.
+  for (const auto& s : st.subscribers)
+    self->send(s, leader_atom::value, leading);
   if (leading) {
     ++st.acquisitions;
     logger()->warn("{} now leads (Lease {}/{}): acting on the cluster",
@@ -28,8 +32,6 @@ void set_leading(leader_actor* self, bool leading) {
     logger()->warn("{} stopped leading (holder now '{}'): standing by",
                    st.config.identity, st.holder);
   }
-  for (const auto& s : st.subscribers)
-    self->send(s, leader_atom::value, leading);
 }
 
 // The leader keeps acting until renew_deadline has passed since its last

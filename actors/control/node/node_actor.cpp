@@ -141,7 +141,7 @@ nlohmann::json tile_fields(const node_state& st) {
                       {"entityType", r.subject.type},
                       {"entityValue", r.subject.value},
                       {"rule", r.rule}});
-  const auto machine = st.remediation->summary();
+  const auto machine = st.remediation->summary(st.time->wall_now());
   nlohmann::json remediation = nlohmann::json::object();
   for (const char* key : {"inFlight", "step", "cr", "kind"})
     if (auto it = machine.find(key); it != machine.end())
@@ -197,8 +197,8 @@ nlohmann::json summary_of(const node_state& st) {
   return out;
 }
 
-// The actors this node supervises, each asked for its own row by message
-// (gpu and nic_port answer their summary, a drain its mailbox figures):
+// The actors this node supervises (gpu, nic_port, drain), each asked for its
+// own row (its summary) by message:
 // the console's actors page under the node. Rows come back sorted by name;
 // an actor that does not answer in time is left out.
 caf::result<std::vector<std::string>> children_rows(node_actor* self) {
@@ -222,29 +222,20 @@ caf::result<std::vector<std::string>> children_rows(node_actor* self) {
     one_done();
     return g->promise;
   }
-  const auto timeout = std::chrono::seconds(5);
-  for (const auto* children : {&st.gpus, &st.ports})
-    for (const auto& [key, child] : *children)
-      self->request(child, timeout, summary_atom::value)
-        .then(
-          [g, one_done](std::string& row) {
-            g->rows.push_back(std::move(row));
-            one_done();
-          },
-          [one_done](caf::error&) { one_done(); });
-  if (st.drain)
-    self->request(st.drain, timeout, actor_stats_atom::value)
+  auto ask = [&](const caf::actor& child) {
+    self->request(child, std::chrono::seconds(5), summary_atom::value)
       .then(
-        [g, one_done, key = st.drain_key](std::string& figures) {
-          auto row = nlohmann::json::parse(figures, nullptr, false);
-          if (row.is_object()) {
-            row["name"] = "drain/" + key;
-            row["kind"] = "drain";
-            g->rows.push_back(row.dump());
-          }
+        [g, one_done](std::string& row) {
+          g->rows.push_back(std::move(row));
           one_done();
         },
         [one_done](caf::error&) { one_done(); });
+  };
+  for (const auto* children : {&st.gpus, &st.ports})
+    for (const auto& [key, child] : *children)
+      ask(child);
+  if (st.drain)
+    ask(st.drain);
   return g->promise;
 }
 

@@ -489,7 +489,7 @@ void on_healthy_event(node_actor* self, const health_event& event) {
 }
 
 nlohmann::json summary(const node_state& st) {
-  auto out = st.remediation->summary();
+  auto out = st.remediation->summary(st.time->wall_now());
   out["started"] = st.stats.remediations_started;
   out["succeeded"] = st.stats.remediations_succeeded;
   out["failed"] = st.stats.remediations_failed;

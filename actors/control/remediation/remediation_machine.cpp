@@ -358,6 +358,7 @@ void remediation_machine::arm_verify(context& c) {
 
 void remediation_machine::defer(context& c, wall_time until) {
   step_ = remediation_step::deferred;
+  deferred_until_ = until;
   arm(c, remediation_timer::start, until);
 }
 
@@ -379,7 +380,7 @@ void remediation_machine::post_event(context& c, std::string reason, std::string
     c.out.push_back(cmd::post_event{std::move(reason), std::move(message), warning});
 }
 
-json remediation_machine::summary() const {
+json remediation_machine::summary(wall_time now) const {
   json waiting = json::array();
   for (const auto& w : queue_.waiting())
     waiting.push_back(w.plan.group);
@@ -394,6 +395,13 @@ json remediation_machine::summary() const {
     out["kind"] = custom ? custom->kind : std::string{to_string(in_flight->plan.kind)};
     if (custom)
       out["customAction"] = custom->name;
+    const auto action = in_flight->plan.action;
+    out["action"] = std::string{to_string(action)};
+    out["attempts"] =
+      escalation_.attempts(escalation_target(action, in_flight->plan.gpu_uuid), now);
+    out["nextRung"] = std::string{to_string(next_rung(action, config_.escalation))};
+    if (step_ == remediation_step::deferred)
+      out["deferredUntil"] = format_rfc3339(deferred_until_);
   }
   return out;
 }

@@ -324,8 +324,11 @@ public:
   const remediation_state& annotation() const { return annotation_; }
   std::uint64_t generation() const { return generation_; }
 
-  /// The remediation part of the node's summary.
-  nlohmann::json summary() const;
+  /// The remediation part of the node's summary: the request in flight (its
+  /// group, CR, step, the attempts on its target within the window ending at
+  /// `now`, until when a cooldown or backoff defers it, and the ladder's next
+  /// rung), the waiting groups and the annotation.
+  nlohmann::json summary(wall_time now) const;
 
 private:
   struct context;
@@ -366,9 +369,10 @@ private:
   remediation_state annotation_;  ///< as last written to the Node
   std::set<std::string> handled_; ///< event ids already planned
   remediation_step step_ = remediation_step::idle;
-  std::string cr_name_;     ///< the CR of the request in flight
-  wall_time cr_created_{};  ///< when this machine saw it exist
-  wall_time cr_deadline_{}; ///< when it counts as failed
+  std::string cr_name_;        ///< the CR of the request in flight
+  wall_time cr_created_{};     ///< when this machine saw it exist
+  wall_time cr_deadline_{};    ///< when it counts as failed
+  wall_time deferred_until_{}; ///< the start timer's time while deferred
   std::string validation_job_;
   wall_time validation_deadline_{};
   std::optional<int> gpus_before_; ///< the node's GPU count when the CR was asked for

@@ -103,6 +103,18 @@ std::string_view to_string(drain_scope scope) {
   return "none";
 }
 
+std::string_view to_string(pod_drain_state state) {
+  switch (state) {
+    case pod_drain_state::pending: return "pending";
+    case pod_drain_state::in_request: return "in_request";
+    case pod_drain_state::retry_wait: return "retry_wait";
+    case pod_drain_state::terminating: return "terminating";
+    case pod_drain_state::awaiting_completion: return "awaiting_completion";
+    case pod_drain_state::done: return "done";
+  }
+  return "pending";
+}
+
 std::string_view to_string(drain_status status) {
   switch (status) {
     case drain_status::in_progress: return "in_progress";

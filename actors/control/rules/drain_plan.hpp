@@ -176,6 +176,8 @@ enum class pod_drain_state {
   done,
 };
 
+std::string_view to_string(pod_drain_state state);
+
 enum class drain_status { in_progress, succeeded, cancelled };
 std::string_view to_string(drain_status status);
 

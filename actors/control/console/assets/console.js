@@ -170,6 +170,23 @@ function nicPorts(n, actors) {
     : '<p class="muted">none with events (a port gets an actor with its first event)</p>';
 }
 
+// The drain in progress, pod by pod, from its drain actor's row: a pod in
+// retry_wait had its eviction refused (a PodDisruptionBudget's 429, or an
+// error) and is asked again.
+function drainPods(d) {
+  if (!d) return '';
+  const pods = (d.pods || []).map((p) => `<tr data-pod="${esc(p.namespace)}/` +
+    `${esc(p.pod)}"><td>${esc(p.namespace)}/${esc(p.pod)}</td><td>${esc(p.mode)}</td>` +
+    `<td>${esc(p.state.replace(/_/g, ' '))}${p.state === 'retry_wait'
+      ? ' (eviction refused: waiting on a PodDisruptionBudget or an error)' : ''}</td>` +
+    `<td>${p.pdbProtected ? 'yes' : 'no'}</td></tr>`).join('');
+  return `<p>drain <b>${esc(d.phase)}</b> ${esc(d.scope || '')}: ${esc(d.why || '')}; ` +
+    `${d.evictions} evicted, ${d.waitingToRetry ?? 0} waiting to retry, ` +
+    `${d.skipped ?? 0} skipped</p>` + (pods ? '<table id="drain-pods"><thead><tr>' +
+    '<th>pod</th><th>mode</th><th>state</th><th>under a PDB</th></tr></thead>' +
+    `<tbody>${pods}</tbody></table>` : '');
+}
+
 async function renderNode(name, focus) {
   const current = claimView();
   const page = await api('/api/v1/nodes/' + encodeURIComponent(name));
@@ -215,9 +232,14 @@ async function renderNode(name, focus) {
     `<span class="figure">last drained <b>${esc(n.drainedKey || '–')}</b></span>` +
     `<span class="figure">remediation <b>${esc(rem.inFlight || 'none')}</b> ` +
     `${esc(rem.kind || '')} ${esc(rem.cr || '')} step <b>${esc(rem.step || '–')}</b></span>` +
+    (rem.inFlight ? `<span class="figure">attempt <b>${rem.attempts ?? 0}</b> of ` +
+      `${esc(rem.action || '')} in its window; next rung <b>${esc(rem.nextRung || '–')}` +
+      `</b>${rem.deferredUntil ? ' (cooldown until ' + esc(rem.deferredUntil) + ')' : ''}` +
+      '</span>' : '') +
     `<span class="figure">waiting <b>${esc((rem.waiting || []).join(', ') || 'none')}` +
     `</b></span>${n.handedToOperator ? `<span class="figure">needs a person: <b>` +
       `${esc(n.handedToOperator)}</b></span>` : ''}</div>` +
+    drainPods((page.actors || []).find((a) => a.kind === 'drain')) +
     `<h3>Trace <button id="trace-start">follow its messages for 10 s</button> ` +
     `<span class="muted" id="trace-status"></span></h3><table id="trace"><thead><tr>` +
     `<th>#</th><th>message</th><th>from</th><th>time spent</th></tr></thead>` +

@@ -358,6 +358,46 @@ CAF_TEST(a_nodes_own_actors_answer_for_themselves) {
   CAF_CHECK(seen);
 }
 
+// "the drain (plan, evicted, waiting on a PDB)" and "the remediation
+// workflow (attempt, cooldown, next rung)" of issue 18's node page: the drain
+// actor answers pod by pod, a pod whose eviction a budget refused among them;
+// the reboot that follows says its attempt and the ladder's next rung.
+CAF_TEST(the_node_page_shows_a_drain_waiting_on_a_budget_and_the_next_rung) {
+  add_pod("train", pod_object("w0", "node-1", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("train", pod_object("w1", "node-2", {"GPU-a"}, {{"app", "train"}}));
+  add_pod("serve", pod_object("api", "node-1"));
+  add_budget("train", "train", 2);
+  settings->remediation.enabled = true;
+  start_console();
+  post({reboot_needed("node-1", "GPU-a")});
+  auto page = json::parse(get("/api/v1/nodes/node-1").body);
+  json drain;
+  for (const auto& a : page["actors"])
+    if (a["kind"] == "drain")
+      drain = a;
+  CAF_REQUIRE(drain.is_object());
+  CAF_CHECK_EQUAL(drain["name"], "drain/full");
+  CAF_CHECK_EQUAL(drain["phase"], "in_progress");
+  CAF_CHECK_EQUAL(drain["evictions"], 1); // serve/api
+  CAF_CHECK_EQUAL(drain["waitingToRetry"], 1);
+  std::size_t refused = 0;
+  for (const auto& pod : drain["pods"])
+    refused += pod["pod"] == "w0" && pod["state"] == "retry_wait" ? 1 : 0;
+  CAF_CHECK_EQUAL(refused, 1u);
+  // The budget allows it once the owner scales up elsewhere; the drained node
+  // is rebooted: attempt 1 of RESTART_VM, REPLACE_VM next.
+  add_pod("train", pod_object("w2", "node-3", {"GPU-a"}, {{"app", "train"}}));
+  advance(std::chrono::seconds{5});
+  kubelet_finishes();
+  advance(std::chrono::seconds{5});
+  const auto after = json::parse(get("/api/v1/nodes/node-1").body);
+  const auto& rem = after["node"]["remediation"];
+  CAF_CHECK_EQUAL(rem.value("inFlight", ""), "restart");
+  CAF_CHECK_EQUAL(rem.value("action", ""), "RESTART_VM");
+  CAF_CHECK_EQUAL(rem.value("attempts", -1), 1);
+  CAF_CHECK_EQUAL(rem.value("nextRung", ""), "REPLACE_VM");
+}
+
 // The fleet page is drawn from each node's tile (tile_atom), which carries
 // only what a tile shows and agrees with the node's full summary.
 CAF_TEST(a_tile_is_the_summary_cut_to_what_the_tile_shows) {
