@@ -197,10 +197,9 @@ nlohmann::json summary_of(const node_state& st) {
   return out;
 }
 
-// The actors this node supervises (gpu, nic_port, drain), each asked for its
-// own row (its summary) by message:
-// the console's actors page under the node. Rows come back sorted by name;
-// an actor that does not answer in time is left out.
+// The console's rows for the actors this node supervises (gpu, nic_port,
+// drain): each asked for its summary by message, sorted by name; an actor
+// that does not answer in time is left out.
 caf::result<std::vector<std::string>> children_rows(node_actor* self) {
   auto& st = self->state;
   struct gathering {
