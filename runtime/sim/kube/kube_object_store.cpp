@@ -198,23 +198,4 @@ void object_store::compact(std::uint64_t resource_version) {
   compacted_through_ = std::max(compacted_through_, resource_version);
 }
 
-std::map<object_key, json> object_store::state_at(const std::string& plural_group,
-                                                  std::uint64_t resource_version) const {
-  std::map<object_key, json> state;
-  for (auto it = objects_.lower_bound({plural_group, "", ""});
-       it != objects_.end() && it->first.plural_group == plural_group; ++it)
-    state.insert(*it);
-  for (auto change = history_.rbegin();
-       change != history_.rend() && change->resource_version > resource_version;
-       ++change) {
-    if (change->key.plural_group != plural_group)
-      continue;
-    if (change->previous.is_null())
-      state.erase(change->key);
-    else
-      state[change->key] = change->previous;
-  }
-  return state;
-}
-
 } // namespace vigil::kube

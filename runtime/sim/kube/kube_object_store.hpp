@@ -239,8 +239,6 @@ private:
   json commit(const object_key& key, json object, const std::string& event);
   json commit_delete(const object_key& key);
   void record(history_entry entry);
-  std::map<object_key, json> state_at(const std::string& plural_group,
-                                      std::uint64_t resource_version) const;
   store_result create_object(const resource_type& type, const std::string& ns,
                              json object);
   store_result update_object(const resource_type& type, const object_key& key,

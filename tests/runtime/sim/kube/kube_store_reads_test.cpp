@@ -160,7 +160,8 @@ TEST_F(kube_store, pagination_honours_selectors_and_rejects_bad_tokens) {
   options.field_selector = "spec.nodeName=odd";
   auto first = *store.list(pods(), "", options).value;
   EXPECT_EQ(names_of(first), (strings{"p1", "p3"}));
-  EXPECT_EQ(first["metadata"]["remainingItemCount"], 1);
+  // As the API server: with a selector the remaining count is unknown.
+  EXPECT_FALSE(first["metadata"].contains("remainingItemCount"));
   options.continue_token = first["metadata"]["continue"];
   EXPECT_EQ(names_of(*store.list(pods(), "", options).value), strings{"p5"});
 
