@@ -40,7 +40,7 @@ struct console_feed_config {
   /// Rows per second one stream is sent at most; past it the rows are skipped
   /// and counted (a person reads a few rows a second; a burst of 20,000 must
   /// not cost the journal's cores, issue 18). 0: no limit.
-  std::uint64_t max_rows_per_second = 5000;
+  std::uint64_t max_rows_per_second = 2500;
 };
 
 struct feed_client {
