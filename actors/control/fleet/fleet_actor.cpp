@@ -271,6 +271,18 @@ caf::result<std::vector<std::string>> ask_every_node(fleet_actor* self, Atom ato
   return g->promise;
 }
 
+// Hands `atom` to the node actor of `node`, which answers; the promise
+// makes sure nothing else does. A node the fleet has no actor for is an error.
+template <class Atom>
+void ask_node(fleet_actor* self, const std::string& node, Atom atom) {
+  auto rp = self->make_response_promise();
+  auto i = self->state.nodes.find(node);
+  if (i == self->state.nodes.end())
+    rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such node: " + node));
+  else
+    rp.delegate(i->second, atom);
+}
+
 } // namespace
 
 caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> settings,
@@ -379,23 +391,8 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     },
     [=](node_summaries_atom) { return ask_every_node(self, summary_atom::value); },
     [=](tile_atom) { return ask_every_node(self, tile_atom::value); },
-    [=](children_atom atom, const std::string& node) {
-      auto rp = self->make_response_promise();
-      auto i = self->state.nodes.find(node);
-      if (i == self->state.nodes.end())
-        rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such node: " + node));
-      else
-        rp.delegate(i->second, atom);
-    },
-    [=](summary_atom atom, const std::string& node) {
-      // The node actor answers; the promise makes sure nothing else does.
-      auto rp = self->make_response_promise();
-      auto i = self->state.nodes.find(node);
-      if (i == self->state.nodes.end())
-        rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such node: " + node));
-      else
-        rp.delegate(i->second, atom);
-    },
+    [=](children_atom atom, const std::string& node) { ask_node(self, node, atom); },
+    [=](summary_atom atom, const std::string& node) { ask_node(self, node, atom); },
   };
 }
 
