@@ -265,8 +265,6 @@ void actor_figures(caf::event_based_actor* self, const console_actors& a,
       one_done();
     });
   }
-  if (named.empty())
-    nodes_next();
 }
 
 void journal(caf::event_based_actor* self, const console_actors& a,
