@@ -106,7 +106,16 @@ expected<api_server> connect_api_server(const std::string& kubeconfig) {
   auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
   if (!client)
     return client.error();
+  // A few requests per retry period: a Lease GET and PUT (the shard elector:
+  // a LIST and one write per shard held), far under this limit.
+  kube::kube_client_options lease_options;
+  lease_options.qps = 20;
+  lease_options.burst = 40;
+  auto coordination = kube::make_kube_client_curl(*connection, lease_options);
+  if (!coordination)
+    return coordination.error();
   return api_server{std::shared_ptr<kube::kube_client>(std::move(*client)),
+                    std::shared_ptr<kube::kube_client>(std::move(*coordination)),
                     connection->source};
 }
 

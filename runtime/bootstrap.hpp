@@ -42,6 +42,11 @@ int run_process(const vigil_config& config, const component_starter& start);
 /// connection came from (for the startup log line).
 struct api_server {
   std::shared_ptr<kube::kube_client> client;
+  /// The Leases' own client (its own connection, I/O thread and QPS
+  /// limiter): a leader's renewals never wait behind the node actors'
+  /// requests in the main client's limiter (controller-runtime gives leader
+  /// election a client of its own for the same reason).
+  std::shared_ptr<kube::kube_client> coordination;
   std::string source;
 };
 

@@ -256,6 +256,9 @@ void read_control(section_reader s, control_config& c) {
   s.read("lease_seconds", c.lease_seconds, 2u, 3600u);
   s.read("renew_deadline_seconds", c.renew_deadline_seconds, 1u, 3600u);
   s.read("retry_period_seconds", c.retry_period_seconds, 1u, 3600u);
+  s.read("shards", c.shards, 1u, 4096u);
+  if (c.shards > 1 && !c.leader_election)
+    s.error("shards", "more than one shard needs leader_election: true");
   s.read("agent_silence_seconds", c.agent_silence_seconds, 0u, 86400u);
   s.read("not_ready_after", c.not_ready_after, 0u, 86400u);
   s.read("not_ready_action", c.not_ready_action);

@@ -70,6 +70,8 @@ struct control_config {
   std::uint32_t lease_seconds = 15;
   std::uint32_t renew_deadline_seconds = 10;
   std::uint32_t retry_period_seconds = 2;
+  /// Node shards, each owned through its own Lease (issue 22); 1: one leader.
+  std::uint32_t shards = 1;
   /// A GPU node whose agent sent no heartbeat or event for this long gets
   /// the VigilAgentReporting=False condition and an Event; 0: not watched.
   std::uint32_t agent_silence_seconds = 300;

@@ -7,6 +7,7 @@
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/leader/leader_actor.hpp"
+#include "actors/control/leader/shard_elector.hpp"
 #include "actors/gateway/kube_gateway.hpp"
 #include "actors/journal/journal_actor.hpp"
 #include "runtime/logging.hpp"
@@ -178,6 +179,7 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
     return failure{"control.gpu_node_label", gpu_nodes.error().to_string()};
   settings->gpu_nodes = std::move(*gpu_nodes);
   settings->events_namespace = cc.events_namespace;
+  settings->shards = cc.leader_election ? cc.shards : 1;
   settings->agent_silence = std::chrono::seconds{cc.agent_silence_seconds};
   settings->conditions.not_ready_after = std::chrono::seconds{cc.not_ready_after};
   settings->conditions.not_ready_action = *parse_recommended_action(cc.not_ready_action);
@@ -222,7 +224,9 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   ingest_settings ingest_options;
   ingest_options.deadline = std::chrono::milliseconds{cc.ingest_deadline_ms};
   ingest_options.retry_after_seconds = static_cast<int>(cc.retry_after_seconds);
-  ingest_options.await_leadership = cc.leader_election;
+  // Sharded, every replica journals what agents send; the shard's owner acts.
+  const bool sharded = cc.leader_election && cc.shards > 1;
+  ingest_options.await_leadership = cc.leader_election && !sharded;
   ingest_options.admission.max_in_flight = config.ingest.max_pending_events;
   ingest_options.gate = std::make_shared<ingest_gate>();
   control::lease_config lease;
@@ -250,7 +254,11 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   actors.ingest =
     system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
   actors.admission_gate = ingest_options.gate;
-  std::vector<caf::actor> followers{actors.fleet, actors.ingest};
+  // The leader's followers; sharded, the fleet follows its shards instead
+  // and the leader runs only the fleet-wide parts.
+  std::vector<caf::actor> followers;
+  if (!sharded)
+    followers = {actors.fleet, actors.ingest};
   plane.named = {{"journal_writer", caf::actor_cast<caf::actor>(writer)},
                  {"journal", caf::actor_cast<caf::actor>(actors.journal)},
                  {"gateway", caf::actor_cast<caf::actor>(gateway)},
@@ -281,9 +289,21 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
     plane.authenticator = system.spawn(authenticator, gateway, review, time);
     plane.named.emplace_back("authenticator", plane.authenticator);
   }
+  // The Leases go through a gateway of their own where there is a client
+  // for them: renewals must not queue behind node traffic.
+  auto leases = gateway;
+  if (options.coordination_client && cc.leader_election) {
+    leases = system.spawn(kube_gateway, options.coordination_client,
+                          std::make_shared<kube_gateway_stats>());
+    plane.named.emplace_back("lease_gateway", caf::actor_cast<caf::actor>(leases));
+  }
   if (cc.leader_election)
     plane.named.emplace_back(
-      "leader", system.spawn(leader_elector, lease, gateway, followers, time));
+      "leader", system.spawn(leader_elector, lease, leases, followers, time));
+  if (sharded)
+    plane.named.emplace_back("shard_elector",
+                             system.spawn(shard_elector, lease, cc.shards, leases,
+                                          std::vector<caf::actor>{actors.fleet}, time));
   return plane;
 }
 

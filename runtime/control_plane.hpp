@@ -38,6 +38,9 @@ struct control_plane_options {
   /// false under CAF's test coordinator, where everything runs on one thread.
   bool detach_journal_writer = true;
   std::string replica_identity = "vigil-control"; ///< the Lease holder's name
+  /// The client the leader and shard electors write their Leases through
+  /// (api_server::coordination); null: the main client's gateway.
+  std::shared_ptr<kube::kube_client> coordination_client;
 };
 
 /// Spawns the control plane from `config` (already validated; the command

@@ -76,6 +76,10 @@ using fabric_hold_expired_atom = caf::atom_constant<caf::atom("fabhold")>;
 /// stops (false) leading.
 using leader_atom = caf::atom_constant<caf::atom("leader")>;
 
+/// (shards_atom, std::vector<std::uint32_t>) from the shard elector: the
+/// shards whose nodes this replica acts on now (sorted; empty: none).
+using shards_atom = caf::atom_constant<caf::atom("shards")>;
+
 /// (nicdrop_atom) a node actor's own timer: evaluate the NIC port drop rule.
 using nicdrop_atom = caf::atom_constant<caf::atom("nicdrop")>;
 

@@ -11,11 +11,14 @@ namespace vigil {
 
 namespace {
 
-void stop_children(supervisor_actor* self) {
+// Newest first, one at a time: components started later depend on earlier
+// ones, and may still need them while they stop (an elector releases its
+// Lease through the gateway started before it). The next is asked when the
+// previous one is down; the grace period bounds the whole.
+void stop_newest(supervisor_actor* self) {
   auto& children = self->state.children;
-  // Newest first: components started later depend on earlier ones.
-  for (auto i = children.rbegin(); i != children.rend(); ++i)
-    self->send_exit(caf::actor_cast<caf::actor>(i->handle),
+  if (!children.empty())
+    self->send_exit(caf::actor_cast<caf::actor>(children.back().handle),
                     caf::exit_reason::user_shutdown);
 }
 
@@ -32,7 +35,7 @@ void begin_shutdown(supervisor_actor* self, caf::error reason, caf::timespan gra
   component_logger("supervisor")
     ->info("stopping {} components, grace {} ms", st.children.size(),
            std::chrono::duration_cast<std::chrono::milliseconds>(grace).count());
-  stop_children(self);
+  stop_newest(self);
   self->delayed_send(self, grace, deadline_atom::value);
 }
 
@@ -58,6 +61,8 @@ caf::behavior supervisor(supervisor_actor* self, caf::timespan grace) {
       log->info("{} stopped", name);
       if (st.children.empty())
         self->quit(st.stop_reason);
+      else
+        stop_newest(self);
       return;
     }
     if (!msg.reason) {

@@ -1,7 +1,8 @@
 // The root supervisor: owns the long-lived components of one process and
-// shuts them down in order. On an exit request it asks every child to stop
-// (newest first), lets in-flight work finish for the grace period, then
-// cancels what is left explicitly with exit_reason::kill and says which.
+// shuts them down in order. On an exit request it asks its children to stop
+// one at a time, newest first (the next once the previous is down), lets
+// in-flight work finish for the grace period, then cancels what is left
+// explicitly with exit_reason::kill and says which.
 #pragma once
 
 #include <string>

@@ -97,6 +97,7 @@ int run_control(command_context& ctx) {
   const auto source = api->source;
   control_plane_options plane_options;
   plane_options.replica_identity = replica_identity();
+  plane_options.coordination_client = api->coordination;
 
   return run_process(config, [&](process_context& p) -> status {
     auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());

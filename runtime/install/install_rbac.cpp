@@ -135,10 +135,16 @@ std::vector<manifest> rbac_manifests(const install_context& ctx) {
                       control_rules(ctx.config.remediation.custom_actions))});
   out.push_back({"", binding("ClusterRoleBinding", "vigil-control", "", "control",
                              "ClusterRole", "vigil-control", {control})});
+  // Sharded (control.shards > 1), the shard elector lists the member and
+  // shard Leases once per look.
+  std::vector<std::string> lease_verbs{"get", "create", "update"};
+  if (ctx.config.control.shards > 1)
+    lease_verbs.push_back("list");
   out.push_back(
-    {"Leader election: the Lease control.lease_name in control.lease_namespace.",
+    {"Leader election: the Lease control.lease_name in control.lease_namespace\n"
+     "(and, sharded, <lease_name>-shard-N and <lease_name>-member-<pod>).",
      role("Role", "vigil-control-lease", ctx.ns, "control",
-          {rule({"coordination.k8s.io"}, {"leases"}, {"get", "create", "update"})})});
+          {rule({"coordination.k8s.io"}, {"leases"}, lease_verbs)})});
   out.push_back({"", binding("RoleBinding", "vigil-control-lease", ctx.ns, "control",
                              "Role", "vigil-control-lease", {control})});
 

@@ -4,10 +4,14 @@
 // fleet_rebuild.cpp.
 #include "actors/control/fleet/fleet_actor.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
 #include "actors/control/fleet/fleet_actor_internal.hpp"
+#include "actors/control/leader/shard_assignment.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
@@ -42,7 +46,35 @@ void agent_heard(fleet_actor* self, const std::string& node) {
     self->send(node_for(self, node), agent_quiet_atom::value, false, std::int64_t{0});
 }
 
+void stop_nodes(fleet_actor* self, const std::function<bool(const std::string&)>& which) {
+  auto& st = self->state;
+  for (auto it = st.nodes.begin(); it != st.nodes.end();) {
+    if (!which(it->first)) {
+      ++it;
+      continue;
+    }
+    // Forgotten at once: their down messages find no name (no restart).
+    self->send_exit(it->second, caf::exit_reason::user_shutdown);
+    st.names.erase(it->second.address());
+    st.replaying.erase(it->first);
+    // Journaled: whoever acts on the node next replays them.
+    st.on_hold.drop(it->first);
+    st.liveness.forget(it->first);
+    it = st.nodes.erase(it);
+  }
+  st.held.erase(std::remove_if(st.held.begin(), st.held.end(),
+                               [&](const auto& h) { return which(h.first.node_name); }),
+                st.held.end());
+}
+
 } // namespace fleet_detail
+
+bool owns(const fleet_state& st, const std::string& node) {
+  if (st.standby)
+    return false;
+  return st.settings->shards <= 1
+         || st.owned.count(control::shard_of(node, st.settings->shards)) > 0;
+}
 
 using namespace fleet_detail;
 
@@ -82,14 +114,19 @@ void observe(fleet_actor* self, const json& object) {
   auto name = name_of(object);
   if (name.empty())
     return;
+  // Every Node counts for the GPU-node count; only those this replica acts
+  // on get a node actor and have their agents watched.
+  const bool mine = owns(st, name);
   if (is_gpu_node(object, st.settings->gpu_nodes)) {
     st.gpu_nodes.insert(name);
-    st.liveness.watch(name, st.time->wall_now()); // GPU nodes run the agent
+    if (mine)
+      st.liveness.watch(name, st.time->wall_now()); // GPU nodes run the agent
   } else {
     st.gpu_nodes.erase(name);
     st.liveness.forget(name);
   }
-  self->send(node_for(self, name), observe_atom::value, object.dump());
+  if (mine)
+    self->send(node_for(self, name), observe_atom::value, object.dump());
 }
 
 void on_watch_event(fleet_actor* self, const kube_watch_event& event) {
@@ -144,6 +181,10 @@ std::string fleet_summary(const fleet_state& st) {
   return json{{"nodes", st.nodes.size()},
               {"standby", st.standby},
               {"droppedStandby", st.stats.dropped_standby},
+              {"shards", st.settings->shards},
+              {"shardsOwned", st.owned},
+              {"notOwned", st.stats.not_owned},
+              {"shardChanges", st.stats.shard_changes},
               {"cordons", c.cordons.load()},
               {"uncordons", c.uncordons.load()},
               {"quarantinesHeld", c.quarantines_held.load()},
@@ -225,18 +266,62 @@ void lead(fleet_actor* self, bool leading) {
   }
   // Forget them at once: their down messages then find no name (no restart),
   // and a quick re-election never routes to a dying actor.
-  for (auto& [name, child] : st.nodes)
-    self->send_exit(child, caf::exit_reason::user_shutdown);
-  st.nodes.clear();
-  st.names.clear();
+  stop_nodes(self, [](const std::string&) { return true; });
   st.replaying.clear();
   st.held.clear();
+  st.pending_gain.clear();
   // Journaled: the next leader's rebuild replays them (without the hold; the
   // fabric window is rebuilt from the journal's port-downs).
   st.on_hold.clear();
   if (st.watch_id != 0) {
     self->send(st.gateway, unwatch_atom::value, st.watch_id);
     st.watch_id = 0;
+  }
+}
+
+// Shards (settings->shards > 1): the shard elector says which this replica
+// acts on. Lost shards stop their node actors at once (the elector stops
+// acting before it writes a release, and before its renew deadline lets the
+// Lease expire); gained shards are rebuilt from the journal, the first ones
+// as a leader's whole rebuild, later ones on their own, one rebuild at a time.
+void own_shards(fleet_actor* self, const std::vector<std::uint32_t>& shards) {
+  auto& st = self->state;
+  if (st.settings->shards <= 1)
+    return;
+  std::set<std::uint32_t> next(shards.begin(), shards.end());
+  if (next == st.owned)
+    return;
+  ++st.stats.shard_changes;
+  std::set<std::uint32_t> lost, gained;
+  std::set_difference(st.owned.begin(), st.owned.end(), next.begin(), next.end(),
+                      std::inserter(lost, lost.end()));
+  std::set_difference(next.begin(), next.end(), st.owned.begin(), st.owned.end(),
+                      std::inserter(gained, gained.end()));
+  const auto k = st.settings->shards;
+  logger()->info("shards owned now: {} ({} gained, {} lost)", next.size(), gained.size(),
+                 lost.size());
+  st.owned = std::move(next);
+  for (auto shard : lost)
+    st.pending_gain.erase(shard);
+  if (st.owned.empty())
+    return lead(self, false);
+  if (!lost.empty())
+    stop_nodes(self, [&](const std::string& node) {
+      return lost.count(control::shard_of(node, k)) > 0;
+    });
+  if (st.standby)
+    return lead(self, true); // a whole rebuild, kept to the shards owned
+  st.pending_gain.insert(gained.begin(), gained.end());
+  if (st.rebuilt)
+    rebuild_gained(self);
+  // The gained nodes' actors need their Node objects: a new watch lists them
+  // all again (shards change rarely; keeping every Node's object would cost
+  // more than a list).
+  if (!gained.empty() && st.watch_nodes) {
+    if (st.watch_id != 0)
+      self->send(st.gateway, unwatch_atom::value, st.watch_id);
+    st.watch_id = 0;
+    start_watch(self);
   }
 }
 
@@ -328,10 +413,17 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     lead(self, true);
   return {
     [=](leader_atom, bool leading) { lead(self, leading); },
+    [=](shards_atom, const std::vector<std::uint32_t>& shards) {
+      own_shards(self, shards);
+    },
     [=](route_atom, health_event& event, std::int64_t seq) {
       auto& st = self->state;
       if (st.standby) {
         ++st.stats.dropped_standby; // journaled; the leader's rebuild has it
+        return;
+      }
+      if (!owns(st, event.node_name)) {
+        ++st.stats.not_owned; // journaled; its shard's owner acts on it
         return;
       }
       if (!st.rebuilt) {
@@ -344,15 +436,15 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     // or an earlier hold releases nothing early.
     [=](fabric_hold_expired_atom, const std::string& node) { release_held(self, node); },
     [=](agent_heard_atom, const std::string& node) {
-      if (!self->state.standby)
+      if (owns(self->state, node))
         agent_heard(self, node);
     },
     [=](gpu_facts_atom atom, const std::string& node, agent_gpu_facts& facts) {
-      if (!self->state.standby)
+      if (owns(self->state, node))
         self->send(node_for(self, node), atom, std::move(facts));
     },
     [=](allocations_atom atom, gpu_allocations& report) {
-      if (!self->state.standby) {
+      if (owns(self->state, report.node)) {
         auto node = node_for(self, report.node);
         self->send(node, atom, std::move(report));
       }

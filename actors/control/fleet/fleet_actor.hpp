@@ -36,6 +36,9 @@ struct fleet_stats {
   std::uint64_t undecodable_rows = 0; ///< journal rows that no longer decode
   std::uint64_t watch_events = 0;
   std::uint64_t dropped_standby = 0; ///< routed while standing by (journaled only)
+  std::uint64_t not_owned = 0; ///< routed for a node of a shard another replica owns
+  std::uint64_t shard_changes =
+    0; ///< (shards_atom) messages that changed the shards owned
 };
 
 /// A node actor the fleet restarted after crashes (the console's actors page).
@@ -67,6 +70,11 @@ struct fleet_state {
   bool stopping = false;
   bool watch_nodes = true; ///< watch Nodes while leading
   bool standby = false;    ///< another replica leads: no node actors, no watch
+  /// With settings->shards > 1: the shards whose nodes this replica acts on
+  /// (from the shard elector); standby while empty.
+  std::set<std::uint32_t> owned;
+  /// Shards gained while a rebuild was reading the journal: rebuilt next.
+  std::set<std::uint32_t> pending_gain;
   std::uint64_t watch_id = 0;
   /// Cross-node correlation (seed 002 §1.4): NIC ports down on many nodes at
   /// once are one incident.
@@ -91,6 +99,10 @@ constexpr std::size_t fleet_rebuild_page = 10000;
 /// (summary_atom, node) → that node actor's summary;
 /// (node_summaries_atom) and (tile_atom) → every node actor's summary or tile;
 /// (children_atom, node) → the rows of the actors that node supervises.
+/// With settings->shards > 1, (shards_atom, shards) from the shard elector
+/// replaces (leader_atom, bool): the fleet acts only on the nodes of the
+/// shards it owns; a shard gained is rebuilt from the journal, a shard lost
+/// stops its node actors.
 /// `watch_nodes` false: no Node watch (tests feed observe messages directly).
 /// `await_leadership`: start as a standby and act only between
 /// (leader_atom, true) and (leader_atom, false); becoming leader rebuilds the
@@ -118,5 +130,9 @@ struct rebuild_batch {
   std::int64_t last_seq = 0;
 };
 void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows);
+
+/// Whether this replica acts on `node` now: leading (one shard), or owning
+/// the node's shard.
+bool owns(const fleet_state& st, const std::string& node);
 
 } // namespace vigil

@@ -48,6 +48,10 @@ node_handle node_for(fleet_actor* self, const std::string& name);
 /// The agent spoke: a node flagged silent is told it reports again.
 void agent_heard(fleet_actor* self, const std::string& node);
 
+/// Stops the node actors of the nodes `which` names (leadership or shards
+/// lost), with what the fleet held for them.
+void stop_nodes(fleet_actor* self, const std::function<bool(const std::string&)>& which);
+
 // fleet_routing.cpp
 
 /// An event for its node actor, through the fabric rule and hold.
@@ -70,10 +74,14 @@ void release_held(fleet_actor* self, const std::string& node);
 void read_all(fleet_actor* self, journal_query query,
               std::shared_ptr<rebuild_batch> batch, std::function<void()> done);
 
-/// Startup: fold the whole journal, hand each node its events and the breaker
-/// its rows, then release what was routed meanwhile.
+/// Startup: fold the whole journal, hand each node this replica owns its
+/// events and the breaker its rows, then release what was routed meanwhile.
 void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
                    std::shared_ptr<rebuild_batch> batch);
+
+/// Shards gained while already acting on others (pending_gain): their nodes
+/// rebuilt from the journal, their routes held meanwhile.
+void rebuild_gained(fleet_actor* self);
 
 /// A crashed node actor comes back with its events replayed from the journal.
 void restart_node(fleet_actor* self, const std::string& name);

@@ -13,6 +13,7 @@
 #include "actors/control/drain/drain_resource.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/fleet/fleet_actor_internal.hpp"
+#include "actors/control/leader/shard_assignment.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
@@ -62,8 +63,15 @@ void read_all(fleet_actor* self, journal_query query,
       });
 }
 
-void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
-                   std::shared_ptr<rebuild_batch> batch) {
+namespace {
+
+// Reads the journal and hands its history to the node actors of the nodes
+// it rebuilds: every node this replica owns (`only` empty: startup, a new
+// leader, the first shards), or those of the shards in `only` (shards gained
+// later). Routes held meanwhile are released after, those already in the
+// rebuilt history dropped.
+void rebuild(fleet_actor* self, std::int64_t after_seq,
+             std::shared_ptr<rebuild_batch> batch, std::set<std::uint32_t> only) {
   journal_query query;
   query.after_seq = after_seq;
   query.limit = fleet_rebuild_page;
@@ -71,31 +79,68 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
     auto& st = self->state;
     if (st.standby) // leadership was lost meanwhile
       return;
+    const bool whole = only.empty();
+    const auto k = st.settings->shards;
+    // Owned now (a shard lost during the read is not rebuilt) and, for a
+    // later gain, among the shards gained.
+    auto rebuilt_here = [&](const std::string& node) {
+      return owns(st, node) && (whole || only.count(control::shard_of(node, k)) > 0);
+    };
     report_undecodable(self, *batch);
-    self->send(st.breaker, replay_atom::value, batch->breaker_rows);
+    if (whole)
+      self->send(st.breaker, replay_atom::value, batch->breaker_rows);
     // Attempts first: the replay ends in a reconcile that may plan new ones.
     for (auto& [name, attempts] : batch->attempts)
-      self->send(node_for(self, name), attempts_atom::value, std::move(attempts));
+      if (rebuilt_here(name))
+        self->send(node_for(self, name), attempts_atom::value, std::move(attempts));
+    std::size_t nodes = 0;
     for (auto& [name, events] : batch->events)
-      self->send(node_for(self, name), replay_atom::value, std::move(events),
-                 std::move(batch->marks[name]));
-    // The fabric window carries on where it was: a port-down just after the
-    // restart joins the incident its peers opened (incidents found here were
-    // journaled when they formed).
-    st.fabric = control::fabric_correlator(st.settings->correlation);
-    for (const auto& [at, node] : batch->port_downs)
-      st.fabric.on_port_down(node, at);
-    st.rebuilt_seq = batch->last_seq;
+      if (rebuilt_here(name)) {
+        ++nodes;
+        self->send(node_for(self, name), replay_atom::value, std::move(events),
+                   std::move(batch->marks[name]));
+      }
+    if (whole) {
+      // The fabric window carries on where it was: a port-down just after the
+      // restart joins the incident its peers opened (incidents found here
+      // were journaled when they formed).
+      st.fabric = control::fabric_correlator(st.settings->correlation);
+      for (const auto& [at, node] : batch->port_downs)
+        if (owns(st, node))
+          st.fabric.on_port_down(node, at);
+    }
+    st.rebuilt_seq = std::max(st.rebuilt_seq, batch->last_seq);
     st.rebuilt = true;
     logger()->info(
-      "rebuilt from the journal: {} rows, {} nodes with events, up to seq {}",
-      st.stats.rows_replayed, batch->events.size(), st.rebuilt_seq);
+      "rebuilt {} from the journal: {} rows, {} nodes with events, up to seq {}",
+      whole ? "the fleet" : std::to_string(only.size()) + " shards gained",
+      st.stats.rows_replayed, nodes, batch->last_seq);
     auto held = std::move(st.held);
     st.held.clear();
     for (auto& [event, seq] : held)
-      if (seq > st.rebuilt_seq)
+      if (owns(st, event.node_name)
+          && (!rebuilt_here(event.node_name) || seq > batch->last_seq))
         route(self, std::move(event), seq);
+    rebuild_gained(self);
   });
+}
+
+} // namespace
+
+void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
+                   std::shared_ptr<rebuild_batch> batch) {
+  self->state.rebuilt_seq = 0;
+  rebuild(self, after_seq, std::move(batch), {});
+}
+
+void rebuild_gained(fleet_actor* self) {
+  auto& st = self->state;
+  if (st.pending_gain.empty() || !st.rebuilt || st.standby)
+    return;
+  auto shards = std::move(st.pending_gain);
+  st.pending_gain.clear();
+  st.rebuilt = false; // routes wait in `held` until the gained nodes are in
+  rebuild(self, 0, std::make_shared<rebuild_batch>(), std::move(shards));
 }
 
 // A crashed node actor comes back with its events replayed from the journal.

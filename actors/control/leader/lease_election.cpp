@@ -153,4 +153,9 @@ kube::kube_request lease_write_request(const lease_config& config,
                  config);
 }
 
+kube::kube_request lease_list_request(const lease_config& config) {
+  return bounded(kube::make_request("GET", kube::resource_path(leases, config.ns)),
+                 config);
+}
+
 } // namespace vigil::control

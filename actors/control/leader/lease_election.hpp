@@ -78,5 +78,7 @@ bool renew_deadline_passed(const std::optional<wall_time>& renewed,
 kube::kube_request lease_get_request(const lease_config& config);
 kube::kube_request lease_write_request(const lease_config& config,
                                        const lease_step& step);
+/// LIST of the Leases in config.ns (the shard elector's one read per look).
+kube::kube_request lease_list_request(const lease_config& config);
 
 } // namespace vigil::control

@@ -118,6 +118,10 @@ struct node_settings {
   /// own conditions raise (NodeNotReady → a reboot; node-problem-detector's).
   control::node_condition_settings conditions;
   remediation_settings remediation;
+  /// control.shards: the fleet is split into this many shards by node name
+  /// (control::shard_of); with more than one, a replica acts only on the
+  /// nodes of the shards the shard elector gives it. 1: one leader for all.
+  std::uint32_t shards = 1;
 };
 
 struct node_stats {

@@ -108,6 +108,8 @@ kube::kube_result pod_request(kube::object_store& store,
       return to_result(store.create(*leases, parts[4], json::parse(request.body)), 201);
     if (request.verb == "GET" && parts.size() == 7)
       return to_result(store.get(*leases, parts[4], parts[6]), 200);
+    if (request.verb == "GET" && parts.size() == 6) // the shard elector's list
+      return to_result(store.list(*leases, parts[4], {}), 200);
     if (request.verb == "PUT" && parts.size() == 7)
       return to_result(
         store.update(*leases, parts[4], parts[6], json::parse(request.body), false), 200);

@@ -63,19 +63,21 @@ CAF_TEST(adopted_children_are_listed) {
 CAF_TEST(shutdown_stops_newest_first_and_cancels_after_grace) {
   anon_send_exit(root, exit_reason::user_shutdown);
   expect((exit_msg), to(root));
-  // newest first: the stubborn child (adopted second) is asked before the quick one
+  // newest first: the stubborn child (adopted second) is asked; the quick
+  // one, which it may depend on, only once it is down
   expect((exit_msg), from(root).to(stubborn));
-  expect((exit_msg), from(root).to(quick));
-  expect((down_msg), from(quick).to(root));
+  sched.run();
   CAF_CHECK(state().stopping);
-  CAF_CHECK_EQUAL(state().children.size(), 1u);
+  CAF_CHECK_EQUAL(state().children.size(), 2u);
   // one nanosecond short of the grace period: nothing is cancelled yet
   advance_time(grace - timespan{1});
-  CAF_CHECK_EQUAL(state().children.size(), 1u);
+  CAF_CHECK_EQUAL(state().children.size(), 2u);
   CAF_CHECK(state().cancelled.empty());
   advance_time(timespan{1});
-  // the deadline cancels the stubborn child explicitly, then the root quits
+  // the deadline cancels both explicitly, then the root quits
   expect((deadline_atom), from(root).to(root));
+  expect((exit_msg),
+         from(root).to(quick).with(exit_msg{root.address(), exit_reason::kill}));
   expect((exit_msg),
          from(root).to(stubborn).with(exit_msg{root.address(), exit_reason::kill}));
   sched.run();
@@ -84,12 +86,15 @@ CAF_TEST(shutdown_stops_newest_first_and_cancels_after_grace) {
 CAF_TEST(in_flight_work_finishes_within_grace) {
   anon_send_exit(root, exit_reason::user_shutdown);
   sched.run();
-  CAF_CHECK_EQUAL(state().children.size(), 1u);
+  CAF_CHECK_EQUAL(state().children.size(), 2u);
   advance_time(grace / 2);
-  // the in-flight work completes; the child stops; nothing is cancelled
+  // the in-flight work completes; the child stops, then the next is asked;
+  // nothing is cancelled
   self->send(stubborn, 1);
   expect((int), from(self).to(stubborn));
   expect((down_msg), from(stubborn).to(root));
+  expect((exit_msg), from(root).to(quick));
+  expect((down_msg), from(quick).to(root));
   // the root has quit; its deadline timer finds nobody to cancel
   trigger_timeouts();
   sched.run();
