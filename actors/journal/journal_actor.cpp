@@ -154,6 +154,10 @@ journal_timers::behavior_type journal(journal_actor* self, journal_config config
         journal_query& query) -> caf::delegated<std::vector<journal_record>> {
       return self->delegate(self->state.writer, atom, std::move(query));
     },
+    [=](tail_atom atom, journal_position after,
+        std::uint64_t limit) -> caf::delegated<journal_tail_page> {
+      return self->delegate(self->state.writer, atom, after, limit);
+    },
   };
 }
 
@@ -177,6 +181,15 @@ journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
         return make_error(journal_errc::unavailable, rows.error().to_string());
       }
       return std::move(*rows);
+    },
+    [=](tail_atom, journal_position after,
+        std::uint64_t limit) -> caf::result<journal_tail_page> {
+      auto page = store->tail(after, static_cast<std::size_t>(limit));
+      if (!page) {
+        store->close();
+        return make_error(journal_errc::unavailable, page.error().to_string());
+      }
+      return std::move(*page);
     },
   };
 }

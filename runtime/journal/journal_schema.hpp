@@ -26,6 +26,19 @@ inline std::vector<std::string> journal_migration(sql_dialect d, int version) {
                     " taken_at_ns bigint NOT NULL, body ")
           + (pg ? "jsonb" : "text") + " NOT NULL)",
       };
+    case 2:
+      // The writing transaction of each row, for the tail's commit order
+      // (journal_store::tail). Rows from before count as transaction 0: the
+      // constant default fills them without rewriting the table; new rows get
+      // their own transaction's id.
+      if (!pg)
+        return {"ALTER TABLE journal ADD COLUMN txid INTEGER NOT NULL DEFAULT 0"};
+      return {
+        "ALTER TABLE journal ADD COLUMN txid bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE journal ALTER COLUMN txid SET DEFAULT "
+        "(pg_current_xact_id()::text::bigint)",
+        "CREATE INDEX journal_txid_seq ON journal (txid, seq)",
+      };
     default: return {};
   }
 }

@@ -15,7 +15,7 @@
 namespace vigil {
 
 /// Schema versions this binary knows; migrations bring a store up to the last.
-constexpr int journal_schema_version = 1;
+constexpr int journal_schema_version = 2;
 
 /// One journal row. `body` is JSON text: a HealthEvent for kind "event",
 /// a decision or side effect for the other kinds.
@@ -49,6 +49,28 @@ struct journal_query {
   bool newest = false;
 };
 
+/// A place in the journal's commit order, the tail's cursor: rows ordered by
+/// the transaction that wrote them (PostgreSQL's 64-bit transaction id;
+/// always 0 in SQLite, whose one writer commits in seq order), then by seq.
+struct journal_position {
+  std::int64_t txid = 0;
+  std::int64_t seq = 0;
+
+  friend bool operator<(const journal_position& a, const journal_position& b) {
+    return a.txid != b.txid ? a.txid < b.txid : a.seq < b.seq;
+  }
+  friend bool operator==(const journal_position& a, const journal_position& b) {
+    return a.txid == b.txid && a.seq == b.seq;
+  }
+};
+
+/// One read of the tail: rows in commit order, each with its position.
+struct journal_tail_page {
+  std::vector<journal_record> rows;
+  std::vector<journal_position> positions; ///< rows[i]'s position
+  journal_position next;                   ///< where the next read starts
+};
+
 struct journal_snapshot {
   std::int64_t seq = 0; ///< the state includes every row up to and including seq
   wall_time taken_at{};
@@ -70,6 +92,16 @@ public:
 
   /// Rows in seq order matching `query`.
   virtual expected<std::vector<journal_record>> read(const journal_query& query) = 0;
+
+  /// The rows after `after` in commit order, at most `limit`: several
+  /// processes append to one PostgreSQL journal, and a seq taken early may
+  /// commit after a later one, so a cursor on seq could pass a row before it
+  /// is visible. The tail returns only rows of transactions older than the
+  /// oldest one still running, ordered by transaction: a row that commits
+  /// later always lands after the cursor. Reading on from `next` returns
+  /// every row exactly once. From {} it starts at the beginning.
+  virtual expected<journal_tail_page> tail(const journal_position& after,
+                                           std::size_t limit) = 0;
 
   virtual status put_snapshot(const journal_snapshot& snapshot) = 0;
   virtual expected<std::optional<journal_snapshot>> latest_snapshot() = 0;

@@ -57,6 +57,17 @@ constexpr const char* read_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
   "WHERE seq > $1 AND recorded_at_ns >= $2 AND recorded_at_ns <= $3 "
   "AND ($4 = '' OR node = $4) ORDER BY seq LIMIT $5";
+// The tail (journal_store::tail): rows of transactions before the oldest
+// still running (the snapshot's xmin), after the cursor, in (txid, seq)
+// order; the horizon comes back with every row, and alone when none.
+constexpr const char* tail_sql = R"(
+WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin)
+SELECT j.seq, j.recorded_at_ns, j.node, j.kind, j.idempotency_key, j.body::text, j.txid,
+       h.xmin
+FROM horizon h LEFT JOIN journal j
+  ON (j.txid, j.seq) > ($1::bigint, $2::bigint) AND j.txid < h.xmin
+ORDER BY j.txid, j.seq LIMIT $3)";
+
 // The same rows from the newest back (journal_query::newest).
 constexpr const char* read_newest_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
@@ -220,6 +231,42 @@ public:
     if (q.newest)
       std::reverse(rows.begin(), rows.end());
     return rows;
+  }
+
+  expected<journal_tail_page> tail(const journal_position& after,
+                                   std::size_t limit) override {
+    if (auto st = open(); !st)
+      return st.error();
+    const auto txid = std::to_string(after.txid);
+    const auto seq = std::to_string(after.seq);
+    const auto n = std::to_string(std::max<std::size_t>(limit, 1));
+    const char* params[] = {txid.c_str(), seq.c_str(), n.c_str()};
+    result_ptr res{PQexecParams(conn_, tail_sql, 3, nullptr, params, nullptr, nullptr, 0),
+                   &PQclear};
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return fail("tail read failed");
+    journal_tail_page page;
+    page.next = after;
+    std::int64_t horizon = after.txid;
+    for (int row = 0; row < PQntuples(res.get()); ++row) {
+      auto text = [&](int col) { return std::string(PQgetvalue(res.get(), row, col)); };
+      horizon = std::stoll(text(7));
+      if (PQgetisnull(res.get(), row, 0))
+        continue; // no row: the horizon alone
+      page.rows.push_back({std::stoll(text(0)),
+                           wall_time{std::chrono::nanoseconds{std::stoll(text(1))}},
+                           text(2), text(3), text(4), text(5)});
+      page.positions.push_back({std::stoll(text(6)), page.rows.back().seq});
+    }
+    if (page.rows.size() >= std::max<std::size_t>(limit, 1))
+      page.next = page.positions.back(); // more may follow: read on from here
+    else if (horizon > after.txid)
+      // Every transaction before the horizon has ended and was read: the
+      // next read starts at the horizon.
+      page.next = {horizon, 0};
+    else if (!page.positions.empty())
+      page.next = page.positions.back();
+    return page;
   }
 
   status put_snapshot(const journal_snapshot& s) override {

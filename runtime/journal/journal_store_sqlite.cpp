@@ -151,6 +151,25 @@ public:
     return rows;
   }
 
+  // One writer at a time: seq order is commit order, so the tail is by seq.
+  expected<journal_tail_page> tail(const journal_position& after,
+                                   std::size_t limit) override {
+    journal_query q;
+    q.after_seq = after.seq;
+    q.limit = std::max<std::size_t>(limit, 1);
+    auto rows = read(q);
+    if (!rows)
+      return rows.error();
+    journal_tail_page page;
+    page.next = after;
+    for (const auto& row : *rows)
+      page.positions.push_back({0, row.seq});
+    if (!page.positions.empty())
+      page.next = page.positions.back();
+    page.rows = std::move(*rows);
+    return page;
+  }
+
   status put_snapshot(const journal_snapshot& s) override {
     if (auto st = open(); !st)
       return st;

@@ -25,6 +25,10 @@ public:
   expected<std::vector<journal_record>> read(const journal_query& q) override {
     return inner_->read(q);
   }
+  expected<journal_tail_page> tail(const journal_position& after,
+                                   std::size_t limit) override {
+    return inner_->tail(after, limit);
+  }
   status put_snapshot(const journal_snapshot& s) override {
     return inner_->put_snapshot(s);
   }

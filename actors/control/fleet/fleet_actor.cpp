@@ -183,7 +183,7 @@ std::string fleet_summary(const fleet_state& st) {
               {"droppedStandby", st.stats.dropped_standby},
               {"shards", st.settings->shards},
               {"shardsOwned", st.owned},
-              {"notOwned", st.stats.not_owned},
+              {"tailed", st.stats.tailed},
               {"shardChanges", st.stats.shard_changes},
               {"cordons", c.cordons.load()},
               {"uncordons", c.uncordons.load()},
@@ -252,6 +252,10 @@ void lead(fleet_actor* self, bool leading) {
   if (leading != st.standby)
     return;
   st.standby = !leading;
+  // A tail read still out belongs to the old term: its answer is ignored.
+  ++st.tail_generation;
+  st.tail_in_flight = false;
+  st.tail_at = {};
   if (leading) {
     st.rebuilt = false;
     st.listed = !st.watch_nodes;
@@ -422,10 +426,10 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
         ++st.stats.dropped_standby; // journaled; the leader's rebuild has it
         return;
       }
-      if (!owns(st, event.node_name)) {
-        ++st.stats.not_owned; // journaled; its shard's owner acts on it
+      // Sharded, any replica may have journaled an event: every replica
+      // takes its nodes' events from the journal's tail (follow_tail).
+      if (st.settings->shards > 1)
         return;
-      }
       if (!st.rebuilt) {
         st.held.emplace_back(std::move(event), seq);
         return;
@@ -454,8 +458,10 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
       if (!self->state.standby) // a late line of a watch given up on
         on_watch_event(self, event);
     },
-    [=](const pending_read& retry) {
-      read_all(self, retry.query, retry.batch, retry.done);
+    [=](const pending_read& retry) { retry.again(); },
+    [=](tail_atom, std::uint64_t generation) {
+      if (generation == self->state.tail_generation)
+        follow_tail(self);
     },
     // The console's Trace: the node actor's observed base takes it from here.
     [=](trace_atom, const std::string& node, caf::actor& sink, std::uint32_t max_messages,

@@ -36,9 +36,9 @@ struct fleet_stats {
   std::uint64_t undecodable_rows = 0; ///< journal rows that no longer decode
   std::uint64_t watch_events = 0;
   std::uint64_t dropped_standby = 0; ///< routed while standing by (journaled only)
-  std::uint64_t not_owned = 0; ///< routed for a node of a shard another replica owns
-  std::uint64_t shard_changes =
-    0; ///< (shards_atom) messages that changed the shards owned
+  /// (shards_atom) messages that changed the shards owned.
+  std::uint64_t shard_changes = 0;
+  std::uint64_t tailed = 0; ///< events routed from the journal's tail
 };
 
 /// A node actor the fleet restarted after crashes (the console's actors page).
@@ -75,6 +75,13 @@ struct fleet_state {
   std::set<std::uint32_t> owned;
   /// Shards gained while a rebuild was reading the journal: rebuilt next.
   std::set<std::uint32_t> pending_gain;
+  /// Sharded, events reach the fleet by following the journal (any replica
+  /// may have journaled them): rows up to here were taken; one read at a
+  /// time; a read of an earlier generation (before leadership was lost) is
+  /// ignored.
+  journal_position tail_at;
+  bool tail_in_flight = false;
+  std::uint64_t tail_generation = 0;
   std::uint64_t watch_id = 0;
   /// Cross-node correlation (seed 002 §1.4): NIC ports down on many nodes at
   /// once are one incident.
@@ -93,6 +100,10 @@ using fleet_actor = caf::stateful_actor<fleet_state, observed<caf::event_based_a
 
 /// Rows read per journal request during rebuilds.
 constexpr std::size_t fleet_rebuild_page = 10000;
+/// Sharded: how often the fleet reads the journal's tail when it is dry,
+/// and the most rows per read.
+constexpr caf::timespan fleet_tail_interval = std::chrono::milliseconds{100};
+constexpr std::size_t fleet_tail_page = 2000;
 
 /// (route_atom, health_event, seq); kube_watch_event from the Node watch;
 /// (summary_atom) → JSON with the counts and readiness;

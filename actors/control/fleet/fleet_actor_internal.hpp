@@ -23,9 +23,7 @@ namespace vigil {
 
 /// A rebuild's journal read to try again (the journal was unavailable).
 struct pending_read {
-  journal_query query;
-  std::shared_ptr<rebuild_batch> batch;
-  std::function<void()> done;
+  std::function<void()> again;
 };
 
 } // namespace vigil
@@ -82,6 +80,11 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
 /// Shards gained while already acting on others (pending_gain): their nodes
 /// rebuilt from the journal, their routes held meanwhile.
 void rebuild_gained(fleet_actor* self);
+
+/// Sharded: reads the journal's tail once from tail_at and routes the
+/// events of the nodes this replica owns; reads again at once while pages
+/// come full, else after fleet_tail_interval.
+void follow_tail(fleet_actor* self);
 
 /// A crashed node actor comes back with its events replayed from the journal.
 void restart_node(fleet_actor* self, const std::string& name);

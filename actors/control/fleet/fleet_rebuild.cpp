@@ -59,11 +59,46 @@ void read_all(fleet_actor* self, journal_query query,
         logger()->error("journal read for a rebuild failed ({}); retrying in 1 s",
                         caf::to_string(err));
         self->delayed_send(self, std::chrono::seconds{1},
-                           pending_read{query, batch, done});
+                           pending_read{[=] { read_all(self, query, batch, done); }});
       });
 }
 
 namespace {
+
+// Sharded: reads the journal in commit order from `from`, up to and
+// including `end` when given, else until caught up; then `done` with where
+// the reading stopped.
+void read_tail(fleet_actor* self, journal_position from,
+               std::optional<journal_position> end, std::shared_ptr<rebuild_batch> batch,
+               std::function<void(journal_position)> done) {
+  self
+    ->request(self->state.journal, caf::infinite, tail_atom::value, from,
+              std::uint64_t{fleet_rebuild_page})
+    .then(
+      [=](journal_tail_page& page) {
+        std::vector<journal_record> rows;
+        bool past_end = false;
+        for (std::size_t i = 0; i < page.rows.size(); ++i) {
+          if (end && *end < page.positions[i]) {
+            past_end = true;
+            break;
+          }
+          rows.push_back(std::move(page.rows[i]));
+        }
+        fold_rows(*batch, rows);
+        self->state.stats.rows_replayed += rows.size();
+        if (past_end || page.rows.size() < fleet_rebuild_page)
+          return done(end ? *end : page.next);
+        read_tail(self, page.next, end, batch, done);
+      },
+      [=](const caf::error& err) {
+        logger()->error("journal tail read for a rebuild failed ({}); retrying in 1 s",
+                        caf::to_string(err));
+        self->delayed_send(self, std::chrono::seconds{1}, pending_read{[=] {
+                             read_tail(self, from, end, batch, done);
+                           }});
+      });
+}
 
 // Reads the journal and hands its history to the node actors of the nodes
 // it rebuilds: every node this replica owns (`only` empty: startup, a new
@@ -72,12 +107,10 @@ namespace {
 // rebuilt history dropped.
 void rebuild(fleet_actor* self, std::int64_t after_seq,
              std::shared_ptr<rebuild_batch> batch, std::set<std::uint32_t> only) {
-  journal_query query;
-  query.after_seq = after_seq;
-  query.limit = fleet_rebuild_page;
-  read_all(self, query, batch, [=] {
+  const auto generation = self->state.tail_generation;
+  auto finish = [=](journal_position read_to) {
     auto& st = self->state;
-    if (st.standby) // leadership was lost meanwhile
+    if (st.standby || generation != st.tail_generation) // leadership lost meanwhile
       return;
     const bool whole = only.empty();
     const auto k = st.settings->shards;
@@ -121,8 +154,29 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
       if (owns(st, event.node_name)
           && (!rebuilt_here(event.node_name) || seq > batch->last_seq))
         route(self, std::move(event), seq);
+    if (k > 1) {
+      // The whole rebuild read up to here; a later gain read up to tail_at.
+      if (whole)
+        st.tail_at = read_to;
+      rebuild_gained(self);
+      follow_tail(self);
+      return;
+    }
     rebuild_gained(self);
-  });
+  };
+  if (self->state.settings->shards > 1) {
+    // Sharded, several replicas append: the journal is read in commit order.
+    // A later gain reads up to where the tail is (the tail waits meanwhile).
+    std::optional<journal_position> end;
+    if (!only.empty())
+      end = self->state.tail_at;
+    read_tail(self, {}, end, std::move(batch), finish);
+    return;
+  }
+  journal_query query;
+  query.after_seq = after_seq;
+  query.limit = fleet_rebuild_page;
+  read_all(self, query, std::move(batch), [finish] { finish({}); });
 }
 
 } // namespace
@@ -135,7 +189,9 @@ void rebuild_fleet(fleet_actor* self, std::int64_t after_seq,
 
 void rebuild_gained(fleet_actor* self) {
   auto& st = self->state;
-  if (st.pending_gain.empty() || !st.rebuilt || st.standby)
+  // Not while a tail read is out: its rows would reach the gained nodes
+  // ahead of their history. Its answer calls here again.
+  if (st.pending_gain.empty() || !st.rebuilt || st.standby || st.tail_in_flight)
     return;
   auto shards = std::move(st.pending_gain);
   st.pending_gain.clear();
@@ -173,6 +229,50 @@ void restart_node(fleet_actor* self, const std::string& name) {
         deliver(self, std::move(event), seq);
       }
   });
+}
+
+void follow_tail(fleet_actor* self) {
+  auto& st = self->state;
+  if (st.settings->shards <= 1 || st.standby || !st.rebuilt || st.tail_in_flight)
+    return;
+  st.tail_in_flight = true;
+  const auto generation = st.tail_generation;
+  self
+    ->request(st.journal, caf::infinite, tail_atom::value, st.tail_at,
+              std::uint64_t{fleet_tail_page})
+    .then(
+      [=](journal_tail_page& page) {
+        auto& st = self->state;
+        if (generation != st.tail_generation)
+          return; // lead() started a new term meanwhile
+        st.tail_in_flight = false;
+        for (auto& row : page.rows) {
+          if (row.kind != "event" || !owns(st, row.node))
+            continue;
+          auto event = decode_health_event(row.body);
+          if (!event) {
+            ++st.stats.undecodable_rows;
+            logger()->error("journal row {} no longer decodes; skipped", row.seq);
+            continue;
+          }
+          ++st.stats.tailed;
+          route(self, std::move(*event), row.seq);
+        }
+        st.tail_at = page.next;
+        rebuild_gained(self);
+        if (page.rows.size() >= fleet_tail_page)
+          return follow_tail(self);
+        self->delayed_send(self, fleet_tail_interval, tail_atom::value, generation);
+      },
+      [=](const caf::error& err) {
+        auto& st = self->state;
+        if (generation != st.tail_generation)
+          return;
+        st.tail_in_flight = false;
+        logger()->warn("journal tail read failed ({}); again in 1 s",
+                       caf::to_string(err));
+        self->delayed_send(self, std::chrono::seconds{1}, tail_atom::value, generation);
+      });
 }
 
 } // namespace fleet_detail

@@ -168,6 +168,80 @@ TEST_P(journal_store_test, snapshots_latest_wins) {
   EXPECT_NE((*latest)->body.find("9"), std::string::npos);
 }
 
+// Everything a tail page returned, read on until the tail is dry.
+std::vector<std::string> tail_keys(journal_store& store, journal_position& at,
+                                   std::size_t limit) {
+  std::vector<std::string> keys;
+  for (int reads = 0; reads < 100; ++reads) {
+    auto page = store.tail(at, limit);
+    EXPECT_TRUE(page.has_value()) << page.error().to_string();
+    if (!page)
+      break;
+    EXPECT_EQ(page->rows.size(), page->positions.size());
+    for (const auto& row : page->rows)
+      keys.push_back(row.idempotency_key);
+    EXPECT_FALSE(page->next < at); // never backwards
+    at = page->next;
+    if (page->rows.empty())
+      break;
+  }
+  return keys;
+}
+
+TEST_P(journal_store_test, the_tail_returns_every_row_once_in_order) {
+  append({make_record("a"), make_record("b"), make_record("c")});
+  append({make_record("d"), make_record("b")}); // b is stored once
+  journal_position at;
+  EXPECT_EQ(tail_keys(*store_, at, 2), (std::vector<std::string>{"a", "b", "c", "d"}));
+  append({make_record("e")});
+  EXPECT_EQ(tail_keys(*store_, at, 2), (std::vector<std::string>{"e"}));
+  EXPECT_TRUE(tail_keys(*store_, at, 2).empty());
+}
+
+// Two writers: a row whose transaction began first but commits last is not
+// passed by the cursor; it comes once it has committed.
+TEST_P(journal_store_test, the_tail_waits_for_a_transaction_still_running) {
+  if (GetParam() != "postgresql")
+    GTEST_SKIP() << "SQLite has one writer";
+  PGconn* other = PQconnectdb(url_.c_str());
+  ASSERT_EQ(PQstatus(other), CONNECTION_OK);
+  PQclear(PQexec(other, "BEGIN"));
+  PQclear(PQexec(other, "INSERT INTO journal (recorded_at_ns, node, kind, "
+                        "idempotency_key, body) VALUES (1, 'node-1', 'event', 'slow', "
+                        "'{}')"));
+  append({make_record("quick")}); // commits first, with a later seq
+  journal_position at;
+  EXPECT_TRUE(tail_keys(*store_, at, 10).empty()); // "slow" is still running
+  PQclear(PQexec(other, "COMMIT"));
+  PQfinish(other);
+  EXPECT_EQ(tail_keys(*store_, at, 10), (std::vector<std::string>{"slow", "quick"}));
+}
+
+// A journal written by a vigil before the tail (schema 1) is migrated: its
+// rows count as transaction 0 and the tail returns them first.
+TEST_P(journal_store_test, rows_from_before_the_tail_are_tailed_first) {
+  if (GetParam() != "postgresql")
+    GTEST_SKIP() << "the PostgreSQL migration";
+  const auto url = test::fresh_postgres_database();
+  PGconn* conn = PQconnectdb(url.c_str());
+  ASSERT_EQ(PQstatus(conn), CONNECTION_OK);
+  for (const auto& sql : journal_migration(sql_dialect::postgresql, 1))
+    PQclear(PQexec(conn, sql.c_str()));
+  PQclear(PQexec(conn, "CREATE TABLE vigil_schema (version integer NOT NULL)"));
+  PQclear(PQexec(conn, "INSERT INTO vigil_schema (version) VALUES (1)"));
+  PQclear(PQexec(conn,
+                 "INSERT INTO journal (recorded_at_ns, node, kind, idempotency_key, "
+                 "body) VALUES (1, 'node-1', 'event', 'old', '{}')"));
+  PQfinish(conn);
+  auto made = make_journal_store(url);
+  ASSERT_TRUE(made.has_value());
+  auto store = std::move(*made);
+  ASSERT_TRUE(store->open().has_value());
+  ASSERT_TRUE(store->append({make_record("new")}).has_value());
+  journal_position at;
+  EXPECT_EQ(tail_keys(*store, at, 1), (std::vector<std::string>{"old", "new"}));
+}
+
 TEST_P(journal_store_test, refuses_a_newer_schema) {
   // Pretend a newer vigil migrated this database.
   auto raw = make_journal_store(url_);

@@ -277,10 +277,10 @@ CAF_TEST(shards_spread_over_replicas_and_move_only_by_release_or_expiry) {
   sched.run();
 }
 
-// A sharded fleet acts only on the nodes of the shards it holds: a shard
-// handed to another replica stops its node actors (events for it are
-// journaled, not acted on); the shard given back is rebuilt from the
-// journal, with what was journaled meanwhile.
+// A sharded fleet acts only on the nodes of the shards it holds, and takes
+// their events from the journal's tail, whichever replica journaled them: a
+// shard handed to another replica stops its node actors; the shard given
+// back is rebuilt from the journal, with what was journaled meanwhile.
 CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
   const std::uint32_t k = 2;
   settings->shards = k;
@@ -302,8 +302,24 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
     sys.spawn(shard_elector, a_config, k, gateway, std::vector<actor>{fleet}, time);
   sched.run();
   list_nodes();
+  auto tailed = [&] {
+    return json::parse(ask(fleet, summary_atom::value))["tailed"].get<int>();
+  };
   post({xid(theirs, "GPU-a")});
+  advance(fleet_tail_interval);
   CAF_CHECK(cordoned(theirs)); // replica-a holds both shards
+  CAF_CHECK_EQUAL(tailed(), 1);
+  // An event another replica journaled reaches the owner through the tail.
+  auto other = xid(mine, "GPU-c");
+  journal_record row;
+  row.node = mine;
+  row.kind = "event";
+  row.idempotency_key = other.id;
+  row.body = encode_health_event(other);
+  CAF_REQUIRE(journal_db->append({row}).has_value());
+  advance(fleet_tail_interval);
+  CAF_CHECK(cordoned(mine));
+  CAF_CHECK_EQUAL(tailed(), 2);
   auto record_b = sys.spawn(shard_record, "replica-b");
   auto b =
     sys.spawn(shard_elector, b_config, k, gateway, std::vector<actor>{record_b}, time);
@@ -314,10 +330,8 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
   CAF_CHECK_EQUAL(summary["shardsOwned"].size(), 1u);
   post({xid(theirs, "GPU-b")});
   CAF_CHECK_EQUAL(replies.back().http_status, 200); // journaled all the same
-  summary = json::parse(ask(fleet, summary_atom::value));
-  CAF_CHECK_EQUAL(summary["notOwned"], 1);
-  post({xid(mine, "GPU-a")});
-  CAF_CHECK(cordoned(mine));
+  advance(fleet_tail_interval);
+  CAF_CHECK_EQUAL(tailed(), 2); // replica-b's node: not replica-a's to act on
   // replica-b stops: replica-a takes the shard back and rebuilds its nodes,
   // GPU-b's event (journaled while replica-b owned it) included.
   anon_send_exit(b, exit_reason::user_shutdown);
@@ -328,6 +342,10 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
   CAF_CHECK_EQUAL(summary["shardsOwned"].size(), 2u);
   auto node = json::parse(ask(fleet, summary_atom::value, theirs));
   CAF_CHECK_EQUAL(node["active"].size(), 2u);
+  // And the tail goes on for both shards.
+  post({xid(theirs, "GPU-d")});
+  advance(fleet_tail_interval);
+  CAF_CHECK_EQUAL(tailed(), 3);
   anon_send_exit(a, exit_reason::user_shutdown);
   anon_send_exit(record_b, exit_reason::user_shutdown);
   sched.run();
