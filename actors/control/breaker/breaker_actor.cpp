@@ -92,6 +92,24 @@ void restore_breaker(control::circuit_breaker& breaker,
   }
 }
 
+namespace {
+
+// The GPU nodes the limits apply to (this replica's, sharded) and the
+// fleet's; cordons that waited for a count are answered.
+void count_gpu_nodes(breaker_actor* self, std::uint64_t counted, std::uint64_t fleet) {
+  auto& st = self->state;
+  st.gpu_nodes = counted;
+  st.gpu_nodes_known = true;
+  st.breaker.set_share(
+    fleet > 0 ? static_cast<double>(counted) / static_cast<double>(fleet) : 1.0);
+  auto waiting = std::move(st.waiting_admits);
+  st.waiting_admits.clear();
+  for (auto& [node, rp] : waiting)
+    rp.deliver(admit_cordon(self, node));
+}
+
+} // namespace
+
 breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_config config,
                                       journal_handle journal,
                                       std::shared_ptr<const clock> time) {
@@ -165,14 +183,9 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
     },
-    [=](gpunodes_atom, std::uint64_t count) {
-      auto& st = self->state;
-      st.gpu_nodes = count;
-      st.gpu_nodes_known = true;
-      auto waiting = std::move(st.waiting_admits);
-      st.waiting_admits.clear();
-      for (auto& [node, rp] : waiting)
-        rp.deliver(admit_cordon(self, node));
+    [=](gpunodes_atom, std::uint64_t count) { count_gpu_nodes(self, count, count); },
+    [=](gpunodes_atom, std::uint64_t owned, std::uint64_t fleet) {
+      count_gpu_nodes(self, owned, fleet);
     },
     [=](replay_atom, const std::vector<journal_record>& rows) {
       restore_breaker(self->state.breaker, rows);

@@ -43,7 +43,9 @@ struct breaker_stats {
 /// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
 /// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
 /// node) or until the asking actor goes down; (reset_atom) → "reset", once
-/// journaled; (gpunodes_atom, count); (replay_atom, breaker rows);
+/// journaled; (gpunodes_atom, count); sharded, (gpunodes_atom, owned, fleet):
+/// the GPU nodes of the shards this replica owns and of the whole fleet
+/// (circuit_breaker::set_share); (replay_atom, breaker rows);
 /// (summary_atom) → JSON.
 using breaker_handle = caf::typed_actor<
   caf::replies_to<admit_atom, std::string>::with<std::string>,
@@ -52,6 +54,7 @@ using breaker_handle = caf::typed_actor<
   caf::reacts_to<remedied_atom, std::string>,
   caf::replies_to<reset_atom>::with<std::string>,
   caf::reacts_to<gpunodes_atom, std::uint64_t>,
+  caf::reacts_to<gpunodes_atom, std::uint64_t, std::uint64_t>,
   caf::reacts_to<replay_atom, std::vector<journal_record>>,
   caf::replies_to<summary_atom>::with<std::string>>;
 

@@ -102,11 +102,24 @@ std::string name_of(const json& object) {
                                                       : std::string{};
 }
 
+// The breaker's denominator. Sharded, the breaker holds the limits for this
+// replica's share: the GPU nodes of the shards it owns, out of the fleet's.
+void send_gpu_count(fleet_actor* self) {
+  auto& st = self->state;
+  std::uint64_t counted = st.gpu_nodes.size();
+  if (st.settings->shards > 1) {
+    counted = 0;
+    for (const auto& node : st.gpu_nodes)
+      counted += owns(st, node) ? 1 : 0;
+  }
+  self->send(st.breaker, gpunodes_atom::value, counted,
+             static_cast<std::uint64_t>(st.gpu_nodes.size()));
+}
+
 void publish_gpu_count(fleet_actor* self, std::size_t before) {
   auto& st = self->state;
   if (st.gpu_nodes.size() != before || !st.listed)
-    self->send(st.breaker, gpunodes_atom::value,
-               static_cast<std::uint64_t>(st.gpu_nodes.size()));
+    send_gpu_count(self);
 }
 
 void observe(fleet_actor* self, const json& object) {
@@ -313,20 +326,25 @@ void own_shards(fleet_actor* self, const std::vector<std::uint32_t>& shards) {
     stop_nodes(self, [&](const std::string& node) {
       return lost.count(control::shard_of(node, k)) > 0;
     });
-  if (st.standby)
-    return lead(self, true); // a whole rebuild, kept to the shards owned
-  st.pending_gain.insert(gained.begin(), gained.end());
-  if (st.rebuilt)
-    rebuild_gained(self);
-  // The gained nodes' actors need their Node objects: a new watch lists them
-  // all again (shards change rarely; keeping every Node's object would cost
-  // more than a list).
-  if (!gained.empty() && st.watch_nodes) {
-    if (st.watch_id != 0)
-      self->send(st.gateway, unwatch_atom::value, st.watch_id);
-    st.watch_id = 0;
-    start_watch(self);
+  if (st.standby) {
+    lead(self, true); // a whole rebuild, kept to the shards owned
+  } else {
+    st.pending_gain.insert(gained.begin(), gained.end());
+    if (st.rebuilt)
+      rebuild_gained(self);
+    // The gained nodes' actors need their Node objects: a new watch lists
+    // them all again (shards change rarely; keeping every Node's object would
+    // cost more than a list).
+    if (!gained.empty() && st.watch_nodes) {
+      if (st.watch_id != 0)
+        self->send(st.gateway, unwatch_atom::value, st.watch_id);
+      st.watch_id = 0;
+      start_watch(self);
+    }
   }
+  // The breaker's share follows the shards (a new Node list sends it too).
+  if (st.listed)
+    send_gpu_count(self);
 }
 
 // Asks every node actor `atom` (its summary or its tile) by message, so

@@ -247,6 +247,10 @@ void follow_tail(fleet_actor* self) {
           return; // lead() started a new term meanwhile
         st.tail_in_flight = false;
         for (auto& row : page.rows) {
+          // A trip, or its reset, on any replica stops or frees them all
+          // (each replica's breaker holds the limits for its share).
+          if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset)
+            self->send(st.breaker, replay_atom::value, std::vector<journal_record>{row});
           if (row.kind != "event" || !owns(st, row.node))
             continue;
           auto event = decode_health_event(row.body);

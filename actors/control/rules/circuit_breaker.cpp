@@ -22,11 +22,21 @@ void circuit_breaker::prune(wall_time now) {
     cordons_.pop_front();
 }
 
+std::optional<std::size_t> circuit_breaker::node_limit() const {
+  if (!config_.max_cordoned_nodes)
+    return std::nullopt;
+  return static_cast<std::size_t>(
+    std::floor(static_cast<double>(*config_.max_cordoned_nodes) * share_));
+}
+
 std::optional<std::string> circuit_breaker::over_limit(std::size_t count,
                                                        std::size_t gpu_nodes) const {
-  if (config_.max_cordoned_nodes && count > *config_.max_cordoned_nodes)
+  if (auto limit = node_limit(); limit && count > *limit)
     return std::to_string(count) + " nodes cordoned within the window, limit "
-           + std::to_string(*config_.max_cordoned_nodes);
+           + std::to_string(*limit)
+           + (share_ < 1.0 ? " (this replica's share of "
+                               + std::to_string(*config_.max_cordoned_nodes) + ")"
+                           : std::string{});
   // count / gpu_nodes > P %, kept exact in integers-as-doubles. The first
   // cordon of a window never trips it: one faulty node is always quarantined,
   // however small the cluster (1 of 8 nodes is 12.5 %).
@@ -42,10 +52,8 @@ std::optional<std::string> circuit_breaker::over_limit(std::size_t count,
 double circuit_breaker::utilisation(std::size_t gpu_nodes, wall_time now) {
   const auto count = static_cast<double>(cordons_in_window(now));
   double used = 0.0;
-  if (config_.max_cordoned_nodes)
-    used = *config_.max_cordoned_nodes > 0
-             ? count / static_cast<double>(*config_.max_cordoned_nodes)
-             : (count > 0 ? 1.0 : 0.0);
+  if (auto limit = node_limit())
+    used = *limit > 0 ? count / static_cast<double>(*limit) : (count > 0 ? 1.0 : 0.0);
   // The percentage limit allows floor(P % of gpu_nodes) cordons.
   if (gpu_nodes > 0) {
     const double allowed =

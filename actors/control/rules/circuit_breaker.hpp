@@ -3,6 +3,7 @@
 // per pool. Time is passed in, so tests and replays are deterministic.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <deque>
@@ -79,6 +80,15 @@ public:
   std::size_t in_flight(const std::string& pool) const;
   const breaker_config& config() const { return config_; }
 
+  /// Sharded (issue 22): this replica's part of the fleet, the GPU nodes of
+  /// the shards it owns over all GPU nodes (0..1; 1 unsharded). Its window
+  /// counts only its own cordons; max_cordoned_nodes becomes
+  /// floor(limit × share) (the percentage already applies to the GPU nodes
+  /// it is given), so the replicas' cordons together never pass the limits.
+  void set_share(double share) { share_ = std::clamp(share, 0.0, 1.0); }
+  /// max_cordoned_nodes for this replica's share.
+  std::optional<std::size_t> node_limit() const;
+
 private:
   void prune(wall_time now);
   std::optional<std::string> over_limit(std::size_t count, std::size_t gpu_nodes) const;
@@ -88,6 +98,7 @@ private:
   std::map<std::string, std::string> in_flight_;          ///< node → pool
   std::optional<wall_time> tripped_at_;
   std::string trip_reason_;
+  double share_ = 1.0;
 };
 
 /// The pool of a node: the value of `label` in `labels`, "" when absent.

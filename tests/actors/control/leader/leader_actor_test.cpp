@@ -328,6 +328,16 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
   advance(std::chrono::seconds{2});
   auto summary = json::parse(ask(fleet, summary_atom::value));
   CAF_CHECK_EQUAL(summary["shardsOwned"].size(), 1u);
+  // The breaker holds the limits for replica-a's share: its GPU nodes.
+  std::size_t a_nodes = 0;
+  for (int i = 1; i <= 4; ++i)
+    a_nodes += control::preferred_owner(control::shard_of("node-" + std::to_string(i), k),
+                                        {"replica-a", "replica-b"})
+                   == "replica-a"
+                 ? 1
+                 : 0;
+  auto breaker_summary = json::parse(ask(breaker, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(breaker_summary["gpuNodes"].get<std::size_t>(), a_nodes);
   post({xid(theirs, "GPU-b")});
   CAF_CHECK_EQUAL(replies.back().http_status, 200); // journaled all the same
   advance(fleet_tail_interval);
@@ -346,6 +356,15 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
   post({xid(theirs, "GPU-d")});
   advance(fleet_tail_interval);
   CAF_CHECK_EQUAL(tailed(), 3);
+  // A trip on another replica stops this one's breaker too.
+  journal_record trip;
+  trip.kind = breaker_row::tripped;
+  trip.idempotency_key = "breaker/tripped/replica-b";
+  trip.body = R"({"reason":"3 nodes cordoned within the window, limit 2"})";
+  CAF_REQUIRE(journal_db->append({trip}).has_value());
+  advance(fleet_tail_interval);
+  breaker_summary = json::parse(ask(breaker, summary_atom::value));
+  CAF_CHECK_EQUAL(breaker_summary["tripped"].get<bool>(), true);
   anon_send_exit(a, exit_reason::user_shutdown);
   anon_send_exit(record_b, exit_reason::user_shutdown);
   sched.run();

@@ -35,6 +35,25 @@ TEST(circuit_breaker, trips_at_the_node_count_threshold) {
   EXPECT_EQ(breaker.admit_cordon(node(2), 100, t0), breaker_refusal::trips_now);
 }
 
+// Sharded: three replicas, each with a third of the GPU nodes, hold 10 of
+// the fleet's limit of 10 between them at most (3 + 3 + 3).
+TEST(circuit_breaker, a_replicas_share_of_the_node_count_limit) {
+  breaker_config config;
+  config.max_cordoned_percent = 100;
+  config.max_cordoned_nodes = 10;
+  circuit_breaker breaker(config);
+  breaker.set_share(100.0 / 300.0);
+  EXPECT_EQ(breaker.node_limit(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(breaker.admit_cordon(node(i), 100, t0), breaker_refusal::none);
+  EXPECT_EQ(breaker.admit_cordon(node(3), 100, t0), breaker_refusal::trips_now);
+  EXPECT_NE(breaker.trip_reason().find("limit 3 (this replica's share of 10)"),
+            std::string::npos)
+    << breaker.trip_reason();
+  breaker.set_share(1.0);
+  EXPECT_EQ(breaker.node_limit(), 10u);
+}
+
 TEST(circuit_breaker, utilisation_is_the_share_of_the_tighter_limit_used) {
   circuit_breaker breaker; // 50 % of 10 GPU nodes: 5 cordons allowed
   EXPECT_DOUBLE_EQ(breaker.utilisation(10, t0), 0.0);
