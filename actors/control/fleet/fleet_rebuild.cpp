@@ -155,9 +155,12 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
           && (!rebuilt_here(event.node_name) || seq > batch->last_seq))
         route(self, std::move(event), seq);
     if (k > 1) {
-      // The whole rebuild read up to here; a later gain read up to tail_at.
-      if (whole)
+      // The whole rebuild read up to here and covered every shard owned now,
+      // those gained during the read too; a later gain read up to tail_at.
+      if (whole) {
         st.tail_at = read_to;
+        st.pending_gain.clear();
+      }
       rebuild_gained(self);
       follow_tail(self);
       return;
