@@ -79,6 +79,13 @@ behavior shard_record(stateful_actor<shard_record_state>* self, std::string) {
   };
 }
 
+// The Lease settings of replica `identity`, the defaults otherwise.
+control::lease_config replica(const std::string& identity) {
+  control::lease_config config;
+  config.identity = identity;
+  return config;
+}
+
 } // namespace
 
 CAF_TEST_FIXTURE_SCOPE(control_leader_tests, control_fixture)
@@ -216,9 +223,7 @@ CAF_TEST(shards_spread_over_replicas_and_move_only_by_release_or_expiry) {
         return false;
     return true;
   };
-  control::lease_config a_config, b_config;
-  a_config.identity = "replica-a";
-  b_config.identity = "replica-b";
+  const auto a_config = replica("replica-a"), b_config = replica("replica-b");
   auto a =
     sys.spawn(shard_elector, a_config, k, gateway, std::vector<actor>{record_a}, time);
   sched.run();
@@ -295,9 +300,7 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
     (owner == "replica-a" ? mine : theirs) = name;
   }
   CAF_REQUIRE(!mine.empty() && !theirs.empty());
-  control::lease_config a_config, b_config;
-  a_config.identity = "replica-a";
-  b_config.identity = "replica-b";
+  const auto a_config = replica("replica-a"), b_config = replica("replica-b");
   auto a =
     sys.spawn(shard_elector, a_config, k, gateway, std::vector<actor>{fleet}, time);
   sched.run();
