@@ -452,7 +452,7 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
         st.held.emplace_back(std::move(event), seq);
         return;
       }
-      route(self, std::move(event), seq);
+      route(self, std::move(event), seq, self->state.time->wall_now());
     },
     // Only what is due goes: a timer left from before a leadership change
     // or an earlier hold releases nothing early.

@@ -136,11 +136,11 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
     if (whole) {
       // The fabric window carries on where it was: a port-down just after the
       // restart joins the incident its peers opened (incidents found here
-      // were journaled when they formed).
+      // were journaled when they formed). Every node's, sharded too: the
+      // window is fleet-wide.
       st.fabric = control::fabric_correlator(st.settings->correlation);
       for (const auto& [at, node] : batch->port_downs)
-        if (owns(st, node))
-          st.fabric.on_port_down(node, at);
+        st.fabric.on_port_down(node, at);
     }
     st.rebuilt_seq = std::max(st.rebuilt_seq, batch->last_seq);
     st.rebuilt = true;
@@ -153,7 +153,7 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
     for (auto& [event, seq] : held)
       if (owns(st, event.node_name)
           && (!rebuilt_here(event.node_name) || seq > batch->last_seq))
-        route(self, std::move(event), seq);
+        route(self, std::move(event), seq, st.time->wall_now());
     if (k > 1) {
       // The whole rebuild read up to here and covered every shard owned now,
       // those gained during the read too; a later gain read up to tail_at.
@@ -254,16 +254,27 @@ void follow_tail(fleet_actor* self) {
           // (each replica's breaker holds the limits for its share).
           if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset)
             self->send(st.breaker, replay_atom::value, std::vector<journal_record>{row});
-          if (row.kind != "event" || !owns(st, row.node))
+          if (row.kind != "event")
+            continue;
+          const bool mine = owns(st, row.node);
+          // Another replica's node: only a NIC port's state (the fabric
+          // window) matters here; most rows are skipped without a decode.
+          if (!mine && row.body.find("NICPort") == std::string::npos)
             continue;
           auto event = decode_health_event(row.body);
           if (!event) {
-            ++st.stats.undecodable_rows;
-            logger()->error("journal row {} no longer decodes; skipped", row.seq);
+            if (mine) {
+              ++st.stats.undecodable_rows;
+              logger()->error("journal row {} no longer decodes; skipped", row.seq);
+            }
+            continue;
+          }
+          if (!mine) {
+            observe_port_down_elsewhere(self, *event, row.recorded_at);
             continue;
           }
           ++st.stats.tailed;
-          route(self, std::move(*event), row.seq);
+          route(self, std::move(*event), row.seq, row.recorded_at);
         }
         st.tail_at = page.next;
         rebuild_gained(self);

@@ -19,6 +19,8 @@ using nlohmann::json;
 
 // One fabric incident (NIC ports down on many nodes at once): journaled as
 // one fleet-wide row, and its nodes are told to drop their port-down records.
+// Sharded, every replica finds the incident and tells the nodes it owns; the
+// rows they journal are one (same opening time and size: same key).
 void on_fabric_incident(fleet_actor* self, const control::fabric_incident& incident) {
   auto& st = self->state;
   ++st.settings->counters->fabric_incidents;
@@ -54,13 +56,20 @@ void mark_if_fabric(fleet_actor* self, health_event& event) {
     event.strategy = processing_strategy::store_and_analyse;
 }
 
-void route(fleet_actor* self, health_event event, std::int64_t seq) {
+void observe_port_down_elsewhere(fleet_actor* self, const health_event& event,
+                                 wall_time arrived) {
+  if (control::reports_link_down(event) && control::is_nic_port_down(event))
+    if (auto incident = self->state.fabric.on_port_down(event.node_name, arrived))
+      on_fabric_incident(self, *incident);
+}
+
+void route(fleet_actor* self, health_event event, std::int64_t seq, wall_time arrived) {
   auto& st = self->state;
   ++st.stats.routed;
   agent_heard(self, event.node_name); // an event is proof of life too
   const bool link_down = control::reports_link_down(event);
   if (link_down && control::is_nic_port_down(event))
-    if (auto incident = st.fabric.on_port_down(event.node_name, st.time->wall_now()))
+    if (auto incident = st.fabric.on_port_down(event.node_name, arrived))
       on_fabric_incident(self, *incident);
   mark_if_fabric(self, event);
   // A link down the fabric does not explain yet waits correlation.fabric_hold:

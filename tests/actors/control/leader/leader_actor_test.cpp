@@ -373,4 +373,63 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
   sched.run();
 }
 
+// Issue 22: the fabric window is fleet-wide. Port-downs another replica
+// journaled for its own nodes count in this replica's window too, so the
+// third node down is one incident, found here, and this replica's node is
+// not quarantined for it.
+CAF_TEST(a_fabric_incident_spans_the_shards_of_several_replicas) {
+  const std::uint32_t k = 2;
+  settings->shards = k;
+  elected = true;
+  start();
+  anon_send(ingest, leader_atom::value, true);
+  std::vector<std::string> mine, theirs;
+  for (int i = 1; i <= 4; ++i) {
+    const auto name = "node-" + std::to_string(i);
+    const auto owner =
+      control::preferred_owner(control::shard_of(name, k), {"replica-a", "replica-b"});
+    (owner == "replica-a" ? mine : theirs).push_back(name);
+  }
+  CAF_REQUIRE(mine.size() >= 1 && theirs.size() >= 2);
+  auto a = sys.spawn(shard_elector, replica("replica-a"), k, gateway,
+                     std::vector<actor>{fleet}, time);
+  auto record_b = sys.spawn(shard_record, "replica-b");
+  auto b = sys.spawn(shard_elector, replica("replica-b"), k, gateway,
+                     std::vector<actor>{record_b}, time);
+  sched.run();
+  advance(std::chrono::seconds{2});
+  advance(std::chrono::seconds{2});
+  list_nodes();
+  auto summary = json::parse(ask(fleet, summary_atom::value));
+  CAF_REQUIRE_EQUAL(summary["shardsOwned"].size(), 1u);
+  // replica-b journals its two nodes' port-downs (its ingest, its rows).
+  for (int i = 0; i < 2; ++i) {
+    auto down = port_state(theirs[i], false, 0);
+    journal_record row;
+    row.recorded_at = time->wall_now();
+    row.node = theirs[i];
+    row.kind = "event";
+    row.idempotency_key = down.id;
+    row.body = encode_health_event(down);
+    CAF_REQUIRE(journal_db->append({row}).has_value());
+  }
+  advance(fleet_tail_interval);
+  CAF_CHECK_EQUAL(journal_rows(fabric_row), 0u); // two nodes: not yet
+  post({port_state(mine[0], false, 0)});
+  advance(fleet_tail_interval);
+  CAF_CHECK_EQUAL(journal_rows(fabric_row), 1u);
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  for (const auto& row : *rows)
+    if (row.kind == fabric_row) {
+      auto body = json::parse(row.body);
+      CAF_CHECK_EQUAL(body["nodes"].size(), 3u);
+    }
+  CAF_CHECK(!cordoned(mine[0]));
+  for (auto* elector : {&a, &b})
+    anon_send_exit(*elector, exit_reason::user_shutdown);
+  anon_send_exit(record_b, exit_reason::user_shutdown);
+  sched.run();
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
