@@ -1,5 +1,7 @@
 #include "actors/control/breaker/breaker_actor.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
@@ -41,6 +43,7 @@ journal_record reset_row(wall_time now) {
 // tripped in memory either way (failing safe).
 void journal_trip(breaker_actor* self) {
   auto row = trip_row(self->state.breaker);
+  self->state.own_rows.insert(row.idempotency_key);
   self->request(self->state.journal, caf::infinite, append_atom::value, std::move(row))
     .then([](const append_outcome&) {},
           [](const caf::error& err) {
@@ -171,9 +174,10 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();
       // Journal first: an acknowledged reset is never lost on restart.
+      auto row = reset_row(self->state.time->wall_now());
+      self->state.own_rows.insert(row.idempotency_key);
       self
-        ->request(self->state.journal, caf::infinite, append_atom::value,
-                  reset_row(self->state.time->wall_now()))
+        ->request(self->state.journal, caf::infinite, append_atom::value, std::move(row))
         .then(
           [=](const append_outcome&) mutable {
             self->state.breaker.reset();
@@ -187,7 +191,13 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     [=](gpunodes_atom, std::uint64_t owned, std::uint64_t fleet) {
       count_gpu_nodes(self, owned, fleet);
     },
-    [=](replay_atom, const std::vector<journal_record>& rows) {
+    [=](replay_atom, std::vector<journal_record>& rows) {
+      auto& own = self->state.own_rows;
+      rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                [&](const journal_record& row) {
+                                  return own.erase(row.idempotency_key) > 0;
+                                }),
+                 rows.end());
       restore_breaker(self->state.breaker, rows);
       if (self->state.breaker.tripped())
         component_logger("breaker")->warn("circuit breaker restored as tripped: {}",

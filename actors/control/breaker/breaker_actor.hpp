@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,11 @@ struct breaker_state {
   /// whose holder goes down (crash, lost leadership) is given back, so the
   /// pool's budget never leaks.
   std::map<std::string, caf::actor_addr> slot_holders;
+  /// Keys of the trip and reset rows this breaker journaled: sharded, the
+  /// journal's tail brings them back (it brings every replica's), and what
+  /// was applied live must not be applied again (a reset replayed later
+  /// would forget the cordons counted since).
+  std::set<std::string> own_rows;
   breaker_stats stats;
   static inline const char* name = "breaker";
 };

@@ -132,4 +132,36 @@ CAF_TEST(a_slot_whose_holder_is_gone_returns_to_the_pool) {
     ask(breaker, remedy_atom::value, std::string("node-2"), std::string("rack-a")), "");
 }
 
+// Sharded, the journal's tail brings every replica's breaker rows back to
+// every breaker, its own too: a reset it journaled itself is not applied a
+// second time, which would forget the cordons counted since.
+CAF_TEST(the_breakers_own_reset_from_the_tail_forgets_nothing) {
+  auto fresh = sys.spawn(vigil::breaker, control::breaker_config{}, journal, time);
+  anon_send(fresh, gpunodes_atom::value, std::uint64_t{100});
+  run();
+  CAF_CHECK_EQUAL(ask(fresh, reset_atom::value), "reset");
+  self->send(fresh, admit_atom::value, std::string("node-1"));
+  run();
+  self->receive([](const std::string& refusal) { CAF_CHECK_EQUAL(refusal, ""); });
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  std::vector<journal_record> resets;
+  for (const auto& row : *rows)
+    if (row.kind == breaker_row::reset)
+      resets.push_back(row);
+  CAF_REQUIRE_EQUAL(resets.size(), 1u);
+  anon_send(fresh, replay_atom::value, resets); // as the tail delivers it
+  run();
+  auto summary = json::parse(ask(fresh, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(summary["cordonsInWindow"].get<int>(), 1);
+  // Another replica's reset is applied.
+  resets.front().idempotency_key = "breaker_reset/replica-b";
+  anon_send(fresh, replay_atom::value, resets);
+  run();
+  summary = json::parse(ask(fresh, summary_atom::value));
+  CAF_CHECK_EQUAL(summary["cordonsInWindow"].get<int>(), 0);
+  anon_send_exit(fresh, exit_reason::user_shutdown);
+  run();
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
