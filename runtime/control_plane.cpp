@@ -246,8 +246,11 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   auto gateway_stats = std::make_shared<kube_gateway_stats>();
   actors.gateway_figures = gateway_stats;
   auto gateway = system.spawn(kube_gateway, kube_client, gateway_stats);
+  auto breaker_settings = breaker_config_from(config.breaker);
+  // Sharded, several replicas remediate: the pools' slots live in the journal.
+  breaker_settings.slots_in_journal = sharded;
   actors.breaker =
-    system.spawn(breaker, breaker_config_from(config.breaker), actors.journal, time);
+    system.spawn(breaker, std::move(breaker_settings), actors.journal, time);
   actors.fleet =
     system.spawn(fleet, std::shared_ptr<const node_settings>(settings), gateway,
                  actors.journal, actors.breaker, time, true, cc.leader_election);

@@ -4,6 +4,8 @@
 
 #include <caf/all.hpp>
 
+#include "actors/control/rules/circuit_breaker.hpp"
+#include "runtime/clock.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -158,6 +160,14 @@ journal_timers::behavior_type journal(journal_actor* self, journal_config config
         std::uint64_t limit) -> caf::delegated<journal_tail_page> {
       return self->delegate(self->state.writer, atom, after, limit);
     },
+    [=](slot_claim_atom atom, std::string& pool, std::string& node,
+        std::uint64_t budget) -> caf::delegated<bool, std::uint64_t> {
+      return self->delegate(self->state.writer, atom, std::move(pool), std::move(node),
+                            budget);
+    },
+    [=](slot_free_atom atom, std::string& node) -> caf::delegated<bool> {
+      return self->delegate(self->state.writer, atom, std::move(node));
+    },
   };
 }
 
@@ -190,6 +200,25 @@ journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
         return make_error(journal_errc::unavailable, page.error().to_string());
       }
       return std::move(*page);
+    },
+    [=](slot_claim_atom, const std::string& pool, const std::string& node,
+        std::uint64_t budget) -> caf::result<bool, std::uint64_t> {
+      auto rule = [budget](std::size_t others, bool holds) {
+        return control::pool_admits(others, holds, static_cast<std::size_t>(budget));
+      };
+      auto claim = store->claim_slot(pool, node, system_now(), rule);
+      if (!claim) {
+        store->close();
+        return make_error(journal_errc::unavailable, claim.error().to_string());
+      }
+      return {claim->granted, static_cast<std::uint64_t>(claim->holders)};
+    },
+    [=](slot_free_atom, const std::string& node) -> caf::result<bool> {
+      if (auto released = store->release_slot(node); !released) {
+        store->close();
+        return make_error(journal_errc::unavailable, released.error().to_string());
+      }
+      return true;
     },
   };
 }

@@ -39,6 +39,12 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 /// down. For watchers of the journal (the console's live stream), never for
 /// anything that must not miss a row: a subscriber restarts with a read.
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+/// (slot_claim_atom, pool, node, std::uint64_t budget) → (granted, the
+/// pool's other holders): one of the pool's remediation slots, held in the
+/// database across replicas (journal_store::claim_slot; budget 0: unlimited).
+using slot_claim_atom = caf::atom_constant<caf::atom("slotclaim")>;
+/// (slot_free_atom, node) → true once the node's slot is given back.
+using slot_free_atom = caf::atom_constant<caf::atom("slotfree")>;
 using committed_atom = caf::atom_constant<caf::atom("committed")>;
 
 enum class journal_errc : std::uint8_t {
@@ -101,11 +107,15 @@ using journal_subscriber =
 /// journal_errc::overloaded at once; (read_atom, query) → rows in seq order;
 /// (tail_atom, position, limit) → the rows after it in commit order;
 /// (stats_atom) → journal_stats; (subscribe_atom, subscriber): committed rows
-/// from now on, as `(committed_atom, vector<journal_record>)`.
+/// from now on, as `(committed_atom, vector<journal_record>)`; the slot
+/// claims and releases, passed to the writer.
 using journal_handle = caf::typed_actor<
   caf::replies_to<append_atom, journal_record>::with<append_outcome>,
   caf::replies_to<read_atom, journal_query>::with<std::vector<journal_record>>,
   caf::replies_to<tail_atom, journal_position, std::uint64_t>::with<journal_tail_page>,
+  caf::replies_to<slot_claim_atom, std::string, std::string,
+                  std::uint64_t>::with<bool, std::uint64_t>,
+  caf::replies_to<slot_free_atom, std::string>::with<bool>,
   caf::replies_to<stats_atom>::with<journal_stats>,
   caf::reacts_to<subscribe_atom, journal_subscriber>>;
 
@@ -115,7 +125,10 @@ using journal_writer_handle = caf::typed_actor<
   caf::replies_to<write_atom,
                   std::vector<journal_record>>::with<std::vector<append_outcome>>,
   caf::replies_to<read_atom, journal_query>::with<std::vector<journal_record>>,
-  caf::replies_to<tail_atom, journal_position, std::uint64_t>::with<journal_tail_page>>;
+  caf::replies_to<tail_atom, journal_position, std::uint64_t>::with<journal_tail_page>,
+  caf::replies_to<slot_claim_atom, std::string, std::string,
+                  std::uint64_t>::with<bool, std::uint64_t>,
+  caf::replies_to<slot_free_atom, std::string>::with<bool>>;
 
 } // namespace vigil
 

@@ -25,6 +25,10 @@ using observe_atom = caf::atom_constant<caf::atom("observe")>;
 /// its journaled events, oldest first, and the completed drains and fabric
 /// incidents among them, folded in without side effects before it reconciles.
 using replay_atom = caf::atom_constant<caf::atom("replay")>;
+/// (history_atom) to a node actor: its journaled history is being read and
+/// its replay follows; until the replay is in, it changes nothing on the
+/// cluster (a node vigil cordoned would look healthy to it).
+using history_atom = caf::atom_constant<caf::atom("history")>;
 /// (reconcile_atom) to a node actor: compare desired with observed and converge.
 using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
 /// (admit_atom, node) to the breaker → std::string refusal, "" when granted.
@@ -89,6 +93,10 @@ using nicdrop_atom = caf::atom_constant<caf::atom("nicdrop")>;
 /// (remedied_atom, node).
 using remedy_atom = caf::atom_constant<caf::atom("remedy")>;
 using remedied_atom = caf::atom_constant<caf::atom("remedied")>;
+/// (occupy_atom, node, pool) to the breaker: a remediation found running (its
+/// CR created before a restart or a handover) holds a slot, whatever the
+/// budget, until (remedied_atom, node).
+using occupy_atom = caf::atom_constant<caf::atom("occupy")>;
 
 /// (remediation_start_atom) a node actor's own timer: start the remediation in flight
 /// once its cooldown or backoff has passed (seed 003 "Remediation Policy Engine").

@@ -39,6 +39,13 @@ inline std::vector<std::string> journal_migration(sql_dialect d, int version) {
         "(pg_current_xact_id()::text::bigint)",
         "CREATE INDEX journal_txid_seq ON journal (txid, seq)",
       };
+    case 3:
+      // Remediation slots held fleet-wide (journal_store::claim_slot).
+      return {
+        "CREATE TABLE remediation_slots (node text PRIMARY KEY, pool text NOT NULL,"
+        " claimed_at_ns bigint NOT NULL)",
+        "CREATE INDEX remediation_slots_pool ON remediation_slots (pool)",
+      };
     default: return {};
   }
 }

@@ -3,7 +3,9 @@
 // share one schema: PostgreSQL in production, SQLite embedded.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,7 +17,7 @@
 namespace vigil {
 
 /// Schema versions this binary knows; migrations bring a store up to the last.
-constexpr int journal_schema_version = 2;
+constexpr int journal_schema_version = 3;
 
 /// One journal row. `body` is JSON text: a HealthEvent for kind "event",
 /// a decision or side effect for the other kinds.
@@ -38,17 +40,6 @@ struct append_outcome {
   }
 };
 
-struct journal_query {
-  std::int64_t after_seq = 0; ///< rows with seq > after_seq
-  std::optional<wall_time> since;
-  std::optional<wall_time> until;
-  std::string node; ///< empty: every node
-  std::size_t limit = 10000;
-  /// The last `limit` matching rows rather than the first (still returned in
-  /// seq order): a node's recent history, however long its past.
-  bool newest = false;
-};
-
 /// A place in the journal's commit order, the tail's cursor: rows ordered by
 /// the transaction that wrote them (PostgreSQL's 64-bit transaction id;
 /// always 0 in SQLite, whose one writer commits in seq order), then by seq.
@@ -64,12 +55,39 @@ struct journal_position {
   }
 };
 
+struct journal_query {
+  std::int64_t after_seq = 0; ///< rows with seq > after_seq
+  std::optional<wall_time> since;
+  std::optional<wall_time> until;
+  std::string node; ///< empty: every node
+  std::size_t limit = 10000;
+  /// The last `limit` matching rows rather than the first (still returned in
+  /// seq order): a node's recent history, however long its past.
+  bool newest = false;
+  /// Only rows at or before this place in commit order (journal_store::tail):
+  /// sharded, a node's history up to where the fleet's tail has read, so
+  /// that the rows after it come once, from the tail.
+  std::optional<journal_position> through;
+};
+
 /// One read of the tail: rows in commit order, each with its position.
 struct journal_tail_page {
   std::vector<journal_record> rows;
   std::vector<journal_position> positions; ///< rows[i]'s position
   journal_position next;                   ///< where the next read starts
 };
+
+/// What a claim on one of a pool's remediation slots found.
+struct slot_claim {
+  bool granted = false;
+  /// Nodes holding one of the pool's slots when the claim was decided
+  /// (without the claiming node).
+  std::size_t holders = 0;
+};
+
+/// Decides a claim from the pool's other holders and whether the node holds
+/// a slot already (the breaker's rule, control::pool_admits).
+using slot_rule = std::function<bool(std::size_t others, bool holds)>;
 
 struct journal_snapshot {
   std::int64_t seq = 0; ///< the state includes every row up to and including seq
@@ -102,6 +120,19 @@ public:
   /// every row exactly once. From {} it starts at the beginning.
   virtual expected<journal_tail_page> tail(const journal_position& after,
                                            std::size_t limit) = 0;
+
+  /// Remediation slots across replicas (issue 22, sharded): one row per node
+  /// holding a slot of its pool, kept in the journal's database so that the
+  /// per-pool budget holds fleet-wide and survives a shard's handover. The
+  /// pool's holders are read and the claim written under a lock per pool
+  /// (PostgreSQL: a transaction-scoped advisory lock), so replicas claiming
+  /// at once never pass the budget. A granted claim of a node holding a slot
+  /// elsewhere moves it to `pool`.
+  virtual expected<slot_claim> claim_slot(const std::string& pool,
+                                          const std::string& node, wall_time now,
+                                          const slot_rule& admits) = 0;
+  /// Gives `node`'s slot back (none held: nothing to do).
+  virtual status release_slot(const std::string& node) = 0;
 
   virtual status put_snapshot(const journal_snapshot& snapshot) = 0;
   virtual expected<std::optional<journal_snapshot>> latest_snapshot() = 0;

@@ -56,7 +56,8 @@ constexpr const char* duplicate_marker = "duplicate idempotency key";
 constexpr const char* read_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
   "WHERE seq > $1 AND recorded_at_ns >= $2 AND recorded_at_ns <= $3 "
-  "AND ($4 = '' OR node = $4) ORDER BY seq LIMIT $5";
+  "AND ($4 = '' OR node = $4) AND (txid, seq) <= ($6::bigint, $7::bigint) "
+  "ORDER BY seq LIMIT $5";
 // The tail (journal_store::tail): rows of transactions before the oldest
 // still running (the snapshot's xmin), after the cursor, in (txid, seq)
 // order; the horizon comes back with every row, and alone when none.
@@ -68,11 +69,24 @@ FROM horizon h LEFT JOIN journal j
   ON (j.txid, j.seq) > ($1::bigint, $2::bigint) AND j.txid < h.xmin
 ORDER BY j.txid, j.seq LIMIT $3)";
 
+// Remediation slots (journal_store::claim_slot): a transaction-scoped
+// advisory lock per pool (the first key names vigil's slot locks), its
+// holders, a claim.
+constexpr const char* slot_lock_sql =
+  "SELECT pg_advisory_xact_lock(1986948931, hashtext($1))";
+constexpr const char* slot_holders_sql =
+  "SELECT node FROM remediation_slots WHERE pool = $1";
+constexpr const char* slot_claim_sql =
+  "INSERT INTO remediation_slots (node, pool, claimed_at_ns) VALUES ($1, $2, $3) "
+  "ON CONFLICT (node) DO UPDATE SET pool = EXCLUDED.pool, "
+  "claimed_at_ns = EXCLUDED.claimed_at_ns";
+
 // The same rows from the newest back (journal_query::newest).
 constexpr const char* read_newest_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
   "WHERE seq > $1 AND recorded_at_ns >= $2 AND recorded_at_ns <= $3 "
-  "AND ($4 = '' OR node = $4) ORDER BY seq DESC LIMIT $5";
+  "AND ($4 = '' OR node = $4) AND (txid, seq) <= ($6::bigint, $7::bigint) "
+  "ORDER BY seq DESC LIMIT $5";
 
 using result_ptr = std::unique_ptr<PGresult, decltype(&PQclear)>;
 
@@ -213,9 +227,12 @@ public:
     const auto until =
       std::to_string(q.until ? q.until->time_since_epoch().count() : INT64_MAX);
     const auto limit = std::to_string(q.limit);
-    const char* params[] = {after.c_str(), since.c_str(), until.c_str(), q.node.c_str(),
-                            limit.c_str()};
-    result_ptr res{PQexecParams(conn_, q.newest ? read_newest_sql : read_sql, 5, nullptr,
+    const auto through_txid = std::to_string(q.through ? q.through->txid : INT64_MAX);
+    const auto through_seq = std::to_string(q.through ? q.through->seq : INT64_MAX);
+    const char* params[] = {after.c_str(),      since.c_str(), until.c_str(),
+                            q.node.c_str(),     limit.c_str(), through_txid.c_str(),
+                            through_seq.c_str()};
+    result_ptr res{PQexecParams(conn_, q.newest ? read_newest_sql : read_sql, 7, nullptr,
                                 params, nullptr, nullptr, 0),
                    &PQclear};
     if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
@@ -231,6 +248,57 @@ public:
     if (q.newest)
       std::reverse(rows.begin(), rows.end());
     return rows;
+  }
+
+  expected<slot_claim> claim_slot(const std::string& pool, const std::string& node,
+                                  wall_time now, const slot_rule& admits) override {
+    if (auto st = open(); !st)
+      return st.error();
+    return in_transaction([&]() -> expected<slot_claim> {
+      // Claims on one pool wait for each other until their transactions end.
+      const char* lock_params[] = {pool.c_str()};
+      result_ptr locked{
+        PQexecParams(conn_, slot_lock_sql, 1, nullptr, lock_params, nullptr, nullptr, 0),
+        &PQclear};
+      if (PQresultStatus(locked.get()) != PGRES_TUPLES_OK)
+        return fail("cannot lock the pool's slots");
+      result_ptr holders{PQexecParams(conn_, slot_holders_sql, 1, nullptr, lock_params,
+                                      nullptr, nullptr, 0),
+                         &PQclear};
+      if (PQresultStatus(holders.get()) != PGRES_TUPLES_OK)
+        return fail("cannot read the pool's slots");
+      slot_claim claim;
+      bool holds = false;
+      for (int row = 0; row < PQntuples(holders.get()); ++row) {
+        if (node == PQgetvalue(holders.get(), row, 0))
+          holds = true;
+        else
+          ++claim.holders;
+      }
+      claim.granted = admits(claim.holders, holds);
+      if (claim.granted && !holds) {
+        const auto at = std::to_string(now.time_since_epoch().count());
+        const char* params[] = {node.c_str(), pool.c_str(), at.c_str()};
+        result_ptr inserted{
+          PQexecParams(conn_, slot_claim_sql, 3, nullptr, params, nullptr, nullptr, 0),
+          &PQclear};
+        if (PQresultStatus(inserted.get()) != PGRES_COMMAND_OK)
+          return fail("cannot claim the slot");
+      }
+      return claim;
+    });
+  }
+
+  status release_slot(const std::string& node) override {
+    if (auto st = open(); !st)
+      return st;
+    const char* params[] = {node.c_str()};
+    result_ptr res{PQexecParams(conn_, "DELETE FROM remediation_slots WHERE node = $1", 1,
+                                nullptr, params, nullptr, nullptr, 0),
+                   &PQclear};
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK)
+      return fail("cannot release the slot");
+    return ok();
   }
 
   expected<journal_tail_page> tail(const journal_position& after,
@@ -339,7 +407,7 @@ private:
 
   // Runs `body` between BEGIN and COMMIT; rolls back when it fails.
   template <class Body>
-  expected<std::vector<append_outcome>> in_transaction(Body body) {
+  auto in_transaction(Body body) -> decltype(body()) {
     if (auto st = exec("BEGIN"); !st)
       return fail("cannot begin");
     auto result = body();

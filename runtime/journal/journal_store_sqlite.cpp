@@ -126,9 +126,10 @@ public:
     if (auto st = open(); !st)
       return st.error();
     const std::string sql =
-      std::string("SELECT seq, recorded_at_ns, node, kind, idempotency_key, body "
-                  "FROM journal WHERE seq > ? AND recorded_at_ns >= ? AND "
-                  "recorded_at_ns <= ? AND (? = '' OR node = ?) ")
+      std::string(
+        "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body "
+        "FROM journal WHERE seq > ? AND recorded_at_ns >= ? AND "
+        "recorded_at_ns <= ? AND (? = '' OR node = ?) AND (txid, seq) <= (?, ?) ")
       + (q.newest ? "ORDER BY seq DESC LIMIT ?" : "ORDER BY seq LIMIT ?");
     statement select(db_, sql.c_str());
     if (!select.ok())
@@ -138,7 +139,9 @@ public:
     select.bind(3, q.until ? to_ns(*q.until) : INT64_MAX);
     select.bind(4, q.node);
     select.bind(5, q.node);
-    select.bind(6, static_cast<std::int64_t>(q.limit));
+    select.bind(6, q.through ? q.through->txid : INT64_MAX);
+    select.bind(7, q.through ? q.through->seq : INT64_MAX);
+    select.bind(8, static_cast<std::int64_t>(q.limit));
     std::vector<journal_record> rows;
     int rc;
     while ((rc = select.step()) == SQLITE_ROW)
@@ -168,6 +171,57 @@ public:
       page.next = page.positions.back();
     page.rows = std::move(*rows);
     return page;
+  }
+
+  // One writer at a time (BEGIN IMMEDIATE): the read and the claim are one.
+  expected<slot_claim> claim_slot(const std::string& pool, const std::string& node,
+                                  wall_time now, const slot_rule& admits) override {
+    if (auto st = open(); !st)
+      return st.error();
+    if (auto st = exec("BEGIN IMMEDIATE"); !st)
+      return st.error();
+    statement holders(db_, "SELECT node FROM remediation_slots WHERE pool = ?");
+    if (!holders.ok())
+      return rollback("cannot prepare the slot claim");
+    holders.bind(1, pool);
+    slot_claim claim;
+    bool holds = false;
+    int rc;
+    while ((rc = holders.step()) == SQLITE_ROW) {
+      if (holders.text(0) == node)
+        holds = true;
+      else
+        ++claim.holders;
+    }
+    if (rc != SQLITE_DONE)
+      return rollback("cannot read the pool's slots");
+    claim.granted = admits(claim.holders, holds);
+    if (claim.granted && !holds) {
+      statement insert(db_,
+                       "INSERT INTO remediation_slots (node, pool, claimed_at_ns) "
+                       "VALUES (?, ?, ?) ON CONFLICT (node) DO UPDATE SET "
+                       "pool = excluded.pool, claimed_at_ns = excluded.claimed_at_ns");
+      if (!insert.ok())
+        return rollback("cannot prepare the slot claim");
+      insert.bind(1, node);
+      insert.bind(2, pool);
+      insert.bind(3, to_ns(now));
+      if (insert.step() != SQLITE_DONE)
+        return rollback("cannot claim the slot");
+    }
+    if (auto st = exec("COMMIT"); !st)
+      return rollback("commit failed");
+    return claim;
+  }
+
+  status release_slot(const std::string& node) override {
+    if (auto st = open(); !st)
+      return st;
+    statement remove(db_, "DELETE FROM remediation_slots WHERE node = ?");
+    remove.bind(1, node);
+    if (!remove.ok() || remove.step() != SQLITE_DONE)
+      return error("cannot release the slot");
+    return ok();
   }
 
   status put_snapshot(const journal_snapshot& s) override {

@@ -42,7 +42,8 @@ std::string node_name(int i) {
   return "node-" + std::to_string(i);
 }
 
-json xid_event(const std::string& id, int node, bool healthy) {
+json xid_event(const std::string& id, int node, bool healthy,
+               const std::string& action = "RESTART_VM") {
   return {
     {"id", id},
     {"agent", "xid-monitor"},
@@ -51,7 +52,7 @@ json xid_event(const std::string& id, int node, bool healthy) {
     {"isFatal", !healthy},
     {"isHealthy", healthy},
     {"errorCode", {"79"}},
-    {"recommendedAction", healthy ? "NONE" : "RESTART_VM"},
+    {"recommendedAction", healthy ? "NONE" : action},
     {"entitiesImpacted",
      {{{"entityType", "GPU_UUID"}, {"entityValue", "GPU-" + std::to_string(node)}}}},
     {"nodeName", node_name(node)},
@@ -84,6 +85,11 @@ protected:
     api_ = std::move(*server);
     api_->with_store([](kube::object_store& store) {
       store.create_system_namespaces();
+      for (auto [plural, kind] :
+           {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
+            {"rebootnodes", "RebootNode"},
+            {"terminatenodes", "TerminateNode"}})
+        store.register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
       const auto* nodes = store.find_type("", "v1", "nodes");
       for (int i = 1; i <= node_count; ++i)
         store.create(*nodes, "", node_object(node_name(i)));
@@ -103,9 +109,13 @@ protected:
                             << "  shards: " << shard_count << "\n"
                             << "  lease_seconds: 4\n  renew_deadline_seconds: 3\n"
                             << "  retry_period_seconds: 1\n"
-                            << "remediation: {enabled: false}\n"
-                            // every node at once: the breaker is not what is tested
-                            << "breaker: {max_cordoned_percent: 100}\n";
+                            << "drain: {poll_seconds: 1}\n"
+                            << "remediation: {poll_seconds: 1, enabled: "
+                            << (pool_budget_ > 0 ? "true" : "false")
+                            << "}\n"
+                            // every node at once: the cordon limit is not tested
+                            << "breaker: {max_cordoned_percent: 100, "
+                            << "max_concurrent_per_pool: " << pool_budget_ << "}\n";
       ports_[identity] = port;
       replicas_[identity] = std::make_unique<test::control_process>(
         VIGIL_BINARY, config, identity, dir_ + "/" + identity + ".log");
@@ -161,17 +171,28 @@ protected:
   // Posts every node's event (one request per node, as each node's agent
   // would) to `replica`; returns the ids acknowledged.
   std::vector<std::string> post_all(const std::string& replica, bool healthy,
-                                    const std::string& round) {
+                                    const std::string& round,
+                                    const std::string& action = "RESTART_VM") {
     std::vector<std::string> acknowledged;
     for (int i = 1; i <= node_count; ++i) {
       const auto id = round + "-" + node_name(i);
-      auto [status, body] = test::post_events(ports_[replica], "ingest-token",
-                                              xid_event(id, i, healthy).dump() + "\n");
+      auto [status, body] = test::post_events(
+        ports_[replica], "ingest-token", xid_event(id, i, healthy, action).dump() + "\n");
       EXPECT_EQ(status, 200) << body;
       if (status == 200)
         acknowledged.push_back(id);
     }
     return acknowledged;
+  }
+
+  std::size_t reboot_crs() {
+    std::size_t n = 0;
+    api_->with_store([&](kube::object_store& store) {
+      auto list =
+        store.list(*store.find_type("vigil.dev", "v1alpha1", "rebootnodes"), "", {});
+      n = list.ok() ? (*list.value)["items"].size() : 0;
+    });
+    return n;
   }
 
   std::vector<journal_record> journal_rows() {
@@ -190,6 +211,8 @@ protected:
     return rows;
   }
 
+  /// Reboots each pool may run at once fleet-wide; 0: remediation off.
+  std::size_t pool_budget_ = 0;
   std::string journal_url_;
   std::string dir_;
   std::shared_ptr<kube::kube_test_server> api_;
@@ -259,6 +282,80 @@ TEST_F(shard_integration,
     EXPECT_EQ(cordons[node_name(i)], 1) << node_name(i);
     EXPECT_EQ(releases[node_name(i)], 1) << node_name(i);
   }
+}
+
+// The per-pool budget is fleet-wide (issue 22): remediation slots are claimed
+// in the journal's database, so three replicas, each owning some of the
+// pool's nodes, start no more reboots together than the pool's budget.
+class shard_integration_with_a_pool_budget : public shard_integration {
+protected:
+  void SetUp() override {
+    pool_budget_ = 2;
+    shard_integration::SetUp();
+  }
+};
+
+TEST_F(shard_integration_with_a_pool_budget, the_replicas_together_keep_to_it) {
+  ASSERT_TRUE(eventually([&] {
+    std::set<std::string> who;
+    for (const auto& [shard, holder] : holders())
+      who.insert(holder);
+    return who.size() == 3;
+  }))
+    << "shards never spread over the three replicas";
+  // Every node needs a reboot; none of them carries a rack label: one pool.
+  post_all("replica-a", false, "fault");
+  // Each node either got its reboot or was held for the pool's budget.
+  std::set<std::string> rebooting;
+  auto decided = [&] {
+    std::set<std::string> held;
+    rebooting.clear();
+    for (const auto& row : journal_rows()) {
+      if (row.kind != "remediation")
+        continue;
+      const auto phase = json::parse(row.body).value("phase", "");
+      (phase == "held" ? held : phase == "created" ? rebooting : held).insert(row.node);
+    }
+    return held.size() + rebooting.size() >= static_cast<std::size_t>(node_count);
+  };
+  ASSERT_TRUE(eventually(decided)) << "not every node was remediated or held";
+  EXPECT_EQ(reboot_crs(), pool_budget_); // not a budget per replica
+  EXPECT_EQ(rebooting.size(), pool_budget_);
+  auto store = make_journal_store(journal_url_);
+  ASSERT_TRUE(store.has_value() && (*store)->open().has_value());
+  // A claim refused on purpose reports the pool's holders.
+  auto slots_held = [&] {
+    auto probe =
+      (*store)->claim_slot("", "probe", {}, [](std::size_t, bool) { return false; });
+    return probe.has_value() ? probe->holders : std::size_t{999};
+  };
+  EXPECT_EQ(slots_held(), pool_budget_);
+
+  // The owner of a rebooting node dies. Its successor follows the reboot
+  // with the slot the node holds: no second reboot, no slot given back or
+  // taken twice.
+  const auto victim = holders()[control::shard_of(*rebooting.begin(), shard_count)];
+  ASSERT_FALSE(victim.empty());
+  replicas_[victim]->signal(SIGKILL);
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& [shard, holder] : holders())
+      if (holder == victim)
+        return false;
+    return holders().size() == shard_count;
+  }))
+    << victim << "'s shards were not taken over";
+  const std::string survivor = victim == "replica-a" ? "replica-b" : "replica-a";
+  // The nodes held for the budget recover; the rebooting ones stay cordoned
+  // until their reboots are over, and keep their slots.
+  post_all(survivor, true, "healthy");
+  EXPECT_TRUE(eventually([&] {
+    for (int i = 1; i <= node_count; ++i)
+      if (cordoned(i) != (rebooting.count(node_name(i)) > 0))
+        return false;
+    return true;
+  }));
+  EXPECT_EQ(reboot_crs(), pool_budget_);
+  EXPECT_EQ(slots_held(), pool_budget_);
 }
 
 } // namespace

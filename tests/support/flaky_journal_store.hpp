@@ -1,5 +1,6 @@
-// A real journal store that fails the next `failures` appends, like a
-// database outage, for the actor tests of the journal and of ingest.
+// A real journal store that fails the next `failures` appends and slot
+// claims or releases, like a database outage, for the actor tests of the
+// journal, ingest and the breaker.
 #pragma once
 
 #include <memory>
@@ -28,6 +29,21 @@ public:
   expected<journal_tail_page> tail(const journal_position& after,
                                    std::size_t limit) override {
     return inner_->tail(after, limit);
+  }
+  expected<slot_claim> claim_slot(const std::string& pool, const std::string& node,
+                                  wall_time now, const slot_rule& admits) override {
+    if (failures > 0) {
+      --failures;
+      return failure{"test", "connection refused"};
+    }
+    return inner_->claim_slot(pool, node, now, admits);
+  }
+  status release_slot(const std::string& node) override {
+    if (failures > 0) {
+      --failures;
+      return failure{"test", "connection refused"};
+    }
+    return inner_->release_slot(node);
   }
   status put_snapshot(const journal_snapshot& s) override {
     return inner_->put_snapshot(s);

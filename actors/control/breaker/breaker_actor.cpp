@@ -1,6 +1,7 @@
 #include "actors/control/breaker/breaker_actor.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -111,6 +112,40 @@ void count_gpu_nodes(breaker_actor* self, std::uint64_t counted, std::uint64_t f
     rp.deliver(admit_cordon(self, node));
 }
 
+// slots_in_journal: the pool's slots are claimed in the journal's database,
+// across replicas; `answer` gets "" or why not. A failed claim is a refusal
+// (the remediation is held and asks again): it never starts on a budget it
+// could not check.
+void claim_slot(breaker_actor* self, const std::string& node, const std::string& pool,
+                std::uint64_t budget, std::function<void(std::string)> answer) {
+  self
+    ->request(self->state.journal, caf::infinite, slot_claim_atom::value, pool, node,
+              budget)
+    .then(
+      [=](bool granted, std::uint64_t others) {
+        if (granted)
+          return answer({});
+        answer("pool \"" + pool + "\" has " + std::to_string(others)
+               + " remediations in flight across the replicas, its budget");
+      },
+      [=](const caf::error& err) {
+        answer("the pool's budget could not be checked (" + caf::to_string(err) + ")");
+      });
+}
+
+// Gives the node's slot back in the journal's database; a failure is tried
+// again in 5 s (a slot left behind would hold the pool's budget).
+void free_slot(breaker_actor* self, const std::string& node) {
+  self->request(self->state.journal, caf::infinite, slot_free_atom::value, node)
+    .then([](bool) {},
+          [=](const caf::error& err) {
+            component_logger("breaker")->error(
+              "{}'s remediation slot could not be given back ({}); again in 5 s", node,
+              caf::to_string(err));
+            self->delayed_send(self, std::chrono::seconds{5}, remedied_atom::value, node);
+          });
+}
+
 } // namespace
 
 breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_config config,
@@ -147,8 +182,17 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
         return {};
       return "circuit breaker tripped: " + st.breaker.trip_reason();
     },
-    [=](remedy_atom, const std::string& node, const std::string& pool) -> std::string {
+    [=](remedy_atom, const std::string& node,
+        const std::string& pool) -> caf::result<std::string> {
       auto& st = self->state;
+      if (st.breaker.config().slots_in_journal) {
+        if (st.breaker.tripped())
+          return "circuit breaker tripped: " + st.breaker.trip_reason();
+        auto rp = self->make_response_promise<std::string>();
+        claim_slot(self, node, pool, st.breaker.config().max_concurrent_per_pool,
+                   [=](std::string refusal) mutable { rp.deliver(std::move(refusal)); });
+        return rp;
+      }
       switch (st.breaker.admit_remediation(node, pool)) {
         case control::breaker_refusal::none:
           if (auto holder = caf::actor_cast<caf::actor>(self->current_sender());
@@ -156,7 +200,7 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
             self->monitor(holder);
             st.slot_holders[node] = holder.address();
           }
-          return {};
+          return std::string{};
         case control::breaker_refusal::pool_budget:
           return "pool \"" + pool + "\" has " + std::to_string(st.breaker.in_flight(pool))
                  + " remediations in flight, its budget";
@@ -165,11 +209,25 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     },
     [=](remedied_atom, const std::string& node) {
       auto& st = self->state;
+      if (st.breaker.config().slots_in_journal)
+        return free_slot(self, node);
       st.breaker.finish_remediation(node);
       if (auto holder = st.slot_holders.find(node); holder != st.slot_holders.end()) {
         self->demonitor(holder->second);
         st.slot_holders.erase(holder);
       }
+    },
+    [=](occupy_atom, const std::string& node, const std::string& pool) {
+      auto& st = self->state;
+      if (st.breaker.config().slots_in_journal) {
+        claim_slot(self, node, pool, 0, [=](const std::string& refusal) {
+          if (!refusal.empty())
+            component_logger("breaker")->warn(
+              "{}'s running remediation holds no slot: {}", node, refusal);
+        });
+        return;
+      }
+      st.breaker.occupy(node, pool);
     },
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();

@@ -43,7 +43,9 @@ struct breaker_stats {
 /// known when the percentage limit applies); (permit_atom, node) → "" or why not
 /// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
 /// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
-/// node) or until the asking actor goes down; (reset_atom) → "reset", once
+/// node) or until the asking actor goes down (with slots_in_journal, until
+/// remedied only: the slot stays with the node through a handover);
+/// (occupy_atom, node, pool): a slot, whatever the budget; (reset_atom) → "reset", once
 /// journaled; (gpunodes_atom, count); sharded, (gpunodes_atom, owned, fleet):
 /// the GPU nodes of the shards this replica owns and of the whole fleet
 /// (circuit_breaker::set_share); (replay_atom, breaker rows);
@@ -53,6 +55,7 @@ using breaker_handle = caf::typed_actor<
   caf::replies_to<permit_atom, std::string>::with<std::string>,
   caf::replies_to<remedy_atom, std::string, std::string>::with<std::string>,
   caf::reacts_to<remedied_atom, std::string>,
+  caf::reacts_to<occupy_atom, std::string, std::string>,
   caf::replies_to<reset_atom>::with<std::string>,
   caf::reacts_to<gpunodes_atom, std::uint64_t>,
   caf::reacts_to<gpunodes_atom, std::uint64_t, std::uint64_t>,
@@ -72,7 +75,8 @@ struct breaker_state {
     waiting_admits;
   /// The node actor holding each node's remediation slot, monitored: a slot
   /// whose holder goes down (crash, lost leadership) is given back, so the
-  /// pool's budget never leaks.
+  /// pool's budget never leaks. Not with slots_in_journal: there the node's
+  /// next owner carries on with its slot, and gives it back when done.
   std::map<std::string, caf::actor_addr> slot_holders;
   /// Keys of the trip and reset rows this breaker journaled: sharded, the
   /// journal's tail brings them back (it brings every replica's), and what

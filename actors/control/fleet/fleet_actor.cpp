@@ -29,6 +29,10 @@ node_handle spawn_node(fleet_actor* self, const std::string& name) {
   auto child =
     self->spawn(node, name, st.settings, st.gateway, st.journal, st.breaker, st.time);
   self->monitor(child);
+  // Spawned while its history is read (a Node listed during a rebuild, a
+  // restart): it waits for the replay before it acts.
+  if (history_pending(st, name))
+    self->send(child, history_atom::value);
   st.nodes[name] = child;
   st.names[child.address()] = name;
   ++st.stats.spawned;
@@ -68,6 +72,15 @@ void stop_nodes(fleet_actor* self, const std::function<bool(const std::string&)>
 }
 
 } // namespace fleet_detail
+
+bool fleet_detail::history_pending(const fleet_state& st, const std::string& node) {
+  if (st.replaying.count(node) > 0)
+    return true;
+  if (st.rebuilt)
+    return false;
+  return st.rebuilding.empty()
+         || st.rebuilding.count(control::shard_of(node, st.settings->shards)) > 0;
+}
 
 bool owns(const fleet_state& st, const std::string& node) {
   if (st.standby)

@@ -66,7 +66,9 @@ struct fleet_state {
   /// events routed to them meanwhile (delivered after the replay, in order).
   std::map<std::string, std::vector<std::pair<health_event, std::int64_t>>> replaying;
   bool rebuilt = false; ///< the journal has been folded in
-  bool listed = false;  ///< the Node list has been seen
+  /// The shards a later gain's rebuild is reading (empty: a whole rebuild).
+  std::set<std::uint32_t> rebuilding;
+  bool listed = false; ///< the Node list has been seen
   bool stopping = false;
   bool watch_nodes = true; ///< watch Nodes while leading
   bool standby = false;    ///< another replica leads: no node actors, no watch

@@ -37,6 +37,10 @@ std::shared_ptr<spdlog::logger> logger();
 
 // fleet_actor.cpp
 
+/// The node's journaled history is being read (a rebuild of its shard or of
+/// the whole fleet, or its actor's restart): its actor must wait for it.
+bool history_pending(const fleet_state& st, const std::string& node);
+
 /// Starts and monitors the node actor of `name`.
 node_handle spawn_node(fleet_actor* self, const std::string& name);
 

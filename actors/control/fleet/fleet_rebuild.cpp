@@ -108,6 +108,7 @@ void read_tail(fleet_actor* self, journal_position from,
 void rebuild(fleet_actor* self, std::int64_t after_seq,
              std::shared_ptr<rebuild_batch> batch, std::set<std::uint32_t> only) {
   const auto generation = self->state.tail_generation;
+  self->state.rebuilding = only;
   auto finish = [=](journal_position read_to) {
     auto& st = self->state;
     if (st.standby || generation != st.tail_generation) // leadership lost meanwhile
@@ -133,6 +134,12 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
         self->send(node_for(self, name), replay_atom::value, std::move(events),
                    std::move(batch->marks[name]));
       }
+    // Node actors started meanwhile (their Node listed) with no history:
+    // an empty replay lets them act.
+    for (const auto& [name, actor] : st.nodes)
+      if (rebuilt_here(name) && batch->events.count(name) == 0)
+        self->send(actor, replay_atom::value, std::vector<health_event>{},
+                   std::vector<replay_mark>{});
     if (whole) {
       // The fabric window carries on where it was: a port-down just after the
       // restart joins the incident its peers opened (incidents found here
@@ -144,6 +151,7 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
     }
     st.rebuilt_seq = std::max(st.rebuilt_seq, batch->last_seq);
     st.rebuilt = true;
+    st.rebuilding.clear();
     logger()->info(
       "rebuilt {} from the journal: {} rows, {} nodes with events, up to seq {}",
       whole ? "the fleet" : std::to_string(only.size()) + " shards gained",
@@ -207,15 +215,21 @@ void restart_node(fleet_actor* self, const std::string& name) {
   auto& st = self->state;
   ++st.stats.restarts;
   logger()->error("node actor {} crashed; restarting it from the journal", name);
+  st.replaying[name]; // routes wait until the history is in; the actor too
   auto child = spawn_node(self, name);
   // Its held events are journaled (ingest routes only what is stored): the
   // replay below delivers them; the hold must not deliver them again.
   st.on_hold.drop(name);
-  st.replaying[name]; // routes wait until the history is in
   auto batch = std::make_shared<rebuild_batch>();
   journal_query query;
   query.node = name;
   query.limit = fleet_rebuild_page;
+  // Sharded, the tail delivers this node's rows after tail_at; the history
+  // stops there. (By seq alone, a row committed late with a lower seq would
+  // be skipped, and one the tail had not reached yet delivered twice.)
+  const bool sharded = st.settings->shards > 1;
+  if (sharded)
+    query.through = st.tail_at;
   read_all(self, query, batch, [=] {
     report_undecodable(self, *batch);
     auto& st = self->state;
@@ -225,9 +239,10 @@ void restart_node(fleet_actor* self, const std::string& name) {
                std::move(batch->marks[name]));
     auto waiting = std::move(st.replaying[name]);
     st.replaying.erase(name);
-    // Routed once already (fabric rule, hold): only delivered now.
+    // Routed once already (fabric rule, hold): only delivered now. Sharded,
+    // all of them came from the tail after the history's end.
     for (auto& [event, seq] : waiting)
-      if (seq > batch->last_seq) {
+      if (sharded || seq > batch->last_seq) {
         mark_if_fabric(self, event);
         deliver(self, std::move(event), seq);
       }

@@ -74,6 +74,7 @@ void replay_from(node_actor* self, std::shared_ptr<replay_job> job, std::size_t 
       return;
     replay_applied(self, *job, i, *now);
   }
+  self->state.awaiting_history = false;
   reconcile(self);
 }
 
@@ -324,7 +325,9 @@ node_timers::behavior_type node(node_actor* self, std::string name,
       if (auto now = correlate(self, event, true, apply))
         apply(*now);
     },
+    [=](history_atom) { self->state.awaiting_history = true; },
     [=](replay_atom, std::vector<health_event>& events, std::vector<replay_mark>& marks) {
+      self->state.awaiting_history = true; // its correlation may wait on answers
       auto job = std::make_shared<replay_job>();
       job->events = std::move(events);
       job->marks = std::move(marks);

@@ -164,14 +164,17 @@ struct node_state {
   std::map<std::string, caf::actor> ports;    ///< nic_port actors by "device/port"
   std::optional<control::observed_node> node; ///< unset until read or watched
   bool busy = false;                          ///< a reconcile's requests are in flight
-  bool again = false;                         ///< a trigger arrived while busy
-  bool retry_armed = false;                   ///< a retry timer is pending
-  caf::timespan backoff{};                    ///< next retry delay after a failure
-  std::uint64_t decisions = 0;                ///< numbers the Kubernetes Events
-  caf::actor drain;                           ///< the running drain, if any
-  std::string drain_key;                      ///< its control::drain_key
-  bool drain_cancelling = false;              ///< it was told to stop
-  bool drain_permit_pending = false;          ///< the breaker is being asked
+  /// Its journaled history is being read or replayed: it must not act on
+  /// the Node before (a quarantine it does not know of yet would be undone).
+  bool awaiting_history = false;
+  bool again = false;                ///< a trigger arrived while busy
+  bool retry_armed = false;          ///< a retry timer is pending
+  caf::timespan backoff{};           ///< next retry delay after a failure
+  std::uint64_t decisions = 0;       ///< numbers the Kubernetes Events
+  caf::actor drain;                  ///< the running drain, if any
+  std::string drain_key;             ///< its control::drain_key
+  bool drain_cancelling = false;     ///< it was told to stop
+  bool drain_permit_pending = false; ///< the breaker is being asked
   /// A Kubernetes Event for every decision, once per episode: the drain the
   /// breaker holds (by key), and the last fabric incident that covered this
   /// node. (A quarantine the breaker holds is a decision of its own, with
@@ -209,7 +212,8 @@ struct node_state {
 
 /// The node actor's protocol, which the compiler checks at every send:
 /// (route_atom, health_event, seq); (observe_atom, node JSON);
-/// (replay_atom, vector<health_event>, vector<replay_mark>);
+/// (replay_atom, vector<health_event>, vector<replay_mark>); (history_atom):
+/// a replay is coming, no reconcile until it is in;
 /// (summary_atom) → JSON; (tile_atom) → its fleet tile's fields as JSON;
 /// (children_atom) → a JSON row per gpu, nic_port and drain actor;
 /// (drained_atom, key, outcome, evictions, deletions) from its drain actor;
@@ -226,8 +230,8 @@ struct node_state {
 using node_handle = caf::typed_actor<
   caf::reacts_to<route_atom, health_event, std::int64_t>,
   caf::reacts_to<replay_atom, std::vector<health_event>, std::vector<replay_mark>>,
-  caf::reacts_to<nicdrop_atom, health_event>, caf::reacts_to<fabric_atom>,
-  caf::reacts_to<observe_atom, std::string>,
+  caf::reacts_to<history_atom>, caf::reacts_to<nicdrop_atom, health_event>,
+  caf::reacts_to<fabric_atom>, caf::reacts_to<observe_atom, std::string>,
   caf::reacts_to<allocations_atom, gpu_allocations>,
   caf::reacts_to<gpu_facts_atom, agent_gpu_facts>,
   caf::reacts_to<agent_quiet_atom, bool, std::int64_t>,

@@ -228,6 +228,8 @@ bool take_node(node_actor* self, const std::string& json) {
 
 void reconcile(node_actor* self) {
   auto& st = self->state;
+  if (st.awaiting_history)
+    return; // the replay ends in a reconcile
   if (st.busy) {
     st.again = true;
     return;

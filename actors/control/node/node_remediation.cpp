@@ -15,6 +15,13 @@ namespace vigil::node_remediation_steps {
 
 namespace {
 
+// The node's pool (remediation.pool_label); "" before its Node is known.
+std::string pool_of_node(const node_state& st) {
+  return st.node ? control::pool_of(st.node->observation.labels,
+                                    st.settings->remediation.pool_label)
+                 : std::string{};
+}
+
 namespace cmd = control::remediation_command;
 using control::remediation_request;
 using nlohmann::json;
@@ -394,6 +401,9 @@ void carry_out(node_actor* self, control::remediation_commands commands) {
         [&](const cmd::leave_pool&) {
           self->send(st.breaker, remedied_atom::value, st.node_name);
         },
+        [&](const cmd::occupy_slot&) {
+          self->send(st.breaker, occupy_atom::value, st.node_name, pool_of_node(st));
+        },
         [&](const cmd::wake& c) {
           auto in = std::max(caf::timespan{0}, caf::timespan{c.at - st.time->wall_now()});
           switch (c.timer) {
@@ -464,7 +474,7 @@ control::remediation_view view_of(const node_state& st) {
     view.quarantined = observed.unschedulable || dry_run(*st.settings);
     auto opt_out = observed.labels.find(st.settings->quarantine.opt_out_label);
     view.opted_out = opt_out != observed.labels.end() && opt_out->second == "true";
-    view.pool = control::pool_of(observed.labels, st.settings->remediation.pool_label);
+    view.pool = pool_of_node(st);
   }
   return view;
 }

@@ -138,6 +138,11 @@ struct read_cr {
 /// The breaker no longer counts this node's remediation against its pool.
 struct leave_pool {};
 
+/// A CR found running (created before a restart or a shard's handover): the
+/// breaker counts it against the node's pool, whatever the budget, until
+/// leave_pool.
+struct occupy_slot {};
+
 /// Deliver `timer` back at `at` (an earlier one still pending is not
 /// cancelled: the machine ignores what it no longer waits for).
 struct wake {
@@ -229,12 +234,13 @@ using remediation_commands = std::vector<std::variant<
   remediation_command::journal_step, remediation_command::find_cr,
   remediation_command::ask_breaker, remediation_command::create_cr,
   remediation_command::read_cr, remediation_command::leave_pool,
-  remediation_command::wake, remediation_command::post_event,
-  remediation_command::write_annotation, remediation_command::request_replacement,
-  remediation_command::hand_to_operator, remediation_command::clear_records,
-  remediation_command::drain_fully, remediation_command::run_validation,
-  remediation_command::read_validation, remediation_command::report_fault,
-  remediation_command::hold_ended, remediation_command::count, remediation_command::log>>;
+  remediation_command::occupy_slot, remediation_command::wake,
+  remediation_command::post_event, remediation_command::write_annotation,
+  remediation_command::request_replacement, remediation_command::hand_to_operator,
+  remediation_command::clear_records, remediation_command::drain_fully,
+  remediation_command::run_validation, remediation_command::read_validation,
+  remediation_command::report_fault, remediation_command::hold_ended,
+  remediation_command::count, remediation_command::log>>;
 
 /// Where the request in flight stands.
 enum class remediation_step {
@@ -314,9 +320,12 @@ public:
   }
   /// The node stays quarantined, records or not: a CR is being created or
   /// carried out, or its result validated (seed 001 step 5: the node returns
-  /// only once the operands are back; seed 003: and once the fix is proven).
+  /// only once the operands are back; seed 003: and once the fix is proven);
+  /// or whether one runs is not known yet (after a restart or a shard's
+  /// handover, a reboot may be under way: the node must not return first).
   bool holds_quarantine() const {
-    return step_ == remediation_step::creating || acting() || !fault_pending_.empty();
+    return step_ == remediation_step::finding || step_ == remediation_step::creating
+           || acting() || !fault_pending_.empty();
   }
   remediation_step step() const { return step_; }
   const remediation_queue& queue() const { return queue_; }

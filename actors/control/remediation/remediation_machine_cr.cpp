@@ -55,6 +55,10 @@ remediation_commands remediation_machine::on_cr_found(std::uint64_t generation,
   if (generation == generation_ && step_ == remediation_step::finding) {
     c.out.push_back(cmd::log{"following " + cr + ", created before a restart"});
     created(c, cr, false);
+    // It runs whatever the budget says now: it counts against the pool, and
+    // gives its slot back when it is over.
+    admitted_ = true;
+    c.out.push_back(cmd::occupy_slot{});
   }
   return std::move(c.out);
 }
@@ -63,8 +67,15 @@ remediation_commands remediation_machine::on_cr_absent(std::uint64_t generation,
                                                        const remediation_view& view,
                                                        wall_time now) {
   context c{&view, now, {}};
-  if (generation == generation_ && step_ == remediation_step::finding)
-    admit(c);
+  if (generation != generation_ || step_ != remediation_step::finding)
+    return std::move(c.out);
+  if (view.records.empty()) {
+    // The fault cleared while it looked, and no CR runs: the node returns.
+    release(c);
+    c.out.push_back(cmd::hold_ended{});
+    return std::move(c.out);
+  }
+  admit(c);
   return std::move(c.out);
 }
 

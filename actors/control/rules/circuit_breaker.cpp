@@ -89,13 +89,16 @@ breaker_refusal circuit_breaker::admit_remediation(const std::string& node,
                                                    const std::string& pool) {
   if (tripped())
     return breaker_refusal::tripped;
-  if (in_flight_.count(node) != 0)
-    return breaker_refusal::none;
-  if (config_.max_concurrent_per_pool > 0
-      && in_flight(pool) >= config_.max_concurrent_per_pool)
+  auto held = in_flight_.find(node);
+  const bool holds = held != in_flight_.end() && held->second == pool;
+  if (!pool_admits(holds ? 0 : in_flight(pool), holds, config_.max_concurrent_per_pool))
     return breaker_refusal::pool_budget;
   in_flight_[node] = pool;
   return breaker_refusal::none;
+}
+
+void circuit_breaker::occupy(const std::string& node, const std::string& pool) {
+  in_flight_[node] = pool;
 }
 
 void circuit_breaker::finish_remediation(const std::string& node) {

@@ -31,6 +31,10 @@ struct breaker_config {
   std::string pool_label = "topology.kubernetes.io/rack";
   /// Remediations in flight per pool. Default 0: unlimited.
   std::size_t max_concurrent_per_pool = 0;
+  /// Sharded (issue 22): the pools' slots are held in the journal's database
+  /// (journal_store::claim_slot), so the budget holds across replicas and a
+  /// slot stays with its node through a shard's handover.
+  bool slots_in_journal = false;
 };
 
 /// Why the breaker said no; `none` when it said yes.
@@ -57,6 +61,9 @@ public:
   /// finish_remediation. Admitting a node already in flight is granted again.
   breaker_refusal admit_remediation(const std::string& node, const std::string& pool);
   void finish_remediation(const std::string& node);
+  /// A remediation found running (its CR created before a restart or a
+  /// handover) holds its slot whatever the budget: it runs either way.
+  void occupy(const std::string& node, const std::string& pool);
 
   /// Sticky: only reset() closes it again (an operator's explicit action);
   /// reset also forgets the cordons counted so far.
@@ -100,6 +107,13 @@ private:
   std::string trip_reason_;
   double share_ = 1.0;
 };
+
+/// The per-pool budget (0: unlimited): a node holding one of the pool's
+/// slots keeps it; another takes one while fewer than `budget` other nodes
+/// hold one. The in-memory breaker and the journal's slots both apply it.
+inline bool pool_admits(std::size_t others, bool holds, std::size_t budget) {
+  return holds || budget == 0 || others < budget;
+}
 
 /// The pool of a node: the value of `label` in `labels`, "" when absent.
 std::string pool_of(const std::map<std::string, std::string>& labels,

@@ -2,6 +2,9 @@
 // server (started by scripts/with-postgres).
 #include "runtime/journal/journal_store.hpp"
 
+#include <atomic>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -215,6 +218,82 @@ TEST_P(journal_store_test, the_tail_waits_for_a_transaction_still_running) {
   PQclear(PQexec(other, "COMMIT"));
   PQfinish(other);
   EXPECT_EQ(tail_keys(*store_, at, 10), (std::vector<std::string>{"slow", "quick"}));
+}
+
+// A node's history read up to where a tail stands (journal_query::through):
+// rows after it are the tail's to deliver, never the read's too.
+TEST_P(journal_store_test, a_read_through_a_tail_position_stops_there) {
+  append({make_record("a"), make_record("x", "node-2")});
+  append({make_record("b")});
+  journal_position at;
+  EXPECT_EQ(tail_keys(*store_, at, 10), (std::vector<std::string>{"a", "x", "b"}));
+  append({make_record("c")});
+  journal_query q;
+  q.node = "node-1";
+  q.through = at;
+  std::vector<std::string> keys;
+  for (const auto& row : read(q))
+    keys.push_back(row.idempotency_key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", "b"}));
+  q.newest = true;
+  q.limit = 1;
+  auto newest = read(q);
+  ASSERT_EQ(newest.size(), 1u);
+  EXPECT_EQ(newest[0].idempotency_key, "b");
+  EXPECT_EQ(tail_keys(*store_, at, 10), (std::vector<std::string>{"c"}));
+}
+
+// The pools' remediation slots held in the database (issue 22): a budget of
+// 2, a node holding a slot keeps it, a released slot is free again.
+TEST_P(journal_store_test, remediation_slots_hold_the_pool_budget) {
+  auto budget_of_2 = [](std::size_t others, bool holds) { return holds || others < 2; };
+  auto claim = [&](const std::string& pool, const std::string& node) {
+    auto c = store_->claim_slot(pool, node, from_unix(1000, 0), budget_of_2);
+    EXPECT_TRUE(c.has_value()) << c.error().to_string();
+    return c.has_value() ? *c : slot_claim{};
+  };
+  EXPECT_TRUE(claim("rack-1", "node-1").granted);
+  EXPECT_TRUE(claim("rack-1", "node-2").granted);
+  auto refused = claim("rack-1", "node-3");
+  EXPECT_FALSE(refused.granted);
+  EXPECT_EQ(refused.holders, 2u);
+  EXPECT_TRUE(claim("rack-2", "node-3").granted); // another pool
+  EXPECT_TRUE(claim("rack-1", "node-1").granted); // held already
+  ASSERT_TRUE(store_->release_slot("node-1").has_value());
+  ASSERT_TRUE(store_->release_slot("node-9").has_value()); // none held: fine
+  EXPECT_TRUE(claim("rack-1", "node-4").granted);
+  // Moved: node-3 leaves rack-2 for rack-1, whose budget is spent.
+  EXPECT_FALSE(claim("rack-1", "node-3").granted);
+  // A new connection (another replica, or a restart) sees the same slots.
+  auto other = open_store();
+  auto again = other->claim_slot("rack-1", "node-5", from_unix(1000, 0), budget_of_2);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_FALSE(again->granted);
+}
+
+// Replicas claiming at once: the lock per pool lets exactly the budget
+// through, never more.
+TEST_P(journal_store_test, replicas_claiming_at_once_never_pass_the_budget) {
+  if (GetParam() != "postgresql")
+    GTEST_SKIP() << "SQLite serves one process";
+  constexpr std::size_t budget = 5;
+  auto rule = [](std::size_t others, bool holds) { return holds || others < budget; };
+  std::atomic<std::size_t> granted{0};
+  std::vector<std::thread> replicas;
+  for (int r = 0; r < 4; ++r)
+    replicas.emplace_back([&, r] {
+      auto store = open_store();
+      for (int n = 0; n < 25; ++n) {
+        auto c = store->claim_slot("rack-1",
+                                   "node-" + std::to_string(r) + "-" + std::to_string(n),
+                                   from_unix(1000, 0), rule);
+        if (c.has_value() && c->granted)
+          ++granted;
+      }
+    });
+  for (auto& t : replicas)
+    t.join();
+  EXPECT_EQ(granted.load(), budget);
 }
 
 // A journal written by a vigil before the tail (schema 1) is migrated: its

@@ -164,4 +164,49 @@ CAF_TEST(the_breakers_own_reset_from_the_tail_forgets_nothing) {
   run();
 }
 
+// Sharded (issue 22), the pools' slots live in the journal's database: two
+// replicas' breakers share one pool budget; a slot stays with its node when
+// its holder goes (the shard's next owner carries on, and gives it back); a
+// remediation found running takes a slot whatever the budget.
+CAF_TEST(replicas_share_a_pool_budget_through_the_journal) {
+  control::breaker_config config;
+  config.max_concurrent_per_pool = 2;
+  config.slots_in_journal = true;
+  auto a = sys.spawn(vigil::breaker, config, journal, time);
+  auto b = sys.spawn(vigil::breaker, config, journal, time);
+  run();
+  auto remedy = [&](breaker_handle& breaker, const char* node) {
+    return ask(breaker, remedy_atom::value, std::string(node), std::string("rack-a"));
+  };
+  CAF_CHECK_EQUAL(remedy(a, "node-1"), "");
+  CAF_CHECK_EQUAL(remedy(b, "node-2"), "");
+  auto refusal = remedy(a, "node-3");
+  CAF_CHECK(refusal.find("2 remediations in flight across the replicas")
+            != std::string::npos);
+  CAF_CHECK_EQUAL(remedy(a, "node-2"), ""); // node-2 holds one: granted again
+  anon_send(b, remedied_atom::value, std::string("node-2"));
+  run();
+  CAF_CHECK_EQUAL(remedy(a, "node-3"), "");
+  // A CR found running after a handover counts too, over the budget.
+  anon_send(b, occupy_atom::value, std::string("node-4"), std::string("rack-a"));
+  run();
+  anon_send(a, remedied_atom::value, std::string("node-1"));
+  run();
+  CAF_CHECK_NOT_EQUAL(remedy(b, "node-5"), ""); // node-3 and node-4 hold the two
+  // The journal's database is down: no remediation starts on an unchecked
+  // budget, and a release is tried again until it is stored.
+  journal_db->failures = 1;
+  refusal = remedy(b, "node-5");
+  CAF_CHECK(refusal.find("could not be checked") != std::string::npos);
+  journal_db->failures = 1;
+  anon_send(a, remedied_atom::value, std::string("node-3"));
+  run();
+  CAF_CHECK_NOT_EQUAL(remedy(b, "node-5"), ""); // not given back yet
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(remedy(b, "node-5"), "");
+  anon_send_exit(a, exit_reason::user_shutdown);
+  anon_send_exit(b, exit_reason::user_shutdown);
+  run();
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,6 +1,7 @@
 #include "actors/control/remediation/remediation_machine.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -70,7 +71,9 @@ struct machine_run {
     for (auto& c : commands) {
       seen.push_back(c);
       if (auto* find = std::get_if<cmd::find_cr>(&c)) {
-        if (existing_cr)
+        if (hold_find)
+          held_find = *find;
+        else if (existing_cr)
           take(machine.on_cr_found(find->generation, find->cr, now));
         else
           take(machine.on_cr_absent(find->generation, view, now));
@@ -145,6 +148,8 @@ struct machine_run {
   std::vector<remediation_kind> created;
   std::vector<cmd::wake> wakes;
   bool existing_cr = false;
+  bool hold_find = false; ///< the API server has not answered the lookup yet
+  std::optional<cmd::find_cr> held_find;
   bool hold_breaker = false;
   std::uint64_t held_generation = 0;
 };
@@ -503,6 +508,46 @@ TEST(remediation_machine, a_cr_created_before_a_restart_is_followed_not_created_
   EXPECT_TRUE(run.created.empty());
   EXPECT_EQ(run.machine.step(), remediation_step::following);
   EXPECT_TRUE(run.all<cmd::count>().empty()); // its attempt was counted before
+  // It counts against its pool while it runs (the budget after a restart or
+  // a shard's handover), and gives the slot back when it is over.
+  EXPECT_EQ(run.all<cmd::occupy_slot>().size(), 1u);
+  EXPECT_TRUE(run.all<cmd::ask_breaker>().empty());
+  EXPECT_TRUE(run.all<cmd::leave_pool>().empty());
+  run.cr_is("Succeeded");
+  EXPECT_EQ(run.all<cmd::leave_pool>().size(), 1u);
+}
+
+// After a restart or a shard's handover the machine looks for the CR it may
+// have created before. Until it knows, the node stays quarantined: a reboot
+// may be under way, and a healthy event meanwhile must not return the node.
+TEST(remediation_machine,
+     the_node_stays_quarantined_while_a_cr_from_before_is_looked_for) {
+  for (const bool exists : {true, false}) {
+    machine_run run;
+    run.hold_find = true;
+    run.node_has({reboot_record("e1")});
+    run.consider();
+    ASSERT_TRUE(run.held_find.has_value());
+    EXPECT_TRUE(run.machine.holds_quarantine());
+    run.node_has({}); // the healthy event
+    run.consider();
+    EXPECT_TRUE(run.machine.holds_quarantine());
+    EXPECT_TRUE(run.all<cmd::hold_ended>().empty());
+    if (exists) {
+      // The reboot is under way: the node returns once it is over.
+      run.take(
+        run.machine.on_cr_found(run.held_find->generation, run.held_find->cr, run.now));
+      EXPECT_EQ(run.machine.step(), remediation_step::following);
+      EXPECT_TRUE(run.machine.holds_quarantine());
+    } else {
+      // Nothing runs and nothing is wanted any more: released, nothing created.
+      run.take(run.machine.on_cr_absent(run.held_find->generation, run.view, run.now));
+      EXPECT_FALSE(run.machine.holds_quarantine());
+      EXPECT_EQ(run.all<cmd::hold_ended>().size(), 1u);
+      EXPECT_TRUE(run.created.empty());
+      EXPECT_TRUE(run.all<cmd::ask_breaker>().empty());
+    }
+  }
 }
 
 TEST(remediation_machine, a_dry_run_journals_and_creates_nothing) {
