@@ -3,7 +3,13 @@
 // clock and prints the figures BENCHMARKS.md records.
 //
 //   bench_control JOURNAL_URL [NODES=10000] [EVENTS=200000] [RATE=1000] [SECONDS=10]
-//                 [STREAMS=0]
+//                 [STREAMS=0] [JOURNAL_ROWS=0]
+//
+// 0. With JOURNAL_ROWS > 0 (PostgreSQL only): the journal first gets that
+//    many event rows on the NODES nodes (application XID warnings and their
+//    healthy clears, alternately, over the last 10 days), written by
+//    PostgreSQL itself; figure 1's start-up then includes the fleet's
+//    rebuild from them, and its RSS what the rebuild keeps.
 //
 // 1. RSS per idle node: resident memory grown by the fleet listing NODES
 //    Nodes (8 GPUs each by label) and spawning one idle node actor for each,
@@ -29,6 +35,7 @@
 #include <vector>
 
 #include <caf/all.hpp>
+#include <libpq-fe.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -136,6 +143,61 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
 }
 
+// Figure 0: JOURNAL_ROWS event rows, PostgreSQL generating them from two
+// encoded HealthEvents (the codec's own output) with the id and node filled
+// in per row, a million per statement.
+bool fill_journal(const std::string& url, std::size_t rows, std::size_t nodes) {
+  auto template_of = [](bool healthy) {
+    health_event e = make_event(0, 0, false, "");
+    e.id = "@ID@";
+    e.node_name = "@NODE@";
+    e.entities = {{"GPU_UUID", "GPU-@NODE@"}};
+    e.is_healthy = healthy;
+    return encode_health_event(e);
+  };
+  std::unique_ptr<PGconn, decltype(&PQfinish)> conn{PQconnectdb(url.c_str()), &PQfinish};
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    std::fprintf(stderr, "cannot fill the journal: %s", PQerrorMessage(conn.get()));
+    return false;
+  }
+  const std::int64_t step = std::chrono::nanoseconds(std::chrono::hours(240)).count()
+                            / static_cast<std::int64_t>(rows);
+  const std::string end = std::to_string(now_ns());
+  const std::string total = std::to_string(rows), spacing = std::to_string(step),
+                    fleet = std::to_string(nodes), warning = template_of(false),
+                    cleared = template_of(true);
+  const auto t0 = bench_clock::now();
+  for (std::size_t from = 1; from <= rows; from += 1000000) {
+    const std::string first = std::to_string(from),
+                      last = std::to_string(std::min(rows, from + 999999));
+    const char* params[] = {end.c_str(),   total.c_str(),   spacing.c_str(),
+                            fleet.c_str(), warning.c_str(), cleared.c_str(),
+                            first.c_str(), last.c_str()};
+    std::unique_ptr<PGresult, decltype(&PQclear)> res{
+      PQexecParams(
+        conn.get(),
+        "INSERT INTO journal (recorded_at_ns, node, kind, idempotency_key, body) "
+        "SELECT $1::bigint - ($2::bigint - i) * $3::bigint, "
+        "'gpu-node-' || (i % $4::bigint), 'event', 'fill-' || i, "
+        "replace(replace(CASE WHEN i % 2 = 0 THEN $5 ELSE $6 END, '@ID@', "
+        "'fill-' || i), '@NODE@', 'gpu-node-' || (i % $4::bigint))::jsonb "
+        "FROM generate_series($7::bigint, $8::bigint) AS i",
+        8, nullptr, params, nullptr, nullptr, 0),
+      &PQclear};
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+      std::fprintf(stderr, "cannot fill the journal: %s", PQerrorMessage(conn.get()));
+      return false;
+    }
+  }
+  // A journal that grew over days has its statistics; a table filled a
+  // moment ago has not (the planner would scan it whole for every page).
+  std::unique_ptr<PGresult, decltype(&PQclear)> analysed{
+    PQexec(conn.get(), "ANALYZE journal"), &PQclear};
+  std::printf("journal filled with %zu event rows in %.1f s\n", rows,
+              std::chrono::duration<double>(bench_clock::now() - t0).count());
+  return true;
+}
+
 std::uint64_t fleet_number(caf::scoped_actor& self, const caf::actor& fleet,
                            const char* key) {
   std::uint64_t out = 0;
@@ -176,6 +238,7 @@ int main(int argc, char** argv) {
   const std::size_t rate = argc > 4 ? std::stoul(argv[4]) : 1000;
   const std::size_t seconds = argc > 5 ? std::stoul(argv[5]) : 10;
   const std::size_t stream_count = argc > 6 ? std::stoul(argv[6]) : 0;
+  const std::size_t journal_rows = argc > 7 ? std::stoul(argv[7]) : 0;
   const std::size_t probes = std::min(nodes, rate * seconds);
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
 
@@ -211,6 +274,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::shared_ptr<journal_store> store = std::move(*made);
+  if (journal_rows > 0 && !fill_journal(url, journal_rows, nodes))
+    return 1;
 
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", size_t{2});
@@ -245,10 +310,15 @@ int main(int argc, char** argv) {
   auto t_list = bench_clock::now();
   auto fleet_actor = sys.spawn(fleet, std::shared_ptr<const node_settings>(settings),
                                tapped, journal_actor, breaker_actor, time, true, false);
-  while (fleet_number(self, fleet_actor, "nodes") < nodes)
+  while (fleet_number(self, fleet_actor, "nodes") < nodes
+         || fleet_number(self, fleet_actor, "rebuilt") == 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const double list_s =
     std::chrono::duration<double>(bench_clock::now() - t_list).count();
+  if (journal_rows > 0)
+    std::printf(
+      "fleet rebuilt from %llu journal rows\n",
+      static_cast<unsigned long long>(fleet_number(self, fleet_actor, "rowsReplayed")));
   std::this_thread::sleep_for(std::chrono::seconds(1)); // let the LIST body go
   const double rss_after = rss_kib();
   std::printf("fleet of %zu nodes listed and spawned in %.2f s; RSS %.0f → %.0f KiB: "

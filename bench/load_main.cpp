@@ -12,6 +12,9 @@
 // agents drain and the journal's event rows are counted against what was
 // generated: nothing acknowledged may be missing.
 //
+// With --replicas R the control plane is R processes sharing the nodes in
+// shards (issue 22), each agent posting to one of them.
+//
 // The events are non-fatal application XIDs (13) spread over every GPU of
 // every node: they are journaled and routed to their node actors, and no rule
 // quarantines for them, so the run measures ingest, journal and routing, not
@@ -60,6 +63,10 @@ struct options {
   int drain = 180;     ///< at most this long for the agents to empty their spools
   bool json = false;
   std::string vigil = VIGIL_BINARY;
+  /// `vigil control` processes; above 1 they share the nodes in `shards`
+  /// shards (control.shards) and agent i posts to replica i mod replicas.
+  int replicas = 1;
+  int shards = 0; ///< 0: 4 per replica
 };
 
 /// What all agents did, summed by their threads.
@@ -312,28 +319,38 @@ int run(const options& o) {
   const auto dir = test::fresh_directory();
   std::ofstream(dir + "/token") << "ingest-token\n";
   test::write_kubeconfig(dir + "/kubeconfig", api->url(), "api-token");
-  const auto port = test::free_port();
-  std::ofstream(dir + "/control.yaml")
-    << "log: {format: json, level: warn}\n"
-    << "journal: {url: \"" << journal_url << "\"}\n"
-    << "control:\n  listen: 127.0.0.1:" << port << "\n  plain_http: true\n"
-    << "  token_file: " << dir << "/token\n  token_review: {enabled: false}\n"
-    << "  kubeconfig: " << dir << "/kubeconfig\n";
-  test::control_process control(o.vigil, dir + "/control.yaml", "load-control",
-                                dir + "/control.log");
-  if (!control.start()) {
-    std::cerr << "vigil_load: cannot start " << o.vigil << "\n";
-    return 2;
+  // The control plane: one process, or `replicas` sharing the shards.
+  std::vector<std::uint16_t> ports;
+  std::vector<std::unique_ptr<test::control_process>> controls;
+  const int shards = o.replicas > 1 ? (o.shards > 0 ? o.shards : 4 * o.replicas) : 1;
+  for (int r = 0; r < o.replicas; ++r) {
+    const auto name = "load-control-" + std::to_string(r);
+    ports.push_back(test::free_port());
+    std::ofstream(dir + "/" + name + ".yaml")
+      << "log: {format: json, level: warn}\n"
+      << "journal: {url: \"" << journal_url << "\"}\n"
+      << "control:\n  listen: 127.0.0.1:" << ports.back() << "\n  plain_http: true\n"
+      << "  token_file: " << dir << "/token\n  token_review: {enabled: false}\n"
+      << "  kubeconfig: " << dir << "/kubeconfig\n  shards: " << shards << "\n";
+    controls.push_back(std::make_unique<test::control_process>(
+      o.vigil, dir + "/" + name + ".yaml", name, dir + "/" + name + ".log"));
+    if (!controls.back()->start()) {
+      std::cerr << "vigil_load: cannot start " << o.vigil << "\n";
+      return 2;
+    }
   }
   const auto t0 = steady::now();
   auto seconds_in = [&] {
     return std::chrono::duration<double>(steady::now() - t0).count();
   };
-  while (seconds_in() < 120 && !test::ready(port))
+  auto all_ready = [&] {
+    return std::all_of(ports.begin(), ports.end(), [](auto p) { return test::ready(p); });
+  };
+  while (seconds_in() < 120 && !all_ready())
     std::this_thread::sleep_for(std::chrono::milliseconds{200});
-  if (!test::ready(port)) {
+  if (!all_ready()) {
     std::cerr << "vigil_load: vigil control never became ready; see " << dir
-              << "/control.log\n";
+              << "/load-control-*.log\n";
     return 2;
   }
 
@@ -355,7 +372,8 @@ int run(const options& o) {
     a->forwarder = std::make_unique<agent::forwarder_logic>(agent::forwarder_options{},
                                                             *a->spool, nullptr);
     agent::http_poster_options poster;
-    poster.url = "http://127.0.0.1:" + std::to_string(port);
+    poster.url = "http://127.0.0.1:"
+                 + std::to_string(ports[static_cast<std::size_t>(i) % ports.size()]);
     poster.token_file = dir + "/token";
     a->poster = std::make_unique<agent::http_event_poster>(poster);
     agents.push_back(std::move(a));
@@ -445,12 +463,17 @@ int run(const options& o) {
                                        / static_cast<double>(p - before.posts)
                                    : 0;
       before = {g, a, p, f, m, seconds_in()};
-      s.rss_mib = rss_mib(control.pid());
-      auto metrics = scrape(port);
-      s.journal_lag_s = metrics["vigil_journal_lag_seconds"];
-      s.journal_queue = metrics["vigil_journal_queue_depth"];
-      s.journal_refused = metrics["vigil_journal_refused_total"];
-      s.unavailable = metrics["vigil_events_unavailable_total"];
+      // Summed over the replicas (the most lag of any).
+      s.rss_mib = s.journal_lag_s = s.journal_queue = s.journal_refused = s.unavailable =
+        0;
+      for (std::size_t r = 0; r < controls.size(); ++r) {
+        s.rss_mib += rss_mib(controls[r]->pid());
+        auto metrics = scrape(ports[r]);
+        s.journal_lag_s = std::max(s.journal_lag_s, metrics["vigil_journal_lag_seconds"]);
+        s.journal_queue += metrics["vigil_journal_queue_depth"];
+        s.journal_refused += metrics["vigil_journal_refused_total"];
+        s.unavailable += metrics["vigil_events_unavailable_total"];
+      }
       s.backlog = backlog();
       samples.push_back(s);
       if (!o.json)
@@ -469,6 +492,16 @@ int run(const options& o) {
   stop = true;
   for (auto& t : threads)
     t.join();
+  auto restarts = [&] {
+    int n = 0;
+    for (const auto& c : controls)
+      n += c->starts() - 1;
+    return n;
+  };
+  auto running = [&] {
+    return std::all_of(controls.begin(), controls.end(),
+                       [](const auto& c) { return c->running(); });
+  };
   const double drained_in = seconds_in() - end;
   const std::uint64_t generated = totals.generated, rows = database.event_rows();
   const std::uint64_t held = backlog();
@@ -511,8 +544,10 @@ int run(const options& o) {
     {"rssMiBMax", rss_max},
     {"rssSlopeMiBPerMinuteSteady", rss_slope_per_minute(steady_samples)},
     {"journalLagSecondsMaxSteady", lag_max},
-    {"controlRestarts", control.starts() - 1},
-    {"controlRunning", control.running()},
+    {"replicas", o.replicas},
+    {"shards", shards},
+    {"controlRestarts", restarts()},
+    {"controlRunning", running()},
   };
   if (o.json) {
     json all = summary;
@@ -523,14 +558,14 @@ int run(const options& o) {
   } else {
     std::cout << summary.dump(2) << "\n";
   }
-  return summary["lost"].get<std::uint64_t>() == 0 && control.running() ? 0 : 1;
+  return summary["lost"].get<std::uint64_t>() == 0 && running() ? 0 : 1;
 }
 
 int usage(const std::string& problem) {
   std::cerr << "vigil_load: " << problem
             << "\nusage: vigil_load [--rate EVENTS_PER_S] [--agents N] [--seconds T] "
                "[--threads N] [--slow-for S] [--stall-for S] [--sample S] [--drain S] "
-               "[--json] [--vigil PATH]\n";
+               "[--replicas R] [--shards K] [--json] [--vigil PATH]\n";
   return 2;
 }
 
@@ -562,6 +597,10 @@ int main(int argc, char** argv) {
       ok = number(o.sample) && o.sample > 0;
     else if (arg == "--drain")
       ok = number(o.drain);
+    else if (arg == "--replicas")
+      ok = number(o.replicas) && o.replicas > 0;
+    else if (arg == "--shards")
+      ok = number(o.shards) && o.shards > 0;
     else if (arg == "--json")
       o.json = true;
     else if (arg == "--vigil" && i + 1 < argc)

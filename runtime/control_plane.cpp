@@ -242,7 +242,15 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   auto writer = options.detach_journal_writer
                   ? system.spawn<caf::detached>(journal_writer, journal_db)
                   : system.spawn(journal_writer, journal_db);
-  actors.journal = system.spawn(journal, config.journal, writer);
+  journal_writer_handle reader;
+  if (options.journal_tail_db) {
+    reader = options.detach_journal_writer
+               ? system.spawn<caf::detached>(journal_writer, options.journal_tail_db)
+               : system.spawn(journal_writer, options.journal_tail_db);
+    actors.journal = system.spawn(journal_with_reader, config.journal, writer, reader);
+  } else {
+    actors.journal = system.spawn(journal, config.journal, writer);
+  }
   auto gateway_stats = std::make_shared<kube_gateway_stats>();
   actors.gateway_figures = gateway_stats;
   auto gateway = system.spawn(kube_gateway, kube_client, gateway_stats);
@@ -268,6 +276,9 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                  {"breaker", caf::actor_cast<caf::actor>(actors.breaker)},
                  {"fleet", actors.fleet},
                  {"ingest", actors.ingest}};
+  if (reader) // stopped after whatever reads the tail (newest first)
+    plane.named.emplace(plane.named.begin() + 1, "journal_reader",
+                        caf::actor_cast<caf::actor>(reader));
   if (config.janitor.in_process && settings->remediation.dry_run) {
     // A dry run writes nothing to the API server, and the janitor would act
     // on CRs that already exist.

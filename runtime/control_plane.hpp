@@ -41,6 +41,9 @@ struct control_plane_options {
   /// The client the leader and shard electors write their Leases through
   /// (api_server::coordination); null: the main client's gateway.
   std::shared_ptr<kube::kube_client> coordination_client;
+  /// Sharded: a second connection to the journal for its tail (null: the
+  /// writer's).
+  std::shared_ptr<journal_store> journal_tail_db;
 };
 
 /// Spawns the control plane from `config` (already validated; the command

@@ -115,8 +115,18 @@ journal_stats current_stats(journal_actor* self) {
 
 journal_timers::behavior_type journal(journal_actor* self, journal_config config,
                                       journal_writer_handle writer) {
+  auto reader = writer;
+  return journal_with_reader(self, std::move(config), std::move(writer),
+                             std::move(reader));
+}
+
+journal_timers::behavior_type journal_with_reader(journal_actor* self,
+                                                  journal_config config,
+                                                  journal_writer_handle writer,
+                                                  journal_writer_handle reader) {
   self->state.config = config;
   self->state.writer = std::move(writer);
+  self->state.reader = std::move(reader);
   self->state.backoff = ms(config.reconnect_initial_ms);
   self->set_down_handler([=](caf::down_msg& down) {
     auto& subscribers = self->state.subscribers;
@@ -158,7 +168,7 @@ journal_timers::behavior_type journal(journal_actor* self, journal_config config
     },
     [=](tail_atom atom, journal_position after,
         std::uint64_t limit) -> caf::delegated<journal_tail_page> {
-      return self->delegate(self->state.writer, atom, after, limit);
+      return self->delegate(self->state.reader, atom, after, limit);
     },
     [=](slot_claim_atom atom, std::string& pool, std::string& node,
         std::uint64_t budget) -> caf::delegated<bool, std::uint64_t> {

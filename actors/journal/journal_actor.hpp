@@ -31,6 +31,10 @@ struct pending_append {
 struct journal_state {
   journal_config config;
   journal_writer_handle writer;
+  /// Serves the tail (sharded: every replica reads every row, all the time);
+  /// its own connection keeps appends from queueing behind tail pages. The
+  /// writer itself when there is none.
+  journal_writer_handle reader;
   std::deque<pending_append> queue;      ///< not yet in a batch
   std::vector<pending_append> in_flight; ///< the batch the writer has
   std::uint64_t flush_generation = 0;    ///< stale flush timers are ignored
@@ -50,6 +54,13 @@ using journal_actor = caf::stateful_actor<journal_state, observed<journal_timers
 
 journal_timers::behavior_type journal(journal_actor* self, journal_config config,
                                       journal_writer_handle writer);
+
+/// The same, with the tail read through `reader` (a writer actor on a
+/// connection of its own).
+journal_timers::behavior_type journal_with_reader(journal_actor* self,
+                                                  journal_config config,
+                                                  journal_writer_handle writer,
+                                                  journal_writer_handle reader);
 
 struct journal_writer_state {
   static inline const char* name = "journal_writer";

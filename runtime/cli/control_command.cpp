@@ -98,6 +98,14 @@ int run_control(command_context& ctx) {
   control_plane_options plane_options;
   plane_options.replica_identity = replica_identity();
   plane_options.coordination_client = api->coordination;
+  if (cc.leader_election && cc.shards > 1) {
+    // Every replica follows the whole journal: the tail reads on their own
+    // connection, never in front of the appends that acknowledge events.
+    auto tail_store = make_journal_store(config.journal.url);
+    if (!tail_store)
+      return fail(tail_store.error());
+    plane_options.journal_tail_db = std::move(*tail_store);
+  }
 
   return run_process(config, [&](process_context& p) -> status {
     auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());
