@@ -123,8 +123,10 @@ void claim_slot(breaker_actor* self, const std::string& node, const std::string&
               budget)
     .then(
       [=](bool granted, std::uint64_t others) {
-        if (granted)
+        if (granted) {
+          self->state.releasing.erase(node);
           return answer({});
+        }
         answer("pool \"" + pool + "\" has " + std::to_string(others)
                + " remediations in flight across the replicas, its budget");
       },
@@ -134,15 +136,18 @@ void claim_slot(breaker_actor* self, const std::string& node, const std::string&
 }
 
 // Gives the node's slot back in the journal's database; a failure is tried
-// again in 5 s (a slot left behind would hold the pool's budget).
+// again in 5 s (a slot left behind would hold the pool's budget), unless
+// the node claimed a slot again meanwhile.
 void free_slot(breaker_actor* self, const std::string& node) {
+  self->state.releasing.insert(node);
   self->request(self->state.journal, caf::infinite, slot_free_atom::value, node)
-    .then([](bool) {},
+    .then([=](bool) { self->state.releasing.erase(node); },
           [=](const caf::error& err) {
             component_logger("breaker")->error(
               "{}'s remediation slot could not be given back ({}); again in 5 s", node,
               caf::to_string(err));
-            self->delayed_send(self, std::chrono::seconds{5}, remedied_atom::value, node);
+            self->delayed_send(self, std::chrono::seconds{5}, slot_free_atom::value,
+                               node);
           });
 }
 
@@ -216,6 +221,10 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
         self->demonitor(holder->second);
         st.slot_holders.erase(holder);
       }
+    },
+    [=](slot_free_atom, const std::string& node) {
+      if (self->state.releasing.count(node) > 0)
+        free_slot(self, node);
     },
     [=](occupy_atom, const std::string& node, const std::string& pool) {
       auto& st = self->state;

@@ -45,7 +45,8 @@ struct breaker_stats {
 /// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
 /// node) or until the asking actor goes down (with slots_in_journal, until
 /// remedied only: the slot stays with the node through a handover);
-/// (occupy_atom, node, pool): a slot, whatever the budget; (reset_atom) → "reset", once
+/// (occupy_atom, node, pool): a slot, whatever the budget; (slot_free_atom,
+/// node) to itself: a failed release tried again; (reset_atom) → "reset", once
 /// journaled; (gpunodes_atom, count); sharded, (gpunodes_atom, owned, fleet):
 /// the GPU nodes of the shards this replica owns and of the whole fleet
 /// (circuit_breaker::set_share); (replay_atom, breaker rows);
@@ -56,6 +57,7 @@ using breaker_handle = caf::typed_actor<
   caf::replies_to<remedy_atom, std::string, std::string>::with<std::string>,
   caf::reacts_to<remedied_atom, std::string>,
   caf::reacts_to<occupy_atom, std::string, std::string>,
+  caf::reacts_to<slot_free_atom, std::string>,
   caf::replies_to<reset_atom>::with<std::string>,
   caf::reacts_to<gpunodes_atom, std::uint64_t>,
   caf::reacts_to<gpunodes_atom, std::uint64_t, std::uint64_t>,
@@ -83,6 +85,10 @@ struct breaker_state {
   /// was applied live must not be applied again (a reset replayed later
   /// would forget the cordons counted since).
   std::set<std::string> own_rows;
+  /// slots_in_journal: nodes whose slot is being given back. A failed
+  /// release is tried again only while the node is still here: a claim
+  /// granted meanwhile (a new remediation) takes it out.
+  std::set<std::string> releasing;
   breaker_stats stats;
   static inline const char* name = "breaker";
 };

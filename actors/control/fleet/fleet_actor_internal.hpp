@@ -60,12 +60,12 @@ void stop_nodes(fleet_actor* self, const std::function<bool(const std::string&)>
 /// when it was journaled (the fabric window's time, the same on every replica).
 void route(fleet_actor* self, health_event event, std::int64_t seq, wall_time arrived);
 
-/// Sharded: a port-down of a node another replica owns still counts in this
-/// replica's fabric window (issue 22: fabric incidents are fleet-wide). Every
+/// A NIC port-down counts in the fabric window; an incident it opens or
+/// grows is journaled and told to its nodes. Sharded, those of nodes other
+/// replicas own count too (issue 22: fabric incidents are fleet-wide): every
 /// replica reads the same rows in the same order, with the same times, so
 /// each finds the same incidents.
-void observe_port_down_elsewhere(fleet_actor* self, const health_event& event,
-                                 wall_time arrived);
+void count_port_down(fleet_actor* self, const health_event& event, wall_time arrived);
 
 /// To the node actor now, or after the journal replay it waits for.
 void deliver(fleet_actor* self, health_event event, std::int64_t seq);

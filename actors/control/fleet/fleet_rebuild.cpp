@@ -285,7 +285,7 @@ void follow_tail(fleet_actor* self) {
             continue;
           }
           if (!mine) {
-            observe_port_down_elsewhere(self, *event, row.recorded_at);
+            count_port_down(self, *event, row.recorded_at);
             continue;
           }
           ++st.stats.tailed;

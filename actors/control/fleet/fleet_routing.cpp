@@ -56,8 +56,7 @@ void mark_if_fabric(fleet_actor* self, health_event& event) {
     event.strategy = processing_strategy::store_and_analyse;
 }
 
-void observe_port_down_elsewhere(fleet_actor* self, const health_event& event,
-                                 wall_time arrived) {
+void count_port_down(fleet_actor* self, const health_event& event, wall_time arrived) {
   if (control::reports_link_down(event) && control::is_nic_port_down(event))
     if (auto incident = self->state.fabric.on_port_down(event.node_name, arrived))
       on_fabric_incident(self, *incident);
@@ -67,17 +66,14 @@ void route(fleet_actor* self, health_event event, std::int64_t seq, wall_time ar
   auto& st = self->state;
   ++st.stats.routed;
   agent_heard(self, event.node_name); // an event is proof of life too
-  const bool link_down = control::reports_link_down(event);
-  if (link_down && control::is_nic_port_down(event))
-    if (auto incident = st.fabric.on_port_down(event.node_name, arrived))
-      on_fabric_incident(self, *incident);
+  count_port_down(self, event, arrived);
   mark_if_fabric(self, event);
   // A link down the fabric does not explain yet waits correlation.fabric_hold:
   // the incident may still be forming on other nodes.
   const auto name = event.node_name;
   const bool first = !st.on_hold.next_due(name);
-  const bool hold =
-    link_down && event.strategy == processing_strategy::execute_remediation;
+  const bool hold = control::reports_link_down(event)
+                    && event.strategy == processing_strategy::execute_remediation;
   if (!st.on_hold.take(event, seq, hold, st.time->wall_now())) {
     deliver(self, std::move(event), seq);
     return;

@@ -204,6 +204,14 @@ CAF_TEST(replicas_share_a_pool_budget_through_the_journal) {
   CAF_CHECK_NOT_EQUAL(remedy(b, "node-5"), ""); // not given back yet
   advance(std::chrono::seconds{5});
   CAF_CHECK_EQUAL(remedy(b, "node-5"), "");
+  // A failed release is not tried again once the node claimed anew: the
+  // retry would free the new remediation's slot.
+  journal_db->failures = 1;
+  anon_send(b, remedied_atom::value, std::string("node-5"));
+  run();
+  CAF_CHECK_EQUAL(remedy(b, "node-5"), ""); // a new remediation, same slot
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_NOT_EQUAL(remedy(a, "node-6"), ""); // node-4 and node-5 hold the two
   anon_send_exit(a, exit_reason::user_shutdown);
   anon_send_exit(b, exit_reason::user_shutdown);
   run();
