@@ -127,6 +127,12 @@ struct remediation_attempt {
   recommended_action action = recommended_action::none;
   std::string gpu_uuid;
   wall_time at{};
+  std::string event_id;      ///< the request's event (with the plan, the CR's name)
+  std::string custom_action; ///< a custom remediation's name; "" otherwise
+  /// No outcome journaled for its CR yet (no succeeded, failed or released
+  /// row naming it): it may still be running.
+  bool open = false;
+  std::string cr;
 };
 
 /// (attempts_atom, vector<remediation_attempt>) from the fleet to a node actor

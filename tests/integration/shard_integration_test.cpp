@@ -346,19 +346,11 @@ TEST_F(shard_integration_with_a_pool_budget, the_replicas_together_keep_to_it) {
   }))
     << victim << "'s shards were not taken over";
   const std::string survivor = victim == "replica-a" ? "replica-b" : "replica-a";
-  // The nodes held for the budget recover; the rebooting ones stay cordoned
-  // until their reboots are over, and keep their slots. (Only the held
-  // nodes report healthy here: a rebooting node's healthy event that a
-  // successor finds in the history it replays returns the node before its
-  // reboot is over, because the replay does not yet resume a CR whose fault
-  // cleared; issue #22's note.)
-  for (int i = 1; i <= node_count; ++i)
-    if (rebooting.count(node_name(i)) == 0) {
-      auto [status, body] =
-        test::post_events(ports_[survivor], "ingest-token",
-                          xid_event("healthy-" + node_name(i), i, true).dump() + "\n");
-      EXPECT_EQ(status, 200) << body;
-    }
+  // Every node reports healthy. The held ones recover; the rebooting ones
+  // stay cordoned until their reboots are over (their successor resumes a
+  // CR without an outcome even when the fault cleared in the history it
+  // replays), and keep their slots.
+  post_all(survivor, true, "healthy");
   EXPECT_TRUE(eventually([&] {
     for (int i = 1; i <= node_count; ++i)
       if (cordoned(i) != (rebooting.count(node_name(i)) > 0))

@@ -367,12 +367,28 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
       const auto phase = text_of(body, "phase");
       const auto dry = body.is_object() && body.contains("dryRun")
                        && body["dryRun"].is_boolean() && body["dryRun"].get<bool>();
+      const auto cr = text_of(body, "cr");
+      if (phase == "succeeded" || phase == "failed" || phase == "released") {
+        // Its outcome: the CR it names no longer runs for this node actor.
+        for (auto& attempt : into.attempts[row.node])
+          if (!cr.empty() && attempt.cr == cr)
+            attempt.open = false;
+        continue;
+      }
       if ((phase != "created" && phase != "handed_to_provider") || dry)
         continue;
       auto action = parse_recommended_action(text_of(body, "action"));
-      if (action)
-        into.attempts[row.node].push_back(
-          {*action, text_of(body, "gpuUUID"), row.recorded_at});
+      if (action) {
+        remediation_attempt attempt;
+        attempt.action = *action;
+        attempt.gpu_uuid = text_of(body, "gpuUUID");
+        attempt.at = row.recorded_at;
+        attempt.event_id = text_of(body, "eventId");
+        attempt.custom_action = text_of(body, "customAction");
+        attempt.cr = cr;
+        attempt.open = phase == "created" && !cr.empty();
+        into.attempts[row.node].push_back(std::move(attempt));
+      }
       continue;
     }
     if (row.kind != event_row)

@@ -415,8 +415,16 @@ node_timers::behavior_type node(node_actor* self, std::string name,
     [=](tile_atom) -> std::string { return tile_fields(self->state).dump(); },
     [=](children_atom) { return children_rows(self); },
     [=](attempts_atom, const std::vector<remediation_attempt>& attempts) {
+      auto& machine = *self->state.remediation;
       for (const auto& a : attempts)
-        self->state.remediation->remember_attempt(a.action, a.gpu_uuid, a.at);
+        machine.remember_attempt(a.action, a.gpu_uuid, a.at);
+      // One maintenance at a time per node: the latest CR without an
+      // outcome is the one that may still run.
+      for (auto a = attempts.rbegin(); a != attempts.rend(); ++a)
+        if (a->open) {
+          machine.resume(a->action, a->gpu_uuid, a->event_id, a->custom_action);
+          break;
+        }
     },
     [=](remediation_start_atom) {
       node_remediation_steps::on_timer(self, control::remediation_timer::start);

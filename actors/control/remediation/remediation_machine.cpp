@@ -75,9 +75,28 @@ bool remediation_machine::ready(const remediation_view& view) const {
          || drain_key(*wanted) == view.drained_key;
 }
 
+void remediation_machine::resume(recommended_action action, const std::string& gpu_uuid,
+                                 const std::string& event_id,
+                                 const std::string& custom_action) {
+  resume_ = resumed{action, gpu_uuid, event_id, custom_action};
+}
+
 remediation_commands remediation_machine::consider(const remediation_view& view,
                                                    wall_time now) {
   context c{&view, now, {}};
+  if (resume_ && queue_.idle() && step_ == remediation_step::idle) {
+    // The request the journal says is in flight: its CR is looked for
+    // (finding holds the quarantine) and followed if it is there.
+    remediation_request request;
+    request.plan = plan(c, resume_->action, resume_->gpu_uuid, resume_->custom_action);
+    request.event_id = resume_->event_id;
+    request.requested_at = now;
+    handled_.insert(request.event_id);
+    queue_.restore_in_flight(std::move(request));
+    resume_.reset();
+    step_ = remediation_step::ready;
+    start(c);
+  }
   if (!fault_pending_.empty())
     for (const auto& record : view.records)
       if (record.event_id == fault_pending_)

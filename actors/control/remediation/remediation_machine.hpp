@@ -312,6 +312,14 @@ public:
   void remember_attempt(recommended_action action, const std::string& gpu_uuid,
                         wall_time at);
 
+  /// Replaying the journal after a restart or a shard's handover: a CR was
+  /// created for this request and no outcome is journaled, so it may still
+  /// run. The next consider() takes it up as the request in flight and looks
+  /// for its CR, whatever the records say by then: a fault that cleared
+  /// while it ran must not return the node before it is over.
+  void resume(recommended_action action, const std::string& gpu_uuid,
+              const std::string& event_id, const std::string& custom_action);
+
   /// The drain the node needs now (see drain_wanted()).
   bool needs_full_drain() const { return step_ == remediation_step::draining_fully; }
   /// A CR is being carried out.
@@ -377,6 +385,12 @@ private:
   escalation_tracker escalation_;
   remediation_state annotation_;  ///< as last written to the Node
   std::set<std::string> handled_; ///< event ids already planned
+  /// A CR from before the restart to look for (resume()).
+  struct resumed {
+    recommended_action action = recommended_action::none;
+    std::string gpu_uuid, event_id, custom_action;
+  };
+  std::optional<resumed> resume_;
   remediation_step step_ = remediation_step::idle;
   std::string cr_name_;        ///< the CR of the request in flight
   wall_time cr_created_{};     ///< when this machine saw it exist

@@ -1,4 +1,5 @@
 #include "actors/control/remediation/remediation_machine.hpp"
+#include "actors/control/remediation/remediation_resource.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -548,6 +549,34 @@ TEST(remediation_machine,
       EXPECT_TRUE(run.all<cmd::ask_breaker>().empty());
     }
   }
+}
+
+// A successor (restart, shard handover) replays a history in which the
+// fault cleared while its reboot's CR ran: no record is left to plan, but
+// the journal says the CR has no outcome. The machine looks for it and
+// follows it; the node returns only when it is over.
+TEST(remediation_machine, a_cr_without_an_outcome_is_followed_though_its_fault_cleared) {
+  machine_run run;
+  run.existing_cr = true;
+  run.machine.resume(recommended_action::restart_bm, gpu_b, "e1", "");
+  run.node_has({});
+  run.consider();
+  ASSERT_EQ(run.all<cmd::find_cr>().size(), 1u);
+  EXPECT_EQ(run.all<cmd::find_cr>()[0].cr,
+            maintenance_cr_name("node-1", run.all<cmd::find_cr>()[0].request.plan, "e1"));
+  EXPECT_EQ(run.machine.step(), remediation_step::following);
+  EXPECT_TRUE(run.machine.holds_quarantine());
+  EXPECT_TRUE(run.created.empty());
+  run.cr_is("Succeeded");
+  EXPECT_FALSE(run.machine.holds_quarantine());
+  EXPECT_EQ(run.all<cmd::hold_ended>().size(), 1u);
+  // Gone meanwhile: nothing runs, the node returns, nothing is created.
+  machine_run gone;
+  gone.machine.resume(recommended_action::restart_bm, gpu_b, "e1", "");
+  gone.node_has({});
+  gone.consider();
+  EXPECT_FALSE(gone.machine.holds_quarantine());
+  EXPECT_TRUE(gone.created.empty());
 }
 
 TEST(remediation_machine, a_dry_run_journals_and_creates_nothing) {
