@@ -152,6 +152,15 @@ protected:
     return out;
   }
 
+  // Every shard held, by three different replicas.
+  bool spread_over_three() {
+    auto held = holders();
+    std::set<std::string> who;
+    for (const auto& [shard, holder] : held)
+      who.insert(holder);
+    return held.size() == shard_count && who.size() == 3;
+  }
+
   bool cordoned(int node) {
     bool out = false;
     api_->with_store([&](kube::object_store& store) {
@@ -223,13 +232,7 @@ protected:
 TEST_F(shard_integration,
        a_killed_replicas_shards_are_taken_over_and_nothing_is_done_twice) {
   // The three replicas share the shards.
-  ASSERT_TRUE(eventually([&] {
-    auto held = holders();
-    std::set<std::string> who;
-    for (const auto& [shard, holder] : held)
-      who.insert(holder);
-    return held.size() == shard_count && who.size() == 3;
-  }))
+  ASSERT_TRUE(eventually([&] { return spread_over_three(); }))
     << "shards never spread over the three replicas";
 
   // Every event goes to replica-a; each node is cordoned by its shard's owner.
@@ -296,13 +299,7 @@ protected:
 };
 
 TEST_F(shard_integration_with_a_pool_budget, the_replicas_together_keep_to_it) {
-  ASSERT_TRUE(eventually([&] {
-    auto held = holders();
-    std::set<std::string> who;
-    for (const auto& [shard, holder] : held)
-      who.insert(holder);
-    return held.size() == shard_count && who.size() == 3;
-  }))
+  ASSERT_TRUE(eventually([&] { return spread_over_three(); }))
     << "shards never spread over the three replicas";
   // Every node needs a reboot; none of them carries a rack label: one pool.
   post_all("replica-a", false, "fault");
