@@ -259,6 +259,7 @@ void read_control(section_reader s, control_config& c) {
   s.read("shards", c.shards, 1u, 4096u);
   if (c.shards > 1 && !c.leader_election)
     s.error("shards", "more than one shard needs leader_election: true");
+  s.read("snapshot_interval_seconds", c.snapshot_interval_seconds, 0u, 86400u);
   s.read("agent_silence_seconds", c.agent_silence_seconds, 0u, 86400u);
   s.read("not_ready_after", c.not_ready_after, 0u, 86400u);
   s.read("not_ready_action", c.not_ready_action);

@@ -72,6 +72,9 @@ struct control_config {
   std::uint32_t retry_period_seconds = 2;
   /// Node shards, each owned through its own Lease (issue 22); 1: one leader.
   std::uint32_t shards = 1;
+  /// How often the fleet's rebuild snapshot is taken (issue 22), so a
+  /// restart reads only the journal rows that still matter; 0: never.
+  std::uint32_t snapshot_interval_seconds = 600;
   /// A GPU node whose agent sent no heartbeat or event for this long gets
   /// the VigilAgentReporting=False condition and an Event; 0: not watched.
   std::uint32_t agent_silence_seconds = 300;

@@ -5,6 +5,7 @@
 #include "actors/control/auth/authenticator.hpp"
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
+#include "actors/control/fleet/snapshot_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/leader/leader_actor.hpp"
 #include "actors/control/leader/shard_elector.hpp"
@@ -180,6 +181,7 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
   settings->gpu_nodes = std::move(*gpu_nodes);
   settings->events_namespace = cc.events_namespace;
   settings->shards = cc.leader_election ? cc.shards : 1;
+  settings->breaker_window = breaker_config_from(config.breaker).window;
   settings->agent_silence = std::chrono::seconds{cc.agent_silence_seconds};
   settings->conditions.not_ready_after = std::chrono::seconds{cc.not_ready_after};
   settings->conditions.not_ready_action = *parse_recommended_action(cc.not_ready_action);
@@ -264,6 +266,14 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                  actors.journal, actors.breaker, time, true, cc.leader_election);
   actors.ingest =
     system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
+  caf::actor snapshots;
+  if (options.snapshot_db && cc.snapshot_interval_seconds > 0) {
+    snapshot_builder builder(settings->correlation, settings->breaker_window,
+                             settings->quarantine.alias_entity_types);
+    snapshots = system.spawn<caf::detached>(
+      snapshot_actor, options.snapshot_db, std::move(builder), actors.fleet, time,
+      caf::timespan{std::chrono::seconds{cc.snapshot_interval_seconds}});
+  }
   actors.admission_gate = ingest_options.gate;
   // The leader's followers; sharded, the fleet follows its shards instead
   // and the leader runs only the fleet-wide parts.
@@ -276,6 +286,8 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                  {"breaker", caf::actor_cast<caf::actor>(actors.breaker)},
                  {"fleet", actors.fleet},
                  {"ingest", actors.ingest}};
+  if (snapshots) // stopped before the fleet it asks
+    plane.named.emplace_back("snapshot_taker", snapshots);
   if (reader) // stopped after whatever reads the tail (newest first)
     plane.named.emplace(plane.named.begin() + 1, "journal_reader",
                         caf::actor_cast<caf::actor>(reader));

@@ -44,6 +44,9 @@ struct control_plane_options {
   /// Sharded: a second connection to the journal for its tail (null: the
   /// writer's).
   std::shared_ptr<journal_store> journal_tail_db;
+  /// A connection of its own for the fleet's rebuild snapshots (null: none
+  /// are taken; control.snapshot_interval_seconds 0 too).
+  std::shared_ptr<journal_store> snapshot_db;
 };
 
 /// Spawns the control plane from `config` (already validated; the command

@@ -178,6 +178,9 @@ journal_timers::behavior_type journal_with_reader(journal_actor* self,
     [=](slot_free_atom atom, std::string& node) -> caf::delegated<bool> {
       return self->delegate(self->state.writer, atom, std::move(node));
     },
+    [=](fleet_snapshot_atom atom) -> caf::delegated<fleet_snapshot> {
+      return self->delegate(self->state.writer, atom);
+    },
   };
 }
 
@@ -229,6 +232,14 @@ journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
         return make_error(journal_errc::unavailable, released.error().to_string());
       }
       return true;
+    },
+    [=](fleet_snapshot_atom) -> caf::result<fleet_snapshot> {
+      auto snapshot = store->latest_fleet_snapshot();
+      if (!snapshot) {
+        store->close();
+        return make_error(journal_errc::unavailable, snapshot.error().to_string());
+      }
+      return std::move(*snapshot);
     },
   };
 }

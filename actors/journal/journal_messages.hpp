@@ -45,6 +45,8 @@ using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 using slot_claim_atom = caf::atom_constant<caf::atom("slotclaim")>;
 /// (slot_free_atom, node) → true once the node's slot is given back.
 using slot_free_atom = caf::atom_constant<caf::atom("slotfree")>;
+/// (fleet_snapshot_atom) → fleet_snapshot: the newest one stored (id 0: none).
+using fleet_snapshot_atom = caf::atom_constant<caf::atom("fsnapshot")>;
 using committed_atom = caf::atom_constant<caf::atom("committed")>;
 
 enum class journal_errc : std::uint8_t {
@@ -108,7 +110,7 @@ using journal_subscriber =
 /// (tail_atom, position, limit) → the rows after it in commit order;
 /// (stats_atom) → journal_stats; (subscribe_atom, subscriber): committed rows
 /// from now on, as `(committed_atom, vector<journal_record>)`; the slot
-/// claims and releases, passed to the writer.
+/// claims and releases and the newest fleet snapshot, passed to the writer.
 using journal_handle = caf::typed_actor<
   caf::replies_to<append_atom, journal_record>::with<append_outcome>,
   caf::replies_to<read_atom, journal_query>::with<std::vector<journal_record>>,
@@ -116,6 +118,7 @@ using journal_handle = caf::typed_actor<
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
+  caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>,
   caf::replies_to<stats_atom>::with<journal_stats>,
   caf::reacts_to<subscribe_atom, journal_subscriber>>;
 
@@ -128,10 +131,12 @@ using journal_writer_handle = caf::typed_actor<
   caf::replies_to<tail_atom, journal_position, std::uint64_t>::with<journal_tail_page>,
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
-  caf::replies_to<slot_free_atom, std::string>::with<bool>>;
+  caf::replies_to<slot_free_atom, std::string>::with<bool>,
+  caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>>;
 
 } // namespace vigil
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_position)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_tail_page)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::fleet_snapshot)

@@ -106,6 +106,14 @@ int run_control(command_context& ctx) {
       return fail(tail_store.error());
     plane_options.journal_tail_db = std::move(*tail_store);
   }
+  if (cc.snapshot_interval_seconds > 0) {
+    // The fleet's rebuild snapshots read the journal on a connection of
+    // their own, away from the appends.
+    auto snapshot_store = make_journal_store(config.journal.url);
+    if (!snapshot_store)
+      return fail(snapshot_store.error());
+    plane_options.snapshot_db = std::move(*snapshot_store);
+  }
 
   return run_process(config, [&](process_context& p) -> status {
     auto time = std::make_shared<caf_clock>(p.system.clock(), system_now());

@@ -46,6 +46,16 @@ inline std::vector<std::string> journal_migration(sql_dialect d, int version) {
         " claimed_at_ns bigint NOT NULL)",
         "CREATE INDEX remediation_slots_pool ON remediation_slots (pool)",
       };
+    case 4:
+      // The fleet's rebuild snapshots (journal_store::put_fleet_snapshot):
+      // a position and the seqs of the rows that still matter, as a JSON
+      // array.
+      return {
+        std::string("CREATE TABLE fleet_snapshots (")
+          + (pg ? "id bigserial PRIMARY KEY" : "id INTEGER PRIMARY KEY AUTOINCREMENT")
+          + ", taken_at_ns bigint NOT NULL, txid bigint NOT NULL, seq bigint NOT NULL,"
+            " horizons text NOT NULL, row_seqs text NOT NULL)",
+      };
     default: return {};
   }
 }

@@ -1,5 +1,7 @@
 #include "runtime/journal/journal_store.hpp"
 
+#include <charconv>
+
 namespace vigil {
 
 expected<std::unique_ptr<journal_store>> make_journal_store(const std::string& url) {
@@ -13,6 +15,33 @@ expected<std::unique_ptr<journal_store>> make_journal_store(const std::string& u
     return make_pq_journal_store(url);
   return failure{"journal url",
                  "'" + url + "' is neither sqlite:PATH nor postgresql://…"};
+}
+
+std::string seq_list(const std::vector<std::int64_t>& seqs) {
+  std::string out;
+  out.reserve(seqs.size() * 9);
+  for (auto seq : seqs) {
+    if (!out.empty())
+      out += ',';
+    out += std::to_string(seq);
+  }
+  return out;
+}
+
+expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text) {
+  std::vector<std::int64_t> out;
+  const char* at = text.data();
+  const char* end = text.data() + text.size();
+  while (at < end) {
+    std::int64_t seq = 0;
+    auto [next, err] = std::from_chars(at, end, seq);
+    if (err != std::errc{} || (next < end && *next != ','))
+      return failure{"row list",
+                     "not a seq at character " + std::to_string(at - text.data())};
+    out.push_back(seq);
+    at = next < end ? next + 1 : end;
+  }
+  return out;
 }
 
 } // namespace vigil

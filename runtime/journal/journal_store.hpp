@@ -17,7 +17,7 @@
 namespace vigil {
 
 /// Schema versions this binary knows; migrations bring a store up to the last.
-constexpr int journal_schema_version = 3;
+constexpr int journal_schema_version = 4;
 
 /// One journal row. `body` is JSON text: a HealthEvent for kind "event",
 /// a decision or side effect for the other kinds.
@@ -68,6 +68,9 @@ struct journal_query {
   /// sharded, a node's history up to where the fleet's tail has read, so
   /// that the rows after it come once, from the tail.
   std::optional<journal_position> through;
+  /// Only these rows, in seq order (a fleet snapshot's, issue 22); the other
+  /// fields are ignored then. Empty: no such filter.
+  std::vector<std::int64_t> seqs;
 };
 
 /// One read of the tail: rows in commit order, each with its position.
@@ -93,6 +96,20 @@ struct journal_snapshot {
   std::int64_t seq = 0; ///< the state includes every row up to and including seq
   wall_time taken_at{};
   std::string body;
+};
+
+/// The fleet's rebuild snapshot (issue 22): the rows of the journal up to
+/// `position` (in commit order) that can still shape the fleet's state, in
+/// the order a rebuild folds them; a rebuild folds them, then the tail after
+/// `position`. Which rows those are is fleet_snapshot.hpp's rule; `horizons`
+/// records the windows it assumed (JSON), so a snapshot taken with shorter
+/// ones is not used.
+struct fleet_snapshot {
+  std::int64_t id = 0; ///< assigned by the store; 0: none
+  wall_time taken_at{};
+  journal_position position;
+  std::string horizons;
+  std::vector<std::int64_t> rows;
 };
 
 class journal_store {
@@ -134,6 +151,11 @@ public:
   /// Gives `node`'s slot back (none held: nothing to do).
   virtual status release_slot(const std::string& node) = 0;
 
+  /// Stores a fleet snapshot and drops all but the newest two.
+  virtual status put_fleet_snapshot(const fleet_snapshot& snapshot) = 0;
+  /// The newest fleet snapshot; id 0 when there is none.
+  virtual expected<fleet_snapshot> latest_fleet_snapshot() = 0;
+
   virtual status put_snapshot(const journal_snapshot& snapshot) = 0;
   virtual expected<std::optional<journal_snapshot>> latest_snapshot() = 0;
 
@@ -152,6 +174,11 @@ public:
 expected<std::unique_ptr<journal_store>> make_journal_store(const std::string& url);
 
 std::unique_ptr<journal_store> make_sqlite_journal_store(std::string path);
+
+/// A fleet snapshot's row seqs as stored: "1,2,3".
+std::string seq_list(const std::vector<std::int64_t>& seqs);
+/// And back; a damaged list fails, naming where.
+expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text);
 expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url);
 
 } // namespace vigil

@@ -88,6 +88,11 @@ constexpr const char* read_newest_sql =
   "AND ($4 = '' OR node = $4) AND (txid, seq) <= ($6::bigint, $7::bigint) "
   "ORDER BY seq DESC LIMIT $5";
 
+// A fleet snapshot's rows (journal_query::seqs), by primary key.
+constexpr const char* read_seqs_sql =
+  "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
+  "WHERE seq = ANY($1::bigint[]) ORDER BY seq";
+
 using result_ptr = std::unique_ptr<PGresult, decltype(&PQclear)>;
 
 // One field of COPY's text format: backslash, tab, newline and carriage
@@ -227,14 +232,19 @@ public:
     const auto until =
       std::to_string(q.until ? q.until->time_since_epoch().count() : INT64_MAX);
     const auto limit = std::to_string(q.limit);
+    const auto seqs = "{" + seq_list(q.seqs) + "}"; // a bigint[]
+    const char* seq_params[] = {seqs.c_str()};
     const auto through_txid = std::to_string(q.through ? q.through->txid : INT64_MAX);
     const auto through_seq = std::to_string(q.through ? q.through->seq : INT64_MAX);
     const char* params[] = {after.c_str(),      since.c_str(), until.c_str(),
                             q.node.c_str(),     limit.c_str(), through_txid.c_str(),
                             through_seq.c_str()};
-    result_ptr res{PQexecParams(conn_, q.newest ? read_newest_sql : read_sql, 7, nullptr,
-                                params, nullptr, nullptr, 0),
-                   &PQclear};
+    result_ptr res{
+      q.seqs.empty()
+        ? PQexecParams(conn_, q.newest ? read_newest_sql : read_sql, 7, nullptr, params,
+                       nullptr, nullptr, 0)
+        : PQexecParams(conn_, read_seqs_sql, 1, nullptr, seq_params, nullptr, nullptr, 0),
+      &PQclear};
     if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
       return fail("read failed");
     std::vector<journal_record> rows;
@@ -335,6 +345,49 @@ public:
     else if (!page.positions.empty())
       page.next = page.positions.back();
     return page;
+  }
+
+  status put_fleet_snapshot(const fleet_snapshot& s) override {
+    if (auto st = open(); !st)
+      return st;
+    const auto taken = std::to_string(s.taken_at.time_since_epoch().count());
+    const auto txid = std::to_string(s.position.txid);
+    const auto seq = std::to_string(s.position.seq);
+    const auto rows = seq_list(s.rows);
+    const char* params[] = {taken.c_str(), txid.c_str(), seq.c_str(), s.horizons.c_str(),
+                            rows.c_str()};
+    return in_transaction([&]() -> status {
+      result_ptr res{PQexecParams(conn_,
+                                  "INSERT INTO fleet_snapshots (taken_at_ns, txid, seq,"
+                                  " horizons, row_seqs) VALUES ($1, $2, $3, $4, $5)",
+                                  5, nullptr, params, nullptr, nullptr, 0),
+                     &PQclear};
+      if (PQresultStatus(res.get()) != PGRES_COMMAND_OK)
+        return fail("cannot store the fleet snapshot");
+      return exec("DELETE FROM fleet_snapshots WHERE id NOT IN"
+                  " (SELECT id FROM fleet_snapshots ORDER BY id DESC LIMIT 2)");
+    });
+  }
+
+  expected<fleet_snapshot> latest_fleet_snapshot() override {
+    if (auto st = open(); !st)
+      return st.error();
+    result_ptr res{PQexec(conn_, "SELECT id, taken_at_ns, txid, seq, horizons, row_seqs"
+                                 " FROM fleet_snapshots ORDER BY id DESC LIMIT 1"),
+                   &PQclear};
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return fail("cannot read fleet snapshots");
+    if (PQntuples(res.get()) == 0)
+      return fleet_snapshot{};
+    auto text = [&](int col) { return std::string(PQgetvalue(res.get(), 0, col)); };
+    auto rows = parse_seq_list(text(5));
+    if (!rows)
+      return failure{description_,
+                     "fleet snapshot " + text(0) + ": " + rows.error().what};
+    return fleet_snapshot{std::stoll(text(0)),
+                          wall_time{std::chrono::nanoseconds{std::stoll(text(1))}},
+                          journal_position{std::stoll(text(2)), std::stoll(text(3))},
+                          text(4), std::move(*rows)};
   }
 
   status put_snapshot(const journal_snapshot& s) override {

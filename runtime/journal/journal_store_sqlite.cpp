@@ -28,6 +28,8 @@ public:
   void bind(int i, const std::string& v) {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
   }
+  /// Bound without a copy: a temporary would be gone before step().
+  void bind(int i, std::string&& v) = delete;
   int step() { return sqlite3_step(stmt_); }
   void reset() {
     sqlite3_reset(stmt_);
@@ -125,6 +127,8 @@ public:
   expected<std::vector<journal_record>> read(const journal_query& q) override {
     if (auto st = open(); !st)
       return st.error();
+    if (!q.seqs.empty())
+      return read_seqs(q.seqs);
     const std::string sql =
       std::string(
         "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body "
@@ -151,6 +155,25 @@ public:
       return error("read failed").error();
     if (q.newest)
       std::reverse(rows.begin(), rows.end());
+    return rows;
+  }
+
+  // A fleet snapshot's rows (journal_query::seqs), by primary key.
+  expected<std::vector<journal_record>> read_seqs(const std::vector<std::int64_t>& seqs) {
+    statement select(db_, "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body "
+                          "FROM journal WHERE seq IN (SELECT value FROM json_each(?)) "
+                          "ORDER BY seq");
+    if (!select.ok())
+      return error("cannot prepare the read").error();
+    const auto list = "[" + seq_list(seqs) + "]"; // bound without a copy
+    select.bind(1, list);
+    std::vector<journal_record> rows;
+    int rc;
+    while ((rc = select.step()) == SQLITE_ROW)
+      rows.push_back({select.integer(0), from_ns(select.integer(1)), select.text(2),
+                      select.text(3), select.text(4), select.text(5)});
+    if (rc != SQLITE_DONE)
+      return error("read failed").error();
     return rows;
   }
 
@@ -222,6 +245,51 @@ public:
     if (!remove.ok() || remove.step() != SQLITE_DONE)
       return error("cannot release the slot");
     return ok();
+  }
+
+  status put_fleet_snapshot(const fleet_snapshot& s) override {
+    if (auto st = open(); !st)
+      return st;
+    if (auto st = exec("BEGIN IMMEDIATE"); !st)
+      return st;
+    const auto rows = seq_list(s.rows); // bound without a copy
+    statement insert(db_, "INSERT INTO fleet_snapshots (taken_at_ns, txid, seq, horizons,"
+                          " row_seqs) VALUES (?, ?, ?, ?, ?)");
+    insert.bind(1, to_ns(s.taken_at));
+    insert.bind(2, s.position.txid);
+    insert.bind(3, s.position.seq);
+    insert.bind(4, s.horizons);
+    insert.bind(5, rows);
+    if (!insert.ok() || insert.step() != SQLITE_DONE)
+      return rollback("cannot store the fleet snapshot");
+    if (auto st = exec("DELETE FROM fleet_snapshots WHERE id NOT IN"
+                       " (SELECT id FROM fleet_snapshots ORDER BY id DESC LIMIT 2)");
+        !st)
+      return rollback("cannot drop old fleet snapshots");
+    if (auto st = exec("COMMIT"); !st)
+      return rollback("commit failed");
+    return ok();
+  }
+
+  expected<fleet_snapshot> latest_fleet_snapshot() override {
+    if (auto st = open(); !st)
+      return st.error();
+    statement select(db_, "SELECT id, taken_at_ns, txid, seq, horizons, row_seqs"
+                          " FROM fleet_snapshots ORDER BY id DESC LIMIT 1");
+    if (!select.ok())
+      return error("cannot read fleet snapshots").error();
+    const int rc = select.step();
+    if (rc == SQLITE_DONE)
+      return fleet_snapshot{};
+    if (rc != SQLITE_ROW)
+      return error("cannot read fleet snapshots").error();
+    auto rows = parse_seq_list(select.text(5));
+    if (!rows)
+      return failure{describe(), "fleet snapshot " + std::to_string(select.integer(0))
+                                   + ": " + rows.error().what};
+    return fleet_snapshot{select.integer(0), from_ns(select.integer(1)),
+                          journal_position{select.integer(2), select.integer(3)},
+                          select.text(4), std::move(*rows)};
   }
 
   status put_snapshot(const journal_snapshot& s) override {

@@ -45,6 +45,12 @@ public:
     }
     return inner_->release_slot(node);
   }
+  status put_fleet_snapshot(const fleet_snapshot& s) override {
+    return inner_->put_fleet_snapshot(s);
+  }
+  expected<fleet_snapshot> latest_fleet_snapshot() override {
+    return inner_->latest_fleet_snapshot();
+  }
   status put_snapshot(const journal_snapshot& s) override {
     return inner_->put_snapshot(s);
   }

@@ -240,6 +240,8 @@ std::string fleet_summary(const fleet_state& st) {
               {"spawned", st.stats.spawned},
               {"restarts", st.stats.restarts},
               {"rowsReplayed", st.stats.rows_replayed},
+              {"snapshotId", st.stats.snapshot_id},
+              {"snapshotRows", st.stats.snapshot_rows},
               {"undecodableRows", st.stats.undecodable_rows},
               {"watchEvents", st.stats.watch_events}}
     .dump();
@@ -448,6 +450,12 @@ caf::behavior fleet(fleet_actor* self, std::shared_ptr<const node_settings> sett
     lead(self, true);
   return {
     [=](leader_atom, bool leading) { lead(self, leading); },
+    [=](snapshot_turn_atom) {
+      // One replica takes them, once its own state is in.
+      const auto& st = self->state;
+      return !st.standby && st.rebuilt
+             && (st.settings->shards <= 1 || st.owned.count(0) > 0);
+    },
     [=](shards_atom, const std::vector<std::uint32_t>& shards) {
       own_shards(self, shards);
     },

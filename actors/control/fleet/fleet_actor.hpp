@@ -39,6 +39,9 @@ struct fleet_stats {
   /// (shards_atom) messages that changed the shards owned.
   std::uint64_t shard_changes = 0;
   std::uint64_t tailed = 0; ///< events routed from the journal's tail
+  /// The last whole rebuild's fleet snapshot (0: none used) and its rows.
+  std::int64_t snapshot_id = 0;
+  std::uint64_t snapshot_rows = 0;
 };
 
 /// A node actor the fleet restarted after crashes (the console's actors page).
@@ -99,6 +102,10 @@ struct fleet_state {
 };
 
 using fleet_actor = caf::stateful_actor<fleet_state, observed<caf::event_based_actor>>;
+
+/// (snapshot_turn_atom) → bool: whether this replica takes the fleet's
+/// rebuild snapshots now (the leader; sharded, the owner of shard 0).
+using snapshot_turn_atom = caf::atom_constant<caf::atom("snapturn")>;
 
 /// Rows read per journal request during rebuilds.
 constexpr std::size_t fleet_rebuild_page = 10000;

@@ -5,6 +5,7 @@
 // the breaker's rows.
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "actors/control/drain/drain_resource.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
 #include "actors/control/fleet/fleet_actor_internal.hpp"
+#include "actors/control/fleet/fleet_snapshot.hpp"
 #include "actors/control/leader/shard_assignment.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
 #include "actors/journal/journal_messages.hpp"
@@ -20,8 +22,6 @@
 #include "runtime/logging.hpp"
 
 namespace vigil {
-
-using nlohmann::json;
 
 namespace fleet_detail {
 
@@ -96,6 +96,76 @@ void read_tail(fleet_actor* self, journal_position from,
                         caf::to_string(err));
         self->delayed_send(self, std::chrono::seconds{1}, pending_read{[=] {
                              read_tail(self, from, end, batch, done);
+                           }});
+      });
+}
+
+// The newest fleet snapshot a rebuild may start from, or null: none stored,
+// pruned with shorter windows than this configuration's, or (a later gain,
+// reading up to `end`) taken past where the tail stands.
+void with_snapshot(fleet_actor* self, std::optional<journal_position> end,
+                   std::function<void(std::shared_ptr<const fleet_snapshot>)> then) {
+  self->request(self->state.journal, caf::infinite, fleet_snapshot_atom::value)
+    .then(
+      [=](fleet_snapshot& found) {
+        if (found.id == 0)
+          return then(nullptr);
+        const auto& st = self->state;
+        const auto needed =
+          horizons_of(st.settings->correlation, st.settings->breaker_window);
+        auto taken_with = snapshot_horizons::from_json(found.horizons);
+        if (!taken_with || !taken_with->covers(needed)) {
+          logger()->warn("fleet snapshot {} was pruned with shorter windows than "
+                         "this configuration's; reading the whole journal",
+                         found.id);
+          return then(nullptr);
+        }
+        if (end && *end < found.position)
+          return then(nullptr);
+        then(std::make_shared<const fleet_snapshot>(std::move(found)));
+      },
+      [=](const caf::error& err) {
+        logger()->warn("no fleet snapshot read ({}); reading the whole journal",
+                       caf::to_string(err));
+        then(nullptr);
+      });
+}
+
+// Folds a snapshot's rows from `from` on, a page at a time, in the
+// snapshot's order (the journal answers in seq order).
+void read_snapshot(fleet_actor* self, std::shared_ptr<const fleet_snapshot> snapshot,
+                   std::size_t from, std::shared_ptr<rebuild_batch> batch,
+                   std::function<void()> done) {
+  if (from >= snapshot->rows.size())
+    return done();
+  journal_query query;
+  const auto to = std::min(snapshot->rows.size(), from + fleet_rebuild_page);
+  query.seqs.assign(snapshot->rows.begin() + static_cast<std::ptrdiff_t>(from),
+                    snapshot->rows.begin() + static_cast<std::ptrdiff_t>(to));
+  self->request(self->state.journal, caf::infinite, read_atom::value, query)
+    .then(
+      [=](std::vector<journal_record>& rows) {
+        std::unordered_map<std::int64_t, journal_record*> by_seq;
+        for (auto& row : rows)
+          by_seq.emplace(row.seq, &row);
+        std::vector<journal_record> ordered;
+        ordered.reserve(rows.size());
+        for (auto seq : query.seqs)
+          if (auto i = by_seq.find(seq); i != by_seq.end())
+            ordered.push_back(std::move(*i->second));
+          else
+            logger()->error("fleet snapshot {} names journal row {}, which is gone",
+                            snapshot->id, seq);
+        fold_rows(*batch, ordered);
+        self->state.stats.rows_replayed += ordered.size();
+        self->state.stats.snapshot_rows += ordered.size();
+        read_snapshot(self, snapshot, to, batch, done);
+      },
+      [=](const caf::error& err) {
+        logger()->error("journal read for a rebuild failed ({}); retrying in 1 s",
+                        caf::to_string(err));
+        self->delayed_send(self, std::chrono::seconds{1}, pending_read{[=] {
+                             read_snapshot(self, snapshot, from, batch, done);
                            }});
       });
 }
@@ -175,19 +245,30 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
     }
     rebuild_gained(self);
   };
-  if (self->state.settings->shards > 1) {
-    // Sharded, several replicas append: the journal is read in commit order.
-    // A later gain reads up to where the tail is (the tail waits meanwhile).
-    std::optional<journal_position> end;
-    if (!only.empty())
-      end = self->state.tail_at;
-    read_tail(self, {}, end, std::move(batch), finish);
-    return;
-  }
-  journal_query query;
-  query.after_seq = after_seq;
-  query.limit = fleet_rebuild_page;
-  read_all(self, query, std::move(batch), [finish] { finish({}); });
+  std::optional<journal_position> end;
+  if (!only.empty())
+    end = self->state.tail_at; // a later gain reads up to where the tail is
+  with_snapshot(self, end, [=](std::shared_ptr<const fleet_snapshot> snapshot) {
+    if (only.empty()) {
+      self->state.stats.snapshot_id = snapshot ? snapshot->id : 0;
+      self->state.stats.snapshot_rows = 0;
+    }
+    if (snapshot) {
+      // Its rows, then the journal after its position in commit order.
+      read_snapshot(self, snapshot, 0, batch,
+                    [=] { read_tail(self, snapshot->position, end, batch, finish); });
+      return;
+    }
+    if (self->state.settings->shards > 1) {
+      // Sharded, several replicas append: the journal is read in commit order.
+      read_tail(self, {}, end, batch, finish);
+      return;
+    }
+    journal_query query;
+    query.after_seq = after_seq;
+    query.limit = fleet_rebuild_page;
+    read_all(self, query, batch, [finish] { finish({}); });
+  });
 }
 
 } // namespace
@@ -310,98 +391,42 @@ void follow_tail(fleet_actor* self) {
 
 } // namespace fleet_detail
 
-namespace {
-
-/// Journal row kind of a HealthEvent (the kind fleet_view replays too).
-constexpr const char* event_row = "event";
-
-// A string field of a journal row's body; "" when absent or not a string
-// (rows written by another version must not stop a rebuild).
-std::string text_of(const json& body, const char* key) {
-  if (!body.is_object())
-    return {};
-  auto it = body.find(key);
-  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string{};
-}
-
-} // namespace
-
 void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
   for (const auto& row : rows) {
     into.last_seq = std::max(into.last_seq, row.seq);
-    if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset) {
-      into.breaker_rows.push_back(row);
-      continue;
-    }
-    if (row.kind == quarantine_row) {
-      // The quarantines the breaker counted (a cordon or a new taint), so its
-      // window survives a restart.
-      auto body = json::parse(row.body, nullptr, false);
-      if (body.is_object()
-          && (body.value("startsQuarantine", false) || body.value("cordon", false)))
-        into.breaker_rows.push_back(row);
-      continue;
-    }
-    if (row.kind == control::drain_row) {
-      // A completed drain (succeeded, skipped, dry run): not cancelled ones.
-      auto body = json::parse(row.body, nullptr, false);
-      const auto phase = text_of(body, "phase");
-      if (phase == "succeeded" || phase == "skipped" || phase == "dry_run")
+    auto folded = classify_row(row);
+    switch (folded.what) {
+      case folded_row::kind::ignored: break;
+      case folded_row::kind::breaker_state:
+      case folded_row::kind::breaker_cordon: into.breaker_rows.push_back(row); break;
+      case folded_row::kind::drain_mark:
         into.marks[row.node].push_back({into.events[row.node].size(),
                                         replay_mark::kind::drain,
-                                        text_of(body, "drain")});
-      continue;
-    }
-    if (row.kind == fabric_row) {
-      // Fleet-wide; each of its nodes dropped its port-down records here.
-      auto body = json::parse(row.body, nullptr, false);
-      if (body.is_object() && body.contains("nodes") && body["nodes"].is_array())
-        for (const auto& n : body["nodes"])
-          if (n.is_string())
-            into.marks[n.get<std::string>()].push_back(
-              {into.events[n.get<std::string>()].size(), replay_mark::kind::fabric, {}});
-      continue;
-    }
-    if (row.kind == control::remediation_row) {
-      auto body = json::parse(row.body, nullptr, false);
-      const auto phase = text_of(body, "phase");
-      const auto dry = body.is_object() && body.contains("dryRun")
-                       && body["dryRun"].is_boolean() && body["dryRun"].get<bool>();
-      const auto cr = text_of(body, "cr");
-      if (phase == "succeeded" || phase == "failed" || phase == "released") {
-        // Its outcome: the CR it names no longer runs for this node actor.
+                                        std::move(folded.drain_key)});
+        break;
+      case folded_row::kind::fabric_mark:
+        for (const auto& n : folded.fabric_nodes)
+          into.marks[n].push_back({into.events[n].size(), replay_mark::kind::fabric, {}});
+        break;
+      case folded_row::kind::attempt:
+        into.attempts[row.node].push_back(std::move(folded.attempt));
+        break;
+      case folded_row::kind::outcome:
+        // The CR it names no longer runs for this node actor.
         for (auto& attempt : into.attempts[row.node])
-          if (!cr.empty() && attempt.cr == cr)
+          if (attempt.cr == folded.cr)
             attempt.open = false;
-        continue;
+        break;
+      case folded_row::kind::undecodable: into.undecodable.push_back(row.seq); break;
+      case folded_row::kind::event: {
+        auto& event = *folded.event;
+        // The fabric window as the live fleet saw it: port-downs by arrival.
+        if (control::reports_link_down(event) && control::is_nic_port_down(event))
+          into.port_downs.emplace_back(row.recorded_at, event.node_name);
+        into.events[event.node_name].push_back(std::move(event));
+        break;
       }
-      if ((phase != "created" && phase != "handed_to_provider") || dry)
-        continue;
-      auto action = parse_recommended_action(text_of(body, "action"));
-      if (action) {
-        remediation_attempt attempt;
-        attempt.action = *action;
-        attempt.gpu_uuid = text_of(body, "gpuUUID");
-        attempt.at = row.recorded_at;
-        attempt.event_id = text_of(body, "eventId");
-        attempt.custom_action = text_of(body, "customAction");
-        attempt.cr = cr;
-        attempt.open = phase == "created" && !cr.empty();
-        into.attempts[row.node].push_back(std::move(attempt));
-      }
-      continue;
     }
-    if (row.kind != event_row)
-      continue;
-    auto event = decode_health_event(row.body);
-    if (!event) {
-      into.undecodable.push_back(row.seq);
-      continue;
-    }
-    // The fabric window as the live fleet saw it: port-downs by arrival.
-    if (control::reports_link_down(*event) && control::is_nic_port_down(*event))
-      into.port_downs.emplace_back(row.recorded_at, event->node_name);
-    into.events[event->node_name].push_back(std::move(*event));
   }
 }
 

@@ -122,6 +122,9 @@ struct node_settings {
   /// (control::shard_of); with more than one, a replica acts only on the
   /// nodes of the shards the shard elector gives it. 1: one leader for all.
   std::uint32_t shards = 1;
+  /// breaker.window: how far back the quarantines the breaker counts reach
+  /// (a fleet snapshot keeps them, fleet_snapshot.hpp).
+  std::chrono::seconds breaker_window = std::chrono::minutes(5);
 };
 
 struct node_stats {

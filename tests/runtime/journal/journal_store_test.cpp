@@ -171,6 +171,55 @@ TEST_P(journal_store_test, snapshots_latest_wins) {
   EXPECT_NE((*latest)->body.find("9"), std::string::npos);
 }
 
+TEST_P(journal_store_test, fleet_snapshots_keep_their_rows_and_the_newest_two) {
+  auto none = store_->latest_fleet_snapshot();
+  ASSERT_TRUE(none.has_value()) << none.error().to_string();
+  EXPECT_EQ(none->id, 0);
+  for (std::int64_t n = 1; n <= 3; ++n) {
+    fleet_snapshot s;
+    s.taken_at = from_unix(100 * n, 0);
+    s.position = {7 * n, 11 * n};
+    s.horizons = R"({"dedup":180})";
+    s.rows = {n, 40, 3};
+    ASSERT_TRUE(store_->put_fleet_snapshot(s).has_value());
+  }
+  auto latest = store_->latest_fleet_snapshot();
+  ASSERT_TRUE(latest.has_value()) << latest.error().to_string();
+  EXPECT_EQ(latest->taken_at, from_unix(300, 0));
+  EXPECT_EQ(latest->position, (journal_position{21, 33}));
+  EXPECT_EQ(latest->horizons, R"({"dedup":180})");
+  EXPECT_EQ(latest->rows, (std::vector<std::int64_t>{3, 40, 3}));
+  auto empty = fleet_snapshot{};
+  ASSERT_TRUE(store_->put_fleet_snapshot(empty).has_value());
+  latest = store_->latest_fleet_snapshot();
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_TRUE(latest->rows.empty());
+}
+
+TEST_P(journal_store_test, reads_the_rows_a_snapshot_names) {
+  auto stored =
+    append({make_record("a", "node-1", 100), make_record("b", "node-2", 200),
+            make_record("c", "node-1", 300), make_record("d", "node-2", 400)});
+  journal_query q;
+  q.seqs = {stored[3].seq, stored[1].seq, 99999};
+  auto rows = read(q);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].idempotency_key, "b");
+  EXPECT_EQ(rows[1].idempotency_key, "d");
+  EXPECT_EQ(rows[1].recorded_at, from_unix(400, 5));
+}
+
+TEST(seq_list, round_trips_and_names_damage) {
+  const std::vector<std::int64_t> seqs{1, 20, 300, 9'000'000'000};
+  auto back = parse_seq_list(seq_list(seqs));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, seqs);
+  EXPECT_TRUE(parse_seq_list("")->empty());
+  auto bad = parse_seq_list("1,2,x");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().what.find("character 4"), std::string::npos);
+}
+
 // Everything a tail page returned, read on until the tail is dry.
 std::vector<std::string> tail_keys(journal_store& store, journal_position& at,
                                    std::size_t limit) {

@@ -1,0 +1,48 @@
+#include "actors/control/fleet/snapshot_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/control/fleet/fleet_actor.hpp"
+#include "runtime/logging.hpp"
+
+namespace vigil {
+
+caf::behavior snapshot_actor(snapshot_actor_type* self,
+                             std::shared_ptr<journal_store> store,
+                             snapshot_builder builder, caf::actor fleet,
+                             std::shared_ptr<const clock> time, caf::timespan interval) {
+  self->state.taker = std::make_unique<snapshot_taker>(std::move(builder));
+  self->delayed_send(self, interval, snapshot_tick_atom::value);
+  return {
+    [=](snapshot_tick_atom) {
+      self->request(fleet, caf::infinite, snapshot_turn_atom::value)
+        .then(
+          [=](bool turn) {
+            self->delayed_send(self, interval, snapshot_tick_atom::value);
+            if (!turn)
+              return;
+            auto& st = self->state;
+            auto snapshot = st.taker->take(*store, time->wall_now());
+            if (!snapshot) {
+              ++st.failures;
+              store->close(); // reconnect next time
+              component_logger("snapshot")
+                ->warn("fleet snapshot not taken: {}", snapshot.error().to_string());
+              return;
+            }
+            ++st.taken;
+            component_logger("snapshot")
+              ->info("fleet snapshot taken: {} rows still matter, up to journal position "
+                     "({}, {})",
+                     snapshot->rows.size(), snapshot->position.txid,
+                     snapshot->position.seq);
+          },
+          [=](const caf::error&) {
+            // The fleet is gone (shutting down) or busy: next interval.
+            self->delayed_send(self, interval, snapshot_tick_atom::value);
+          });
+    },
+  };
+}
+
+} // namespace vigil

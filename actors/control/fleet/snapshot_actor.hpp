@@ -1,0 +1,36 @@
+// The actor that takes the fleet's rebuild snapshots (issue 22): every
+// interval, on the replica whose turn it is (the fleet says: the leader, or
+// sharded the owner of shard 0), it reads the journal's tail on a connection
+// of its own and stores a snapshot (fleet_snapshot.hpp). It blocks on the
+// database, so it runs detached.
+#pragma once
+
+#include <memory>
+
+#include <caf/fwd.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/control/fleet/fleet_snapshot.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/journal/journal_store.hpp"
+
+namespace vigil {
+
+/// (snapshot_tick_atom): time for the next snapshot.
+using snapshot_tick_atom = caf::atom_constant<caf::atom("snaptick")>;
+
+struct snapshot_actor_state {
+  std::unique_ptr<snapshot_taker> taker;
+  std::uint64_t taken = 0;
+  std::uint64_t failures = 0;
+  static inline const char* name = "snapshot_taker";
+};
+
+using snapshot_actor_type = caf::stateful_actor<snapshot_actor_state>;
+
+caf::behavior snapshot_actor(snapshot_actor_type* self,
+                             std::shared_ptr<journal_store> store,
+                             snapshot_builder builder, caf::actor fleet,
+                             std::shared_ptr<const clock> time, caf::timespan interval);
+
+} // namespace vigil
