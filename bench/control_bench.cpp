@@ -3,13 +3,16 @@
 // clock and prints the figures BENCHMARKS.md records.
 //
 //   bench_control JOURNAL_URL [NODES=10000] [EVENTS=200000] [RATE=1000] [SECONDS=10]
-//                 [STREAMS=0] [JOURNAL_ROWS=0]
+//                 [STREAMS=0] [JOURNAL_ROWS=0] [SNAPSHOT=0]
 //
 // 0. With JOURNAL_ROWS > 0 (PostgreSQL only): the journal first gets that
 //    many event rows on the NODES nodes (application XID warnings and their
-//    healthy clears, alternately, over the last 10 days), written by
-//    PostgreSQL itself; figure 1's start-up then includes the fleet's
-//    rebuild from them, and its RSS what the rebuild keeps.
+//    healthy clears, alternately on each node, over the last 10 days, each
+//    generated at its journal time), written by PostgreSQL itself; figure
+//    1's start-up then includes the fleet's rebuild from them, and its RSS
+//    what the rebuild keeps. With SNAPSHOT=1 the production snapshot taker
+//    (actors/control/fleet/fleet_snapshot.hpp) first stores a fleet snapshot
+//    of that journal, and the rebuild starts from it.
 //
 // 1. RSS per idle node: resident memory grown by the fleet listing NODES
 //    Nodes (8 GPUs each by label) and spawning one idle node actor for each,
@@ -42,6 +45,7 @@
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/console/console_feed.hpp"
 #include "actors/control/fleet/fleet_actor.hpp"
+#include "actors/control/fleet/fleet_snapshot.hpp"
 #include "actors/control/gpu/gpu_actor.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/nic_port/nic_port_actor.hpp"
@@ -153,7 +157,12 @@ bool fill_journal(const std::string& url, std::size_t rows, std::size_t nodes) {
     e.node_name = "@NODE@";
     e.entities = {{"GPU_UUID", "GPU-@NODE@"}};
     e.is_healthy = healthy;
-    return encode_health_event(e);
+    // Each row's own time (its journal time): the agent's generatedTimestamp.
+    e.generated = from_unix(0, 0);
+    auto body = encode_health_event(e);
+    const std::string epoch = format_rfc3339(*e.generated);
+    body.replace(body.find(epoch), epoch.size(), "@TS@");
+    return body;
   };
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn{PQconnectdb(url.c_str()), &PQfinish};
   if (PQstatus(conn.get()) != CONNECTION_OK) {
@@ -162,7 +171,8 @@ bool fill_journal(const std::string& url, std::size_t rows, std::size_t nodes) {
   }
   const std::int64_t step = std::chrono::nanoseconds(std::chrono::hours(240)).count()
                             / static_cast<std::int64_t>(rows);
-  const std::string end = std::to_string(now_ns());
+  // The last 10 days of wall time, as the journal records it.
+  const std::string end = std::to_string(system_now().time_since_epoch().count());
   const std::string total = std::to_string(rows), spacing = std::to_string(step),
                     fleet = std::to_string(nodes), warning = template_of(false),
                     cleared = template_of(true);
@@ -177,11 +187,14 @@ bool fill_journal(const std::string& url, std::size_t rows, std::size_t nodes) {
       PQexecParams(
         conn.get(),
         "INSERT INTO journal (recorded_at_ns, node, kind, idempotency_key, body) "
-        "SELECT $1::bigint - ($2::bigint - i) * $3::bigint, "
-        "'gpu-node-' || (i % $4::bigint), 'event', 'fill-' || i, "
-        "replace(replace(CASE WHEN i % 2 = 0 THEN $5 ELSE $6 END, '@ID@', "
-        "'fill-' || i), '@NODE@', 'gpu-node-' || (i % $4::bigint))::jsonb "
-        "FROM generate_series($7::bigint, $8::bigint) AS i",
+        "SELECT ns, 'gpu-node-' || (i % $4::bigint), 'event', 'fill-' || i, "
+        "replace(replace(replace("
+        "CASE WHEN (i / $4::bigint) % 2 = 0 THEN $5 ELSE $6 END, '@ID@', "
+        "'fill-' || i), '@NODE@', 'gpu-node-' || (i % $4::bigint)), '@TS@', "
+        "to_char(to_timestamp(ns / 1e9) AT TIME ZONE 'UTC', "
+        "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))::jsonb "
+        "FROM (SELECT i, $1::bigint - ($2::bigint - i) * $3::bigint AS ns "
+        "FROM generate_series($7::bigint, $8::bigint) AS i) AS fill",
         8, nullptr, params, nullptr, nullptr, 0),
       &PQclear};
     if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
@@ -239,6 +252,7 @@ int main(int argc, char** argv) {
   const std::size_t seconds = argc > 5 ? std::stoul(argv[5]) : 10;
   const std::size_t stream_count = argc > 6 ? std::stoul(argv[6]) : 0;
   const std::size_t journal_rows = argc > 7 ? std::stoul(argv[7]) : 0;
+  const bool take_snapshot = argc > 8 && std::string(argv[8]) == "1";
   const std::size_t probes = std::min(nodes, rate * seconds);
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
 
@@ -305,6 +319,24 @@ int main(int argc, char** argv) {
   settings->quarantine.rules = {rule};
   settings->remediation.enabled = false;
 
+  if (take_snapshot) {
+    // What the snapshot actor does every interval, once, on its own connection.
+    auto own = make_journal_store(url);
+    if (!own || !(*own)->open())
+      return 1;
+    snapshot_taker taker(snapshot_builder(settings->correlation, bc.window,
+                                          settings->quarantine.alias_entity_types));
+    const auto t0 = bench_clock::now();
+    auto snapshot = taker.take(**own, system_now());
+    if (!snapshot) {
+      std::fprintf(stderr, "no snapshot: %s\n", snapshot.error().to_string().c_str());
+      return 1;
+    }
+    std::printf("fleet snapshot taken in %.1f s: %zu rows still matter; RSS %.0f KiB\n",
+                std::chrono::duration<double>(bench_clock::now() - t0).count(),
+                snapshot->rows.size(), rss_kib());
+  }
+
   // 1. RSS per idle node.
   const double rss_before = rss_kib();
   auto t_list = bench_clock::now();
@@ -317,8 +349,9 @@ int main(int argc, char** argv) {
     std::chrono::duration<double>(bench_clock::now() - t_list).count();
   if (journal_rows > 0)
     std::printf(
-      "fleet rebuilt from %llu journal rows\n",
-      static_cast<unsigned long long>(fleet_number(self, fleet_actor, "rowsReplayed")));
+      "fleet rebuilt from %llu journal rows (%llu of them a snapshot's)\n",
+      static_cast<unsigned long long>(fleet_number(self, fleet_actor, "rowsReplayed")),
+      static_cast<unsigned long long>(fleet_number(self, fleet_actor, "snapshotRows")));
   std::this_thread::sleep_for(std::chrono::seconds(1)); // let the LIST body go
   const double rss_after = rss_kib();
   std::printf("fleet of %zu nodes listed and spawned in %.2f s; RSS %.0f → %.0f KiB: "

@@ -132,10 +132,11 @@ void with_snapshot(fleet_actor* self, std::optional<journal_position> end,
 }
 
 // Folds a snapshot's rows from `from` on, a page at a time, in the
-// snapshot's order (the journal answers in seq order).
+// snapshot's order (the journal answers in seq order). A row it names that
+// is gone makes the history incomplete: `gone` then, with the batch empty.
 void read_snapshot(fleet_actor* self, std::shared_ptr<const fleet_snapshot> snapshot,
                    std::size_t from, std::shared_ptr<rebuild_batch> batch,
-                   std::function<void()> done) {
+                   std::function<void()> done, std::function<void()> gone) {
   if (from >= snapshot->rows.size())
     return done();
   journal_query query;
@@ -150,22 +151,27 @@ void read_snapshot(fleet_actor* self, std::shared_ptr<const fleet_snapshot> snap
           by_seq.emplace(row.seq, &row);
         std::vector<journal_record> ordered;
         ordered.reserve(rows.size());
-        for (auto seq : query.seqs)
-          if (auto i = by_seq.find(seq); i != by_seq.end())
-            ordered.push_back(std::move(*i->second));
-          else
-            logger()->error("fleet snapshot {} names journal row {}, which is gone",
+        for (auto seq : query.seqs) {
+          auto i = by_seq.find(seq);
+          if (i == by_seq.end()) {
+            logger()->error("fleet snapshot {} names journal row {}, which is gone; "
+                            "reading the whole journal",
                             snapshot->id, seq);
+            *batch = rebuild_batch{};
+            return gone();
+          }
+          ordered.push_back(std::move(*i->second));
+        }
         fold_rows(*batch, ordered);
         self->state.stats.rows_replayed += ordered.size();
         self->state.stats.snapshot_rows += ordered.size();
-        read_snapshot(self, snapshot, to, batch, done);
+        read_snapshot(self, snapshot, to, batch, done, gone);
       },
       [=](const caf::error& err) {
         logger()->error("journal read for a rebuild failed ({}); retrying in 1 s",
                         caf::to_string(err));
         self->delayed_send(self, std::chrono::seconds{1}, pending_read{[=] {
-                             read_snapshot(self, snapshot, from, batch, done);
+                             read_snapshot(self, snapshot, from, batch, done, gone);
                            }});
       });
 }
@@ -248,26 +254,31 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
   std::optional<journal_position> end;
   if (!only.empty())
     end = self->state.tail_at; // a later gain reads up to where the tail is
+  // The whole journal: in commit order when sharded (several replicas
+  // append), else by seq.
+  auto read_whole = [=] {
+    if (self->state.settings->shards > 1)
+      return read_tail(self, {}, end, batch, finish);
+    journal_query query;
+    query.after_seq = after_seq;
+    query.limit = fleet_rebuild_page;
+    read_all(self, query, batch, [finish] { finish({}); });
+  };
   with_snapshot(self, end, [=](std::shared_ptr<const fleet_snapshot> snapshot) {
     if (only.empty()) {
       self->state.stats.snapshot_id = snapshot ? snapshot->id : 0;
       self->state.stats.snapshot_rows = 0;
     }
-    if (snapshot) {
-      // Its rows, then the journal after its position in commit order.
-      read_snapshot(self, snapshot, 0, batch,
-                    [=] { read_tail(self, snapshot->position, end, batch, finish); });
-      return;
-    }
-    if (self->state.settings->shards > 1) {
-      // Sharded, several replicas append: the journal is read in commit order.
-      read_tail(self, {}, end, batch, finish);
-      return;
-    }
-    journal_query query;
-    query.after_seq = after_seq;
-    query.limit = fleet_rebuild_page;
-    read_all(self, query, batch, [finish] { finish({}); });
+    if (!snapshot)
+      return read_whole();
+    // Its rows, then the journal after its position in commit order.
+    read_snapshot(
+      self, snapshot, 0, batch,
+      [=] { read_tail(self, snapshot->position, end, batch, finish); },
+      [=] {
+        self->state.stats.snapshot_id = 0;
+        read_whole();
+      });
   });
 }
 

@@ -217,4 +217,24 @@ CAF_TEST(a_restart_from_a_snapshot_rebuilds_what_the_whole_journal_does) {
   CAF_CHECK_GREATER(pruned_somewhere, 4u);
 }
 
+// A snapshot naming a row the journal no longer has would rebuild a history
+// with a hole: the whole journal is read instead.
+CAF_TEST(a_snapshot_naming_a_missing_row_is_not_used) {
+  start();
+  post({xid("node-1", "GPU-a")});
+  CAF_REQUIRE(cordoned("node-1"));
+  fleet_snapshot broken;
+  broken.taken_at = time->wall_now();
+  broken.position = {0, 1'000'000};
+  broken.horizons =
+    horizons_of(settings->correlation, settings->breaker_window).to_json();
+  broken.rows = {1'000'000};
+  CAF_REQUIRE(journal_db->put_fleet_snapshot(broken).has_value());
+  restart();
+  const auto used = json::parse(ask(fleet, summary_atom::value))["snapshotId"];
+  CAF_CHECK_EQUAL(used, 0);
+  CAF_CHECK_EQUAL(node_summary("node-1")["active"].size(), 1u);
+  CAF_CHECK(cordoned("node-1"));
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
