@@ -58,16 +58,19 @@ constexpr const char* read_sql =
   "WHERE seq > $1 AND recorded_at_ns >= $2 AND recorded_at_ns <= $3 "
   "AND ($4 = '' OR node = $4) AND (txid, seq) <= ($6::bigint, $7::bigint) "
   "ORDER BY seq LIMIT $5";
-// The tail (journal_store::tail): rows of transactions before the oldest
-// still running (the snapshot's xmin), after the cursor, in (txid, seq)
-// order; the horizon comes back with every row, and alone when none.
-constexpr const char* tail_sql = R"(
-WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin)
-SELECT j.seq, j.recorded_at_ns, j.node, j.kind, j.idempotency_key, j.body::text, j.txid,
-       h.xmin
-FROM horizon h LEFT JOIN journal j
-  ON (j.txid, j.seq) > ($1::bigint, $2::bigint) AND j.txid < h.xmin
-ORDER BY j.txid, j.seq LIMIT $3)";
+// The tail (journal_store::tail): the horizon first, the oldest transaction
+// still running (the snapshot's xmin); then the rows after the cursor of
+// transactions before it, in (txid, seq) order. Two statements, so that the
+// rows' query is a range scan of journal_txid_seq: with the horizon computed
+// in the same statement the planner scanned and sorted the whole journal for
+// every page. A transaction before the horizon had ended when it was read,
+// so the second statement sees all of its rows.
+constexpr const char* tail_horizon_sql =
+  "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+constexpr const char* tail_sql =
+  "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text, txid "
+  "FROM journal WHERE (txid, seq) > ($1::bigint, $2::bigint) AND txid < $4::bigint "
+  "ORDER BY txid, seq LIMIT $3";
 
 // Remediation slots (journal_store::claim_slot): a transaction-scoped
 // advisory lock per pool (the first key names vigil's slot locks), its
@@ -315,22 +318,23 @@ public:
                                    std::size_t limit) override {
     if (auto st = open(); !st)
       return st.error();
+    result_ptr horizon_res{PQexec(conn_, tail_horizon_sql), &PQclear};
+    if (PQresultStatus(horizon_res.get()) != PGRES_TUPLES_OK)
+      return fail("tail read failed");
+    const std::int64_t horizon = std::stoll(PQgetvalue(horizon_res.get(), 0, 0));
     const auto txid = std::to_string(after.txid);
     const auto seq = std::to_string(after.seq);
     const auto n = std::to_string(std::max<std::size_t>(limit, 1));
-    const char* params[] = {txid.c_str(), seq.c_str(), n.c_str()};
-    result_ptr res{PQexecParams(conn_, tail_sql, 3, nullptr, params, nullptr, nullptr, 0),
+    const auto before = std::to_string(horizon);
+    const char* params[] = {txid.c_str(), seq.c_str(), n.c_str(), before.c_str()};
+    result_ptr res{PQexecParams(conn_, tail_sql, 4, nullptr, params, nullptr, nullptr, 0),
                    &PQclear};
     if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
       return fail("tail read failed");
     journal_tail_page page;
     page.next = after;
-    std::int64_t horizon = after.txid;
     for (int row = 0; row < PQntuples(res.get()); ++row) {
       auto text = [&](int col) { return std::string(PQgetvalue(res.get(), row, col)); };
-      horizon = std::stoll(text(7));
-      if (PQgetisnull(res.get(), row, 0))
-        continue; // no row: the horizon alone
       page.rows.push_back({std::stoll(text(0)),
                            wall_time{std::chrono::nanoseconds{std::stoll(text(1))}},
                            text(2), text(3), text(4), text(5)});
