@@ -141,6 +141,8 @@ TEST_F(kube_store, pages_are_a_consistent_snapshot_across_changes) {
   options.continue_token = first["metadata"]["continue"];
   auto second = *store.list(pods(), "gpu", options).value;
   EXPECT_EQ(names_of(second), (strings{"p3", "p4"}));
+  // Counted in the list's snapshot, as its pages are.
+  EXPECT_EQ(second["metadata"]["remainingItemCount"], 1);
   EXPECT_FALSE(second["items"][0]["metadata"]["labels"].contains("late"));
   EXPECT_EQ(second["metadata"]["resourceVersion"], snapshot);
   options.continue_token = second["metadata"]["continue"];
