@@ -91,7 +91,7 @@ std::optional<continue_token> decode_continue(const std::string& text,
   const auto where = start.get<std::string>();
   const auto slash = where.find('/');
   continue_token token{body["rv"].get<std::uint64_t>(), where.substr(0, slash),
-                       where.substr(slash + 1)};
+                       where.substr(slash + 1), 0, std::nullopt};
   if (auto listed = body.value("listed", json()); listed.is_number_unsigned())
     token.listed = listed.get<std::uint64_t>();
   if (auto total = body.value("total", json()); total.is_number_unsigned())
