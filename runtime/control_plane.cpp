@@ -257,8 +257,9 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   actors.gateway_figures = gateway_stats;
   auto gateway = system.spawn(kube_gateway, kube_client, gateway_stats);
   auto breaker_settings = breaker_config_from(config.breaker);
-  // Sharded, several replicas remediate: the pools' slots live in the journal.
-  breaker_settings.slots_in_journal = sharded;
+  // Sharded, several replicas cordon and remediate: the cordon window and
+  // the pools' slots live in the journal's database.
+  breaker_settings.in_journal = sharded;
   actors.breaker =
     system.spawn(breaker, std::move(breaker_settings), actors.journal, time);
   actors.fleet =

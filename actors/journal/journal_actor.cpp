@@ -178,6 +178,9 @@ journal_timers::behavior_type journal_with_reader(journal_actor* self,
     [=](slot_free_atom atom, std::string& node) -> caf::delegated<bool> {
       return self->delegate(self->state.writer, atom, std::move(node));
     },
+    [=](cordon_claim_atom atom, cordon_ask& ask) -> caf::delegated<cordon_claim> {
+      return self->delegate(self->state.writer, atom, std::move(ask));
+    },
     [=](fleet_snapshot_atom atom) -> caf::delegated<fleet_snapshot> {
       return self->delegate(self->state.writer, atom);
     },
@@ -232,6 +235,14 @@ journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
         return make_error(journal_errc::unavailable, released.error().to_string());
       }
       return true;
+    },
+    [=](cordon_claim_atom, const cordon_ask& ask) -> caf::result<cordon_claim> {
+      auto claim = store->claim_cordon(ask);
+      if (!claim) {
+        store->close();
+        return make_error(journal_errc::unavailable, claim.error().to_string());
+      }
+      return std::move(*claim);
     },
     [=](fleet_snapshot_atom) -> caf::result<fleet_snapshot> {
       auto snapshot = store->latest_fleet_snapshot();

@@ -45,6 +45,10 @@ using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 using slot_claim_atom = caf::atom_constant<caf::atom("slotclaim")>;
 /// (slot_free_atom, node) → true once the node's slot is given back.
 using slot_free_atom = caf::atom_constant<caf::atom("slotfree")>;
+/// (cordon_claim_atom, cordon_ask) → cordon_claim: a new cordon asked of the
+/// breaker's fleet-wide window, decided in the database across replicas
+/// (journal_store::claim_cordon).
+using cordon_claim_atom = caf::atom_constant<caf::atom("cordclaim")>;
 /// (fleet_snapshot_atom) → fleet_snapshot: the newest one stored (id 0: none).
 using fleet_snapshot_atom = caf::atom_constant<caf::atom("fsnapshot")>;
 using committed_atom = caf::atom_constant<caf::atom("committed")>;
@@ -118,6 +122,7 @@ using journal_handle = caf::typed_actor<
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
+  caf::replies_to<cordon_claim_atom, cordon_ask>::with<cordon_claim>,
   caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>,
   caf::replies_to<stats_atom>::with<journal_stats>,
   caf::reacts_to<subscribe_atom, journal_subscriber>>;
@@ -132,6 +137,7 @@ using journal_writer_handle = caf::typed_actor<
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
+  caf::replies_to<cordon_claim_atom, cordon_ask>::with<cordon_claim>,
   caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>>;
 
 } // namespace vigil
@@ -140,3 +146,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_position)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_tail_page)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::fleet_snapshot)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::cordon_ask)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::cordon_claim)

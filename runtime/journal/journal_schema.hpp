@@ -56,6 +56,15 @@ inline std::vector<std::string> journal_migration(sql_dialect d, int version) {
           + ", taken_at_ns bigint NOT NULL, txid bigint NOT NULL, seq bigint NOT NULL,"
             " horizons text NOT NULL, row_seqs text NOT NULL)",
       };
+    case 5:
+      // The breaker's cordon window and trip, fleet-wide (issue 22,
+      // journal_store::claim_cordon).
+      return {
+        "CREATE TABLE breaker_cordons (node text PRIMARY KEY,"
+        " cordoned_at_ns bigint NOT NULL)",
+        "CREATE TABLE breaker_trips (tripped_at_ns bigint NOT NULL, reason text NOT "
+        "NULL)",
+      };
     default: return {};
   }
 }

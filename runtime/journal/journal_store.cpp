@@ -44,4 +44,30 @@ expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text) {
   return out;
 }
 
+cordon_claim decide_cordon(const cordon_ask& ask,
+                           const std::optional<std::pair<wall_time, std::string>>& trip,
+                           std::size_t counted, bool holds) {
+  cordon_claim claim;
+  claim.counted = counted;
+  if (trip) {
+    claim.tripped = true;
+    claim.tripped_at = trip->first;
+    claim.reason = trip->second;
+    return claim;
+  }
+  if (holds) {
+    claim.granted = true;
+    return claim;
+  }
+  if (auto reason = ask.over_limit ? ask.over_limit(counted + 1) : std::nullopt) {
+    claim.tripped = claim.trips_now = true;
+    claim.tripped_at = ask.now;
+    claim.reason = std::move(*reason);
+    return claim;
+  }
+  claim.granted = true;
+  claim.counted = counted + 1;
+  return claim;
+}
+
 } // namespace vigil

@@ -17,7 +17,7 @@
 namespace vigil {
 
 /// Schema versions this binary knows; migrations bring a store up to the last.
-constexpr int journal_schema_version = 4;
+constexpr int journal_schema_version = 5;
 
 /// One journal row. `body` is JSON text: a HealthEvent for kind "event",
 /// a decision or side effect for the other kinds.
@@ -92,6 +92,34 @@ struct slot_claim {
 /// a slot already (the breaker's rule, control::pool_admits).
 using slot_rule = std::function<bool(std::size_t others, bool holds)>;
 
+/// A new cordon asked of the fleet-wide window (issue 22, sharded).
+struct cordon_ask {
+  std::string node;
+  wall_time now{};
+  /// Cordons at or before this are out of the window: the window's start,
+  /// or the breaker's last reset when later (a reset forgets them).
+  wall_time counted_after{};
+  /// Trips at or before this were closed by a reset.
+  wall_time reset_at{};
+  /// Why `count` nodes cordoned within the window would pass a limit; none
+  /// when they would not (control::cordon_limit_exceeded).
+  std::function<std::optional<std::string>(std::size_t count)> over_limit;
+};
+
+/// What the ask found.
+struct cordon_claim {
+  bool granted = false;
+  /// Refused because a replica's breaker had tripped (since the reset), or
+  /// because this cordon tripped it now; `reason` is the trip's, `tripped_at`
+  /// its time.
+  bool tripped = false;
+  bool trips_now = false;
+  std::string reason;
+  wall_time tripped_at{};
+  /// Nodes counted in the window once the ask was decided.
+  std::size_t counted = 0;
+};
+
 struct journal_snapshot {
   std::int64_t seq = 0; ///< the state includes every row up to and including seq
   wall_time taken_at{};
@@ -151,6 +179,17 @@ public:
   /// Gives `node`'s slot back (none held: nothing to do).
   virtual status release_slot(const std::string& node) = 0;
 
+  /// The circuit breaker's cordon window across replicas (issue 22,
+  /// sharded; seed 003 "Blast Radius Control"): the nodes newly cordoned
+  /// fleet-wide and the trip, kept in the journal's database and decided
+  /// under one fleet-wide lock, so the replicas' cordons together never pass
+  /// the limits, a window's first cordon is the fleet's first (not each
+  /// replica's), and a trip on one replica refuses the cordons every other
+  /// one asks for from then on. A node counted in the window counts once;
+  /// a cordon over a limit is refused and records the trip. Rows out of
+  /// the window are dropped on the way.
+  virtual expected<cordon_claim> claim_cordon(const cordon_ask& ask) = 0;
+
   /// Stores a fleet snapshot and drops all but the newest two.
   virtual status put_fleet_snapshot(const fleet_snapshot& snapshot) = 0;
   /// The newest fleet snapshot; id 0 when there is none.
@@ -179,6 +218,13 @@ std::unique_ptr<journal_store> make_sqlite_journal_store(std::string path);
 std::string seq_list(const std::vector<std::int64_t>& seqs);
 /// And back; a damaged list fails, naming where.
 expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text);
+
+/// claim_cordon's decision, the same in both stores, from what the store read
+/// under its lock: the newest trip after the reset (none: untripped), the
+/// nodes counted in the window and whether `ask.node` is one of them.
+cordon_claim decide_cordon(const cordon_ask& ask,
+                           const std::optional<std::pair<wall_time, std::string>>& trip,
+                           std::size_t counted, bool holds);
 expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url);
 
 } // namespace vigil

@@ -84,6 +84,25 @@ constexpr const char* slot_claim_sql =
   "ON CONFLICT (node) DO UPDATE SET pool = EXCLUDED.pool, "
   "claimed_at_ns = EXCLUDED.claimed_at_ns";
 
+// The breaker's cordon window (journal_store::claim_cordon): one
+// transaction-scoped advisory lock for the fleet (vigil's breaker key, not a
+// pool's), the rows out of the window or closed by a reset dropped, the trip,
+// the count.
+constexpr const char* cordon_lock_sql = "SELECT pg_advisory_xact_lock(1986948932, 0)";
+constexpr const char* cordon_prune_sql =
+  "DELETE FROM breaker_cordons WHERE cordoned_at_ns <= $1::bigint";
+constexpr const char* trip_prune_sql =
+  "DELETE FROM breaker_trips WHERE tripped_at_ns <= $1::bigint";
+constexpr const char* trip_newest_sql = "SELECT tripped_at_ns, reason FROM breaker_trips "
+                                        "ORDER BY tripped_at_ns DESC LIMIT 1";
+constexpr const char* cordon_count_sql =
+  "SELECT count(*), coalesce(bool_or(node = $1), false) FROM breaker_cordons";
+constexpr const char* cordon_insert_sql =
+  "INSERT INTO breaker_cordons (node, cordoned_at_ns) VALUES ($1, $2::bigint) "
+  "ON CONFLICT (node) DO UPDATE SET cordoned_at_ns = EXCLUDED.cordoned_at_ns";
+constexpr const char* trip_insert_sql =
+  "INSERT INTO breaker_trips (tripped_at_ns, reason) VALUES ($1::bigint, $2)";
+
 // The same rows from the newest back (journal_query::newest).
 constexpr const char* read_newest_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
@@ -297,6 +316,58 @@ public:
           &PQclear};
         if (PQresultStatus(inserted.get()) != PGRES_COMMAND_OK)
           return fail("cannot claim the slot");
+      }
+      return claim;
+    });
+  }
+
+  expected<cordon_claim> claim_cordon(const cordon_ask& ask) override {
+    if (auto st = open(); !st)
+      return st.error();
+    return in_transaction([&]() -> expected<cordon_claim> {
+      auto run = [&](const char* sql, std::vector<std::string> values,
+                     ExecStatusType expect) -> expected<result_ptr> {
+        std::vector<const char*> params;
+        for (const auto& v : values)
+          params.push_back(v.c_str());
+        result_ptr res{PQexecParams(conn_, sql, static_cast<int>(params.size()), nullptr,
+                                    params.data(), nullptr, nullptr, 0),
+                       &PQclear};
+        if (PQresultStatus(res.get()) != expect)
+          return fail("cannot decide the cordon");
+        return res;
+      };
+      auto ns = [](wall_time t) { return std::to_string(t.time_since_epoch().count()); };
+      // Cordons asked at once on several replicas wait for each other.
+      if (auto r = run(cordon_lock_sql, {}, PGRES_TUPLES_OK); !r)
+        return r.error();
+      if (auto r = run(cordon_prune_sql, {ns(ask.counted_after)}, PGRES_COMMAND_OK); !r)
+        return r.error();
+      if (auto r = run(trip_prune_sql, {ns(ask.reset_at)}, PGRES_COMMAND_OK); !r)
+        return r.error();
+      auto trip_row = run(trip_newest_sql, {}, PGRES_TUPLES_OK);
+      if (!trip_row)
+        return trip_row.error();
+      std::optional<std::pair<wall_time, std::string>> trip;
+      if (PQntuples(trip_row->get()) > 0)
+        trip.emplace(wall_time{std::chrono::nanoseconds{
+                       std::stoll(PQgetvalue(trip_row->get(), 0, 0))}},
+                     PQgetvalue(trip_row->get(), 0, 1));
+      auto count = run(cordon_count_sql, {ask.node}, PGRES_TUPLES_OK);
+      if (!count)
+        return count.error();
+      const bool holds = PQgetvalue(count->get(), 0, 1)[0] == 't';
+      auto claim =
+        decide_cordon(ask, trip, std::stoull(PQgetvalue(count->get(), 0, 0)), holds);
+      if (claim.trips_now) {
+        if (auto r = run(trip_insert_sql, {ns(claim.tripped_at), claim.reason},
+                         PGRES_COMMAND_OK);
+            !r)
+          return r.error();
+      } else if (claim.granted && !holds) {
+        if (auto r = run(cordon_insert_sql, {ask.node, ns(ask.now)}, PGRES_COMMAND_OK);
+            !r)
+          return r.error();
       }
       return claim;
     });

@@ -237,6 +237,62 @@ public:
     return claim;
   }
 
+  // The breaker's cordon window (journal_store::claim_cordon), under the
+  // one writer's lock like the slots.
+  expected<cordon_claim> claim_cordon(const cordon_ask& ask) override {
+    if (auto st = open(); !st)
+      return st.error();
+    if (auto st = exec("BEGIN IMMEDIATE"); !st)
+      return st.error();
+    auto done = [&](statement& st) { return st.ok() && st.step() == SQLITE_DONE; };
+    statement prune_cordons(db_, "DELETE FROM breaker_cordons WHERE cordoned_at_ns <= ?");
+    prune_cordons.bind(1, to_ns(ask.counted_after));
+    statement prune_trips(db_, "DELETE FROM breaker_trips WHERE tripped_at_ns <= ?");
+    prune_trips.bind(1, to_ns(ask.reset_at));
+    if (!done(prune_cordons) || !done(prune_trips))
+      return rollback("cannot prune the breaker's window");
+    statement newest(db_, "SELECT tripped_at_ns, reason FROM breaker_trips "
+                          "ORDER BY tripped_at_ns DESC LIMIT 1");
+    std::optional<std::pair<wall_time, std::string>> trip;
+    if (!newest.ok())
+      return rollback("cannot read the breaker's trip");
+    if (int rc = newest.step(); rc == SQLITE_ROW)
+      trip.emplace(from_ns(newest.integer(0)), newest.text(1));
+    else if (rc != SQLITE_DONE)
+      return rollback("cannot read the breaker's trip");
+    newest.reset();
+    statement count(db_,
+                    "SELECT count(*), coalesce(max(node = ?), 0) FROM breaker_cordons");
+    if (!count.ok())
+      return rollback("cannot count the breaker's window");
+    count.bind(1, ask.node);
+    if (count.step() != SQLITE_ROW)
+      return rollback("cannot count the breaker's window");
+    const bool holds = count.integer(1) != 0;
+    auto claim =
+      decide_cordon(ask, trip, static_cast<std::size_t>(count.integer(0)), holds);
+    count.reset();
+    if (claim.trips_now) {
+      statement insert(db_,
+                       "INSERT INTO breaker_trips (tripped_at_ns, reason) VALUES (?, ?)");
+      insert.bind(1, to_ns(claim.tripped_at));
+      insert.bind(2, claim.reason);
+      if (!done(insert))
+        return rollback("cannot record the breaker's trip");
+    } else if (claim.granted && !holds) {
+      statement insert(db_, "INSERT INTO breaker_cordons (node, cordoned_at_ns) "
+                            "VALUES (?, ?) ON CONFLICT (node) DO UPDATE SET "
+                            "cordoned_at_ns = excluded.cordoned_at_ns");
+      insert.bind(1, ask.node);
+      insert.bind(2, to_ns(ask.now));
+      if (!done(insert))
+        return rollback("cannot count the cordon");
+    }
+    if (auto st = exec("COMMIT"); !st)
+      return rollback("commit failed");
+    return claim;
+  }
+
   status release_slot(const std::string& node) override {
     if (auto st = open(); !st)
       return st;

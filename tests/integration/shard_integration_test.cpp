@@ -111,10 +111,9 @@ protected:
                             << "  retry_period_seconds: 1\n"
                             << "drain: {poll_seconds: 1}\n"
                             << "remediation: {poll_seconds: 1, enabled: "
-                            << (pool_budget_ > 0 ? "true" : "false")
-                            << "}\n"
-                            // every node at once: the cordon limit is not tested
-                            << "breaker: {max_cordoned_percent: 100, "
+                            << (pool_budget_ > 0 ? "true" : "false") << "}\n"
+                            << "breaker: {max_cordoned_percent: " << cordon_percent_
+                            << ", "
                             << "max_concurrent_per_pool: " << pool_budget_ << "}\n";
       ports_[identity] = port;
       replicas_[identity] = std::make_unique<test::control_process>(
@@ -222,6 +221,9 @@ protected:
 
   /// Reboots each pool may run at once fleet-wide; 0: remediation off.
   std::size_t pool_budget_ = 0;
+  /// The breaker's percentage; 100 by default: every node at once, the
+  /// cordon limit is not what most cases test.
+  int cordon_percent_ = 100;
   std::string journal_url_;
   std::string dir_;
   std::shared_ptr<kube::kube_test_server> api_;
@@ -356,6 +358,45 @@ TEST_F(shard_integration_with_a_pool_budget, the_replicas_together_keep_to_it) {
   }));
   EXPECT_EQ(reboot_crs(), pool_budget_);
   EXPECT_EQ(slots_held(), pool_budget_);
+}
+
+// The breaker's cordon window is the fleet's (issue 22): with 10 % of 12
+// GPU nodes the fleet's first cordon is granted and the second trips the
+// breaker, wherever the nodes' shards are. (Each replica counting a window of
+// its own let one first cordon through per replica.)
+class shard_integration_with_a_cordon_limit : public shard_integration {
+protected:
+  void SetUp() override {
+    cordon_percent_ = 10;
+    shard_integration::SetUp();
+  }
+};
+
+TEST_F(shard_integration_with_a_cordon_limit, the_replicas_together_keep_to_it) {
+  ASSERT_TRUE(eventually([&] { return spread_over_three(); }))
+    << "shards never spread over the three replicas";
+  post_all("replica-a", false, "fault");
+  // Every node reports the fault in a condition of its own, cordoned or
+  // held by the breaker.
+  auto reported = [&] {
+    bool all = true;
+    api_->with_store([&](kube::object_store& store) {
+      for (int i = 1; i <= node_count && all; ++i) {
+        auto n = store.get(*store.find_type("", "v1", "nodes"), "", node_name(i));
+        all = n.ok() && (*n.value)["status"]["conditions"].size() > 1;
+      }
+    });
+    return all;
+  };
+  ASSERT_TRUE(eventually(reported)) << "not every node reported its fault";
+  int cordons = 0;
+  for (int i = 1; i <= node_count; ++i)
+    cordons += cordoned(i) ? 1 : 0;
+  EXPECT_EQ(cordons, 1);
+  std::size_t trips = 0;
+  for (const auto& row : journal_rows())
+    trips += row.kind == "breaker_tripped" ? 1 : 0;
+  EXPECT_EQ(trips, 1u); // the others found the trip in the database
 }
 
 } // namespace

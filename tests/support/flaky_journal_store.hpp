@@ -1,6 +1,6 @@
-// A real journal store that fails the next `failures` appends and slot
-// claims or releases, like a database outage, for the actor tests of the
-// journal, ingest and the breaker.
+// A real journal store that fails the next `failures` appends, slot
+// claims or releases and cordon claims, like a database outage, for the actor tests of
+// the journal, ingest and the breaker.
 #pragma once
 
 #include <memory>
@@ -44,6 +44,13 @@ public:
       return failure{"test", "connection refused"};
     }
     return inner_->release_slot(node);
+  }
+  expected<cordon_claim> claim_cordon(const cordon_ask& ask) override {
+    if (failures > 0) {
+      --failures;
+      return failure{"test", "connection refused"};
+    }
+    return inner_->claim_cordon(ask);
   }
   status put_fleet_snapshot(const fleet_snapshot& s) override {
     return inner_->put_fleet_snapshot(s);

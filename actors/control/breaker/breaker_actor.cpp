@@ -76,6 +76,68 @@ std::string admit_cordon(breaker_actor* self, const std::string& node) {
   return std::string(control::to_string(refusal)) + ": " + st.breaker.trip_reason();
 }
 
+// Sharded (in_journal): the cordon is decided in the journal's database
+// across replicas (journal_store::claim_cordon) against the fleet's GPU
+// nodes; a trip found there (another replica's, not yet read from the
+// tail) or made now holds here too. A database failure is an error, not a
+// refusal: the node actor asks again later, and nothing is cordoned
+// uncounted.
+void claim_cordon(breaker_actor* self, const std::string& node,
+                  caf::typed_response_promise<std::string> rp) {
+  auto& st = self->state;
+  const auto& config = st.breaker.config();
+  cordon_ask ask;
+  ask.node = node;
+  ask.now = st.time->wall_now();
+  ask.counted_after = std::max(ask.now - config.window, st.reset_at);
+  ask.reset_at = st.reset_at;
+  ask.over_limit = [config, gpu_nodes = st.fleet_gpu_nodes](std::size_t count) {
+    return control::cordon_limit_exceeded(config, count, gpu_nodes);
+  };
+  self->request(st.journal, caf::infinite, cordon_claim_atom::value, std::move(ask))
+    .then(
+      [=](const cordon_claim& claim) mutable {
+        auto& st = self->state;
+        st.fleet_cordons = claim.counted;
+        if (claim.granted) {
+          ++st.stats.admitted;
+          st.breaker.restore_cordon(st.time->wall_now(), node); // this replica's window
+          rp.deliver(std::string{});
+          return;
+        }
+        ++st.stats.refused;
+        const bool was_tripped = st.breaker.tripped();
+        st.breaker.restore_trip(claim.tripped_at, claim.reason);
+        if (claim.trips_now) {
+          ++st.stats.trips;
+          component_logger("breaker")->error(
+            "circuit breaker tripped: {}; no new cordon, drain or remediation "
+            "starts on any replica until `vigil breaker reset`",
+            claim.reason);
+          journal_trip(self);
+        } else if (!was_tripped) {
+          component_logger("breaker")->error(
+            "circuit breaker tripped on another replica: {}", claim.reason);
+        }
+        rp.deliver(std::string(control::to_string(claim.trips_now
+                                                    ? control::breaker_refusal::trips_now
+                                                    : control::breaker_refusal::tripped))
+                   + ": " + claim.reason);
+      },
+      [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
+// A new cordon asked for once the GPU nodes are counted.
+void decide_cordon(breaker_actor* self, const std::string& node,
+                   caf::typed_response_promise<std::string> rp) {
+  auto& st = self->state;
+  if (!st.breaker.config().in_journal || st.breaker.tripped()) {
+    rp.deliver(admit_cordon(self, node));
+    return;
+  }
+  claim_cordon(self, node, std::move(rp));
+}
+
 } // namespace
 
 void restore_breaker(control::circuit_breaker& breaker,
@@ -103,16 +165,17 @@ namespace {
 void count_gpu_nodes(breaker_actor* self, std::uint64_t counted, std::uint64_t fleet) {
   auto& st = self->state;
   st.gpu_nodes = counted;
+  st.fleet_gpu_nodes = fleet;
   st.gpu_nodes_known = true;
   st.breaker.set_share(
     fleet > 0 ? static_cast<double>(counted) / static_cast<double>(fleet) : 1.0);
   auto waiting = std::move(st.waiting_admits);
   st.waiting_admits.clear();
   for (auto& [node, rp] : waiting)
-    rp.deliver(admit_cordon(self, node));
+    decide_cordon(self, node, std::move(rp));
 }
 
-// slots_in_journal: the pool's slots are claimed in the journal's database,
+// in_journal: the pool's slots are claimed in the journal's database,
 // across replicas; `answer` gets "" or why not. A failed claim is a refusal
 // (the remediation is held and asks again): it never starts on a budget it
 // could not check.
@@ -174,12 +237,12 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
   return {
     [=](admit_atom, const std::string& node) -> caf::result<std::string> {
       auto& st = self->state;
-      if (!st.gpu_nodes_known && st.breaker.config().max_cordoned_percent < 100.0) {
-        auto rp = self->make_response_promise<std::string>();
+      auto rp = self->make_response_promise<std::string>();
+      if (!st.gpu_nodes_known && st.breaker.config().max_cordoned_percent < 100.0)
         st.waiting_admits.emplace_back(node, rp);
-        return rp;
-      }
-      return admit_cordon(self, node);
+      else
+        decide_cordon(self, node, rp);
+      return rp;
     },
     [=](permit_atom, const std::string&) -> std::string {
       auto& st = self->state;
@@ -190,7 +253,7 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     [=](remedy_atom, const std::string& node,
         const std::string& pool) -> caf::result<std::string> {
       auto& st = self->state;
-      if (st.breaker.config().slots_in_journal) {
+      if (st.breaker.config().in_journal) {
         if (st.breaker.tripped())
           return "circuit breaker tripped: " + st.breaker.trip_reason();
         auto rp = self->make_response_promise<std::string>();
@@ -214,7 +277,7 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     },
     [=](remedied_atom, const std::string& node) {
       auto& st = self->state;
-      if (st.breaker.config().slots_in_journal)
+      if (st.breaker.config().in_journal)
         return free_slot(self, node);
       st.breaker.finish_remediation(node);
       if (auto holder = st.slot_holders.find(node); holder != st.slot_holders.end()) {
@@ -228,7 +291,7 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     },
     [=](occupy_atom, const std::string& node, const std::string& pool) {
       auto& st = self->state;
-      if (st.breaker.config().slots_in_journal) {
+      if (st.breaker.config().in_journal) {
         claim_slot(self, node, pool, 0, [=](const std::string& refusal) {
           if (!refusal.empty())
             component_logger("breaker")->warn(
@@ -241,13 +304,15 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();
       // Journal first: an acknowledged reset is never lost on restart.
-      auto row = reset_row(self->state.time->wall_now());
+      const auto at = self->state.time->wall_now();
+      auto row = reset_row(at);
       self->state.own_rows.insert(row.idempotency_key);
       self
         ->request(self->state.journal, caf::infinite, append_atom::value, std::move(row))
         .then(
           [=](const append_outcome&) mutable {
             self->state.breaker.reset();
+            self->state.reset_at = std::max(self->state.reset_at, at);
             component_logger("breaker")->warn("circuit breaker reset by an operator");
             rp.deliver(std::string("reset"));
           },
@@ -266,6 +331,9 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
                                 }),
                  rows.end());
       restore_breaker(self->state.breaker, rows);
+      for (const auto& row : rows)
+        if (row.kind == breaker_row::reset)
+          self->state.reset_at = std::max(self->state.reset_at, row.recorded_at);
       if (self->state.breaker.tripped())
         component_logger("breaker")->warn("circuit breaker restored as tripped: {}",
                                           self->state.breaker.trip_reason());
@@ -278,6 +346,8 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
                             {"cordonsInWindow", st.breaker.cordons_in_window(now)},
                             {"utilisation", st.breaker.utilisation(st.gpu_nodes, now)},
                             {"gpuNodes", st.gpu_nodes},
+                            {"fleetGpuNodes", st.fleet_gpu_nodes},
+                            {"fleetCordonsInWindow", st.fleet_cordons},
                             {"admitted", st.stats.admitted},
                             {"refused", st.stats.refused},
                             {"trips", st.stats.trips},

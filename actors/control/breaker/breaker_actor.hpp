@@ -43,7 +43,7 @@ struct breaker_stats {
 /// known when the percentage limit applies); (permit_atom, node) → "" or why not
 /// (drains: refused while tripped); (remedy_atom, node, pool) → "" or why
 /// not (tripped, or the pool's budget in flight), counted until (remedied_atom,
-/// node) or until the asking actor goes down (with slots_in_journal, until
+/// node) or until the asking actor goes down (with in_journal, until
 /// remedied only: the slot stays with the node through a handover);
 /// (occupy_atom, node, pool): a slot, whatever the budget; (slot_free_atom,
 /// node) to itself: a failed release tried again; (reset_atom) → "reset", once
@@ -69,6 +69,15 @@ struct breaker_state {
   journal_handle journal;
   std::shared_ptr<const clock> time;
   std::size_t gpu_nodes = 0;
+  /// Sharded: the fleet's GPU nodes, the denominator of the cordon window
+  /// decided in the journal's database; unsharded the same as gpu_nodes.
+  std::size_t fleet_gpu_nodes = 0;
+  /// Sharded: the fleet's cordons in the window at the last one decided
+  /// (for the summary).
+  std::size_t fleet_cordons = 0;
+  /// The last reset known (this replica's, or another's read from the
+  /// journal): trips and cordons before it no longer count.
+  wall_time reset_at{};
   /// The fleet has listed the Nodes once: until then the percentage limit
   /// has no denominator, and the cordons asked for wait, unanswered, for the
   /// count.
@@ -77,7 +86,7 @@ struct breaker_state {
     waiting_admits;
   /// The node actor holding each node's remediation slot, monitored: a slot
   /// whose holder goes down (crash, lost leadership) is given back, so the
-  /// pool's budget never leaks. Not with slots_in_journal: there the node's
+  /// pool's budget never leaks. Not with in_journal: there the node's
   /// next owner carries on with its slot, and gives it back when done.
   std::map<std::string, caf::actor_addr> slot_holders;
   /// Keys of the trip and reset rows this breaker journaled: sharded, the
@@ -85,7 +94,7 @@ struct breaker_state {
   /// was applied live must not be applied again (a reset replayed later
   /// would forget the cordons counted since).
   std::set<std::string> own_rows;
-  /// slots_in_journal: nodes whose slot is being given back. A failed
+  /// in_journal: nodes whose slot is being given back. A failed
   /// release is tried again only while the node is still here: a claim
   /// granted meanwhile (a new remediation) takes it out.
   std::set<std::string> releasing;

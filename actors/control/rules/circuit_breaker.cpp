@@ -22,31 +22,39 @@ void circuit_breaker::prune(wall_time now) {
     cordons_.pop_front();
 }
 
-std::optional<std::size_t> circuit_breaker::node_limit() const {
-  if (!config_.max_cordoned_nodes)
+namespace {
+
+std::optional<std::size_t> scaled_node_limit(const breaker_config& config, double share) {
+  if (!config.max_cordoned_nodes)
     return std::nullopt;
   return static_cast<std::size_t>(
-    std::floor(static_cast<double>(*config_.max_cordoned_nodes) * share_));
+    std::floor(static_cast<double>(*config.max_cordoned_nodes) * share));
 }
 
-std::optional<std::string> circuit_breaker::over_limit(std::size_t count,
-                                                       std::size_t gpu_nodes) const {
-  if (auto limit = node_limit(); limit && count > *limit)
+} // namespace
+
+std::optional<std::string> cordon_limit_exceeded(const breaker_config& config,
+                                                 std::size_t count, std::size_t gpu_nodes,
+                                                 double share) {
+  if (auto limit = scaled_node_limit(config, share); limit && count > *limit)
     return std::to_string(count) + " nodes cordoned within the window, limit "
            + std::to_string(*limit)
-           + (share_ < 1.0 ? " (this replica's share of "
-                               + std::to_string(*config_.max_cordoned_nodes) + ")"
-                           : std::string{});
-  // count / gpu_nodes > P %, kept exact in integers-as-doubles. The first
-  // cordon of a window never trips it: one faulty node is always quarantined,
-  // however small the cluster (1 of 8 nodes is 12.5 %).
+           + (share < 1.0 ? " (this replica's share of "
+                              + std::to_string(*config.max_cordoned_nodes) + ")"
+                          : std::string{});
+  // count / gpu_nodes > P %, kept exact in integers-as-doubles; never the
+  // window's first cordon.
   if (gpu_nodes > 0 && count > 1
       && static_cast<double>(count) * 100.0
-           > config_.max_cordoned_percent * static_cast<double>(gpu_nodes))
+           > config.max_cordoned_percent * static_cast<double>(gpu_nodes))
     return std::to_string(count) + " of " + std::to_string(gpu_nodes)
            + " GPU nodes cordoned within the window, limit "
-           + std::to_string(config_.max_cordoned_percent) + "%";
+           + std::to_string(config.max_cordoned_percent) + "%";
   return std::nullopt;
+}
+
+std::optional<std::size_t> circuit_breaker::node_limit() const {
+  return scaled_node_limit(config_, share_);
 }
 
 double circuit_breaker::utilisation(std::size_t gpu_nodes, wall_time now) {
@@ -72,7 +80,8 @@ breaker_refusal circuit_breaker::admit_cordon(const std::string& node,
                              [&](const auto& c) { return c.second == node; });
   if (counted)
     return breaker_refusal::none;
-  if (auto reason = over_limit(cordons_.size() + 1, gpu_nodes)) {
+  if (auto reason =
+        cordon_limit_exceeded(config_, cordons_.size() + 1, gpu_nodes, share_)) {
     tripped_at_ = now;
     trip_reason_ = *reason;
     return breaker_refusal::trips_now;

@@ -31,11 +31,21 @@ struct breaker_config {
   std::string pool_label = "topology.kubernetes.io/rack";
   /// Remediations in flight per pool. Default 0: unlimited.
   std::size_t max_concurrent_per_pool = 0;
-  /// Sharded (issue 22): the pools' slots are held in the journal's database
-  /// (journal_store::claim_slot), so the budget holds across replicas and a
+  /// Sharded (issue 22): the pools' slots and the cordon window are held in
+  /// the journal's database (journal_store::claim_slot, claim_cordon), so
+  /// the budgets hold across replicas, a trip on one stops them all, and a
   /// slot stays with its node through a shard's handover.
-  bool slots_in_journal = false;
+  bool in_journal = false;
 };
+
+/// Why `count` nodes newly cordoned within the window, out of `gpu_nodes` GPU
+/// nodes, pass one of `config`'s limits (max_cordoned_nodes scaled by
+/// `share`); none when they do not. The first cordon of a window never
+/// trips it: one faulty node is always quarantined, however small the
+/// cluster (1 of 8 nodes is 12.5 %).
+std::optional<std::string> cordon_limit_exceeded(const breaker_config& config,
+                                                 std::size_t count, std::size_t gpu_nodes,
+                                                 double share = 1.0);
 
 /// Why the breaker said no; `none` when it said yes.
 enum class breaker_refusal { none, tripped, trips_now, pool_budget };
@@ -88,17 +98,17 @@ public:
   const breaker_config& config() const { return config_; }
 
   /// Sharded (issue 22): this replica's part of the fleet, the GPU nodes of
-  /// the shards it owns over all GPU nodes (0..1; 1 unsharded). Its window
-  /// counts only its own cordons; max_cordoned_nodes becomes
-  /// floor(limit × share) (the percentage already applies to the GPU nodes
-  /// it is given), so the replicas' cordons together never pass the limits.
+  /// the shards it owns over all GPU nodes (0..1; 1 unsharded), for its
+  /// window's utilisation: its window counts only its own cordons, against
+  /// floor(max_cordoned_nodes × share) (the percentage already applies to
+  /// the GPU nodes it is given). Cordons are admitted fleet-wide by the
+  /// journal's database (journal_store::claim_cordon), not by this window.
   void set_share(double share) { share_ = std::clamp(share, 0.0, 1.0); }
   /// max_cordoned_nodes for this replica's share.
   std::optional<std::size_t> node_limit() const;
 
 private:
   void prune(wall_time now);
-  std::optional<std::string> over_limit(std::size_t count, std::size_t gpu_nodes) const;
 
   breaker_config config_;
   std::deque<std::pair<wall_time, std::string>> cordons_; ///< oldest first

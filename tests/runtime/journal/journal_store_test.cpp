@@ -345,6 +345,90 @@ TEST_P(journal_store_test, replicas_claiming_at_once_never_pass_the_budget) {
   EXPECT_EQ(granted.load(), budget);
 }
 
+// The breaker's cordon window held in the database (issue 22): a node counts
+// once, a cordon over the limit is refused and records the trip, which every
+// connection (replica) then finds until a reset; a reset and the window's
+// end forget the cordons before them.
+namespace {
+cordon_ask ask_cordon(const std::string& node, std::int64_t now_s,
+                      std::int64_t counted_after_s = 0, std::int64_t reset_s = 0) {
+  cordon_ask ask;
+  ask.node = node;
+  ask.now = from_unix(now_s, 0);
+  ask.counted_after = from_unix(counted_after_s, 0);
+  ask.reset_at = from_unix(reset_s, 0);
+  ask.over_limit = [](std::size_t count) -> std::optional<std::string> {
+    if (count > 2)
+      return std::to_string(count) + " over 2";
+    return std::nullopt;
+  };
+  return ask;
+}
+} // namespace
+
+TEST_P(journal_store_test, the_cordon_window_is_decided_across_replicas) {
+  auto claim = [](journal_store& store, const cordon_ask& ask) {
+    auto c = store.claim_cordon(ask);
+    EXPECT_TRUE(c.has_value()) << c.error().to_string();
+    return c.has_value() ? *c : cordon_claim{};
+  };
+  auto other = open_store(); // another replica
+  EXPECT_TRUE(claim(*store_, ask_cordon("node-1", 1000)).granted);
+  auto again = claim(*other, ask_cordon("node-1", 1001)); // counted once
+  EXPECT_TRUE(again.granted);
+  EXPECT_EQ(again.counted, 1u);
+  auto second = claim(*other, ask_cordon("node-2", 1002));
+  EXPECT_TRUE(second.granted);
+  EXPECT_EQ(second.counted, 2u);
+  auto third = claim(*store_, ask_cordon("node-3", 1003));
+  EXPECT_FALSE(third.granted);
+  EXPECT_TRUE(third.trips_now);
+  EXPECT_EQ(third.reason, "3 over 2");
+  EXPECT_EQ(third.tripped_at, from_unix(1003, 0));
+  // The other replica has not read the trip from the journal yet: the
+  // database refuses it all the same, even for a node already counted.
+  auto found = claim(*other, ask_cordon("node-1", 1004));
+  EXPECT_FALSE(found.granted);
+  EXPECT_TRUE(found.tripped);
+  EXPECT_FALSE(found.trips_now);
+  EXPECT_EQ(found.reason, "3 over 2");
+  EXPECT_EQ(found.tripped_at, from_unix(1003, 0));
+  // A reset at 1005 closes the trip and forgets node-1 and node-2.
+  auto after_reset = claim(*other, ask_cordon("node-4", 1006, 1005, 1005));
+  EXPECT_TRUE(after_reset.granted);
+  EXPECT_EQ(after_reset.counted, 1u);
+  // The window moves past node-4's cordon: node-5 is the window's first.
+  auto later = claim(*store_, ask_cordon("node-5", 2000, 1500, 1005));
+  EXPECT_TRUE(later.granted);
+  EXPECT_EQ(later.counted, 1u);
+}
+
+// Replicas asking at once: the fleet-wide lock lets exactly the limit
+// through, the next one trips the breaker, nothing passes after it.
+TEST_P(journal_store_test, replicas_cordoning_at_once_never_pass_the_limit) {
+  if (GetParam() != "postgresql")
+    GTEST_SKIP() << "SQLite serves one process";
+  std::atomic<std::size_t> granted{0};
+  std::atomic<std::size_t> trips{0};
+  std::vector<std::thread> replicas;
+  for (int r = 0; r < 4; ++r)
+    replicas.emplace_back([&, r] {
+      auto store = open_store();
+      for (int n = 0; n < 10; ++n) {
+        auto c = store->claim_cordon(
+          ask_cordon("node-" + std::to_string(r) + "-" + std::to_string(n), 1000 + n));
+        if (c.has_value() && c->granted)
+          ++granted;
+        if (c.has_value() && c->trips_now)
+          ++trips;
+      }
+    });
+  for (auto& t : replicas)
+    t.join();
+  EXPECT_EQ(granted.load(), 2u);
+  EXPECT_EQ(trips.load(), 1u);
+}
+
 // A journal written by a vigil before the tail (schema 1) is migrated: its
 // rows count as transaction 0 and the tail returns them first.
 TEST_P(journal_store_test, rows_from_before_the_tail_are_tailed_first) {

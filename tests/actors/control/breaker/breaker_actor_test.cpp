@@ -171,7 +171,7 @@ CAF_TEST(the_breakers_own_reset_from_the_tail_forgets_nothing) {
 CAF_TEST(replicas_share_a_pool_budget_through_the_journal) {
   control::breaker_config config;
   config.max_concurrent_per_pool = 2;
-  config.slots_in_journal = true;
+  config.in_journal = true;
   auto a = sys.spawn(vigil::breaker, config, journal, time);
   auto b = sys.spawn(vigil::breaker, config, journal, time);
   run();
@@ -212,6 +212,63 @@ CAF_TEST(replicas_share_a_pool_budget_through_the_journal) {
   CAF_CHECK_EQUAL(remedy(b, "node-5"), ""); // a new remediation, same slot
   advance(std::chrono::seconds{5});
   CAF_CHECK_NOT_EQUAL(remedy(a, "node-6"), ""); // node-4 and node-5 hold the two
+  anon_send_exit(a, exit_reason::user_shutdown);
+  anon_send_exit(b, exit_reason::user_shutdown);
+  run();
+}
+
+// Sharded (issue 22), the cordon window is the fleet's, decided in the
+// journal's database: with 10 % of 8 GPU nodes, the fleet's first cordon is
+// granted and a second one on another replica trips the breaker (each
+// replica counting its own window let one first cordon through per replica);
+// the first replica finds the trip in the database before its tail brings
+// the row; a reset on one replica frees the other once it reads the reset.
+CAF_TEST(replicas_share_one_cordon_window_through_the_journal) {
+  control::breaker_config config;
+  config.max_cordoned_percent = 10;
+  config.in_journal = true;
+  auto a = sys.spawn(vigil::breaker, config, journal, time);
+  auto b = sys.spawn(vigil::breaker, config, journal, time);
+  for (auto* replica : {&a, &b}) // each owns half of the fleet's 8 GPU nodes
+    anon_send(*replica, gpunodes_atom::value, std::uint64_t{4}, std::uint64_t{8});
+  run();
+  auto admit = [&](breaker_handle& breaker, const char* node) {
+    return ask(breaker, admit_atom::value, std::string(node));
+  };
+  CAF_CHECK_EQUAL(admit(a, "node-1"), "");
+  CAF_CHECK_EQUAL(admit(a, "node-1"), ""); // counted once
+  auto refusal = admit(b, "node-5");
+  CAF_CHECK(refusal.find("trips_now: 2 of 8 GPU nodes") == 0);
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 1u);
+  refusal = admit(a, "node-2"); // a has not read b's trip row
+  CAF_CHECK(refusal.find("tripped: 2 of 8 GPU nodes") == 0);
+  auto summary = json::parse(ask(a, summary_atom::value)); // a named copy
+  CAF_CHECK(summary["tripped"].get<bool>());
+  CAF_CHECK_EQUAL(summary["fleetCordonsInWindow"].get<int>(), 1);
+  CAF_CHECK_EQUAL(journal_rows(breaker_row::tripped), 1u); // found, not tripped again
+  // The database is down: the cordon is neither granted nor refused (the
+  // node actor asks again later).
+  CAF_CHECK_EQUAL(ask(a, reset_atom::value), "reset");
+  advance(std::chrono::seconds{1});
+  journal_db->failures = 1;
+  self->send(a, admit_atom::value, std::string("node-2"));
+  run();
+  bool failed = false;
+  self->receive([](const std::string&) {}, [&](const error&) { failed = true; });
+  CAF_CHECK(failed);
+  // After a's reset the fleet's window starts again: node-2 is its first.
+  CAF_CHECK_EQUAL(admit(a, "node-2"), "");
+  // b is still tripped until its tail brings a's reset.
+  CAF_CHECK(admit(b, "node-6").find("tripped") == 0);
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  std::vector<journal_record> resets;
+  for (const auto& row : *rows)
+    if (row.kind == breaker_row::reset)
+      resets.push_back(row);
+  anon_send(b, replay_atom::value, resets);
+  run();
+  CAF_CHECK(admit(b, "node-6").find("trips_now") == 0); // node-2 counted: 2 of 8
   anon_send_exit(a, exit_reason::user_shutdown);
   anon_send_exit(b, exit_reason::user_shutdown);
   run();
