@@ -30,21 +30,8 @@ std::string text_at(const json& object, std::initializer_list<const char*> path)
 } // namespace
 
 void api_auditor::poll(const kube::object_store& store, double now) {
-  if (const auto* nodes = store.find_type("", "v1", "nodes")) {
-    const auto listed = store.list(*nodes, "", {});
-    if (const json* items = items_of(listed))
-      for (const auto& node : *items) {
-        const auto name = text_at(node, {"metadata", "name"});
-        const bool cordoned =
-          node.value("spec", json::object()).value("unschedulable", false);
-        auto [it, first] = cordoned_.emplace(name, cordoned);
-        if (!first && cordoned && !it->second)
-          ++cordons_[name];
-        if (first && cordoned)
-          ++cordons_[name];
-        it->second = cordoned;
-      }
-  }
+  // CRs first: an uncordon is judged against the CRs of the same poll.
+  std::map<std::string, std::vector<std::string>> running; // node → kind/name
   for (const char* plural : {"gpuresets", "rebootnodes", "terminatenodes"}) {
     const auto* type = store.find_type("vigil.dev", "v1alpha1", plural);
     if (type == nullptr)
@@ -66,7 +53,28 @@ void api_auditor::poll(const kube::object_store& store, double now) {
       const auto phase = text_at(cr, {"status", "phase"});
       if (it->second.finished < 0 && (phase == "Succeeded" || phase == "Failed"))
         it->second.finished = now;
+      if (it->second.finished < 0)
+        running[it->second.node].push_back(key);
     }
+  }
+  if (const auto* nodes = store.find_type("", "v1", "nodes")) {
+    const auto listed = store.list(*nodes, "", {});
+    if (const json* items = items_of(listed))
+      for (const auto& node : *items) {
+        const auto name = text_at(node, {"metadata", "name"});
+        const bool cordoned =
+          node.value("spec", json::object()).value("unschedulable", false);
+        auto [it, first] = cordoned_.emplace(name, cordoned);
+        if (!first && cordoned && !it->second)
+          ++cordons_[name];
+        if (first && cordoned)
+          ++cordons_[name];
+        if (!first && !cordoned && it->second && running.count(name) > 0) {
+          auto& during = uncordoned_during_cr_[name];
+          during.insert(during.end(), running[name].begin(), running[name].end());
+        }
+        it->second = cordoned;
+      }
   }
 }
 
@@ -127,6 +135,14 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
                            + std::to_string(times) + " times for "
                            + std::to_string(decided) + " decisions");
     }
+  // An uncordon while the node's CR had not ended: the repair was still
+  // running (or its outcome unknown) when the node went back into service.
+  for (const auto& [node, crs] : audit.uncordoned_during_cr()) {
+    v.uncordoned_during_cr += crs.size();
+    for (const auto& key : crs)
+      v.findings.push_back("uncordoned during a CR: " + node + " while " + key
+                           + " had not ended");
+  }
   for (const auto& [key, cr] : audit.crs())
     if (cr.finished < 0) {
       ++v.stuck_crs;

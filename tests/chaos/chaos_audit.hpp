@@ -23,7 +23,9 @@ struct cr_sighting {
 };
 
 /// Reads the store every poll and remembers transitions: each node's cordons
-/// (spec.unschedulable false → true) and each CR's first sighting and end.
+/// (spec.unschedulable false → true), each CR's first sighting and end, and
+/// each uncordon (true → false) seen while one of the node's CRs had not
+/// ended (seed 002: the node stays out of service until its repair is over).
 class api_auditor {
 public:
   void poll(const kube::object_store& store, double now);
@@ -33,10 +35,15 @@ public:
   const std::map<std::string, int>& cordons() const { return cordons_; }
   /// Node → cordoned at the last poll.
   const std::map<std::string, bool>& cordoned() const { return cordoned_; }
+  /// Node → the CRs (kind/name) unfinished when it was seen uncordoned.
+  const std::map<std::string, std::vector<std::string>>& uncordoned_during_cr() const {
+    return uncordoned_during_cr_;
+  }
 
 private:
   std::map<std::string, cr_sighting> crs_; ///< by kind/name
   std::map<std::string, int> cordons_;
+  std::map<std::string, std::vector<std::string>> uncordoned_during_cr_;
   std::map<std::string, bool> cordoned_;
 };
 
@@ -55,6 +62,7 @@ struct chaos_verdict {
   std::uint64_t stuck_crs = 0;         ///< CRs unfinished at the end
   std::uint64_t stuck_nodes = 0;       ///< cordoned at the end, not waiting for a person
   std::uint64_t breaker_excess = 0; ///< quarantines admitted beyond the limit in a window
+  std::uint64_t uncordoned_during_cr = 0; ///< uncordons while the node's CR ran
   std::uint64_t journal_rows = 0;
   std::vector<std::string> findings; ///< one line per count above, naming what
   /// Node → its final state, compared between the clean and the chaos run.

@@ -490,6 +490,7 @@ int main(int argc, char** argv) {
     {"stuck_nodes", v.stuck_nodes},
     {"diverged", o.clean_run ? nlohmann::json(diverged_nodes) : nlohmann::json(nullptr)},
     {"breaker_excess", v.breaker_excess},
+    {"uncordoned_during_cr", v.uncordoned_during_cr},
     {"recover_p50_s", percentile(chaos.recoveries, 0.5)},
     {"recover_p99_s", percentile(chaos.recoveries, 0.99)},
     {"posts", chaos.posts},
@@ -510,6 +511,6 @@ int main(int argc, char** argv) {
   }
   const bool kept = v.lost == 0 && v.duplicate_crs == 0 && v.duplicate_cordons == 0
                     && v.stuck_crs == 0 && v.stuck_nodes == 0 && diverged_nodes == 0
-                    && v.breaker_excess == 0;
+                    && v.breaker_excess == 0 && v.uncordoned_during_cr == 0;
   return kept ? 0 : 1;
 }

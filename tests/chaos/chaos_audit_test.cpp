@@ -1,0 +1,110 @@
+// The chaos run's auditor: what it counts from the API server's store and
+// the journal. Each promise it checks is tested here on a hand-made history,
+// so a run that reports 0 is not 0 because the check never fires.
+#include "tests/chaos/chaos_audit.hpp"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace vigil::chaos {
+namespace {
+
+using nlohmann::json;
+
+class chaos_audit : public ::testing::Test {
+protected:
+  void SetUp() override {
+    store_.register_type(
+      {"vigil.dev", "v1alpha1", "gpuresets", "GPUReset", false, true, {}});
+    nodes_ = store_.find_type("", "v1", "nodes");
+    resets_ = store_.find_type("vigil.dev", "v1alpha1", "gpuresets");
+    ASSERT_TRUE(store_
+                  .create(*nodes_, "",
+                          {{"apiVersion", "v1"},
+                           {"kind", "Node"},
+                           {"metadata", {{"name", "node-1"}}},
+                           {"spec", json::object()}})
+                  .ok());
+    audit_.poll(store_, 0);
+  }
+
+  void set_cordoned(bool cordoned) {
+    ASSERT_TRUE(store_
+                  .patch(*nodes_, "", "node-1", {{"spec", {{"unschedulable", cordoned}}}},
+                         kube::patch_type::merge, false)
+                  .ok());
+  }
+
+  void create_reset() {
+    ASSERT_TRUE(
+      store_
+        .create(*resets_, "",
+                {{"apiVersion", "vigil.dev/v1alpha1"},
+                 {"kind", "GPUReset"},
+                 {"metadata",
+                  {{"name", "reset-1"},
+                   {"labels", {{"vigil.dev/node", "node-1"}}},
+                   {"annotations", {{"vigil.dev/equivalence-group", "GPU-a"}}}}},
+                 {"spec", json::object()}})
+        .ok());
+  }
+
+  void finish_reset() {
+    ASSERT_TRUE(store_
+                  .patch(*resets_, "", "reset-1", {{"status", {{"phase", "Succeeded"}}}},
+                         kube::patch_type::merge, true)
+                  .ok());
+  }
+
+  chaos_verdict judged() { return judge({}, {}, audit_, breaker_limits{}); }
+
+  kube::object_store store_;
+  const kube::resource_type* nodes_ = nullptr;
+  const kube::resource_type* resets_ = nullptr;
+  api_auditor audit_;
+};
+
+TEST_F(chaos_audit, an_uncordon_after_the_cr_ended_is_no_finding) {
+  set_cordoned(true);
+  create_reset();
+  audit_.poll(store_, 1);
+  finish_reset();
+  audit_.poll(store_, 2);
+  set_cordoned(false);
+  audit_.poll(store_, 3);
+  auto v = judged();
+  EXPECT_EQ(v.uncordoned_during_cr, 0u);
+  EXPECT_EQ(v.stuck_crs, 0u);
+  EXPECT_EQ(v.duplicate_crs, 0u);
+}
+
+// Seed 002: the node stays out of service until its repair is over.
+TEST_F(chaos_audit, an_uncordon_while_the_nodes_cr_runs_is_counted) {
+  set_cordoned(true);
+  create_reset();
+  audit_.poll(store_, 1);
+  set_cordoned(false);
+  audit_.poll(store_, 2);
+  auto v = judged();
+  EXPECT_EQ(v.uncordoned_during_cr, 1u);
+  EXPECT_NE(std::find(v.findings.begin(), v.findings.end(),
+                      "uncordoned during a CR: node-1 while gpuresets/reset-1 had not "
+                      "ended"),
+            v.findings.end());
+}
+
+// The CR and the uncordon land between two polls: the uncordon is judged
+// against the CRs of the same poll, created but not yet ended.
+TEST_F(chaos_audit, a_cr_first_seen_in_the_uncordons_poll_counts) {
+  set_cordoned(true);
+  audit_.poll(store_, 1);
+  create_reset();
+  set_cordoned(false);
+  audit_.poll(store_, 2);
+  EXPECT_EQ(judged().uncordoned_during_cr, 1u);
+}
+
+} // namespace
+} // namespace vigil::chaos
