@@ -130,8 +130,12 @@ struct remediation_attempt {
   std::string event_id;      ///< the request's event (with the plan, the CR's name)
   std::string custom_action; ///< a custom remediation's name; "" otherwise
   /// No outcome journaled for its CR yet (no succeeded, failed or released
-  /// row naming it): it may still be running.
+  /// row naming it): it may still be running. Or it succeeded and its
+  /// validation Job began with no verdict journaled (`validating`).
   bool open = false;
+  /// The CR succeeded and the node waits for its validation Job (a
+  /// "validating" row, no "validated" or "validation_failed" after it).
+  bool validating = false;
   std::string cr;
 };
 

@@ -358,7 +358,8 @@ void follow_tail(fleet_actor* self) {
         st.tail_in_flight = false;
         for (auto& row : page.rows) {
           // A trip, or its reset, on any replica stops or frees them all
-          // (each replica's breaker holds the limits for its share).
+          // (the database refuses cordons from the trip on already; the row
+          // stops drains and remediations too).
           if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset)
             self->send(st.breaker, replay_atom::value, std::vector<journal_record>{row});
           if (row.kind != "event")
@@ -423,10 +424,10 @@ void fold_rows(rebuild_batch& into, const std::vector<journal_record>& rows) {
         into.attempts[row.node].push_back(std::move(folded.attempt));
         break;
       case folded_row::kind::outcome:
-        // The CR it names no longer runs for this node actor.
-        for (auto& attempt : into.attempts[row.node])
-          if (attempt.cr == folded.cr)
-            attempt.open = false;
+      case folded_row::kind::validation:
+        // The CR it names no longer runs for this node actor, or its
+        // validation does.
+        apply_to_attempts(folded, into.attempts[row.node]);
         break;
       case folded_row::kind::undecodable: into.undecodable.push_back(row.seq); break;
       case folded_row::kind::event: {

@@ -77,6 +77,19 @@ folded_row classify_row(const journal_record& row) {
       }
       return out;
     }
+    // seed 003 "validate before return": the node waits for the Job after
+    // its CR succeeded; a successor must follow the Job, not return the node.
+    if (phase == "validating" && !cr.empty() && !dry) {
+      out.what = folded_row::kind::validation;
+      out.cr = cr;
+      return out;
+    }
+    if (phase == "validated" || phase == "validation_failed") {
+      out.what = folded_row::kind::outcome;
+      out.cr = cr;
+      out.ends_validation = true;
+      return out;
+    }
     if ((phase != "created" && phase != "handed_to_provider") || dry)
       return out;
     auto action = parse_recommended_action(text_of(body, "action"));
@@ -271,12 +284,11 @@ void snapshot_builder::add(const journal_record& row) {
         {ref, row.recorded_at, folded.attempt.cr, folded.attempt.open});
       return;
     }
-    case folded_row::kind::outcome: {
+    case folded_row::kind::outcome:
+    case folded_row::kind::validation: {
       auto& h = node(row.node);
-      for (auto& a : h.attempts)
-        if (a.cr == folded.cr)
-          a.open = false;
-      h.outcomes.emplace_back(ref, folded.cr);
+      auto cr = apply_to_attempts(folded, h.attempts);
+      h.outcomes.emplace_back(ref, cr.empty() ? folded.cr : cr);
       return;
     }
     case folded_row::kind::event: {

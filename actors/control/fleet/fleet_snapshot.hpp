@@ -41,7 +41,8 @@ struct folded_row {
     drain_mark,     ///< a completed drain (succeeded, skipped, dry run)
     fabric_mark,    ///< a fabric incident over `fabric_nodes`
     attempt,        ///< a CR created (or handed to a provider)
-    outcome,        ///< a CR's end: succeeded, failed or released
+    outcome,        ///< a CR's end (succeeded, failed, released) or its validation's
+    validation,     ///< a succeeded CR's validation Job began: open again
     event,          ///< a HealthEvent
     undecodable     ///< an event row that no longer decodes
   };
@@ -49,10 +50,37 @@ struct folded_row {
   std::string drain_key;
   std::vector<std::string> fabric_nodes;
   remediation_attempt attempt;
-  std::string cr; ///< the CR an outcome closes
+  std::string cr; ///< the CR an outcome closes or a validation reopens
+  /// The outcome is a validation's verdict (validated, validation_failed):
+  /// it closes the node's validating attempt (rows before the verdict named
+  /// the CR only in "validating").
+  bool ends_validation = false;
   std::optional<health_event> event;
 };
 folded_row classify_row(const journal_record& row);
+
+/// What an outcome or validation row does to a node's attempts, oldest
+/// first (the rebuild's remediation_attempt and the snapshot builder's rows
+/// alike): an outcome closes the attempt of its CR (a validation's verdict,
+/// the attempt being validated); a validation reopens its CR's attempt as
+/// validating. Returns the CR concerned; "" when none matched.
+template <class Attempt>
+std::string apply_to_attempts(const folded_row& row, std::vector<Attempt>& attempts) {
+  std::string concerned;
+  for (auto& attempt : attempts) {
+    const bool named = !row.cr.empty() && attempt.cr == row.cr;
+    if (row.what == folded_row::kind::validation && named) {
+      attempt.open = attempt.validating = true;
+    } else if (row.what == folded_row::kind::outcome
+               && (named || (row.ends_validation && attempt.validating))) {
+      attempt.open = attempt.validating = false;
+    } else {
+      continue;
+    }
+    concerned = attempt.cr;
+  }
+  return concerned;
+}
 
 /// How far back rows can matter: the longest window of each rule, plus
 /// `late` for events whose own time lags their arrival (an agent's spool).
@@ -109,6 +137,7 @@ private:
     wall_time at{};
     std::string cr;
     bool open = false;
+    bool validating = false;
   };
   /// One node since its last point of rest: the production rules' state
   /// (tracking every record), its rows, and until when they matter.

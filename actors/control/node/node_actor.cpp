@@ -422,7 +422,8 @@ node_timers::behavior_type node(node_actor* self, std::string name,
       // outcome is the one that may still run.
       for (auto a = attempts.rbegin(); a != attempts.rend(); ++a)
         if (a->open) {
-          machine.resume(a->action, a->gpu_uuid, a->event_id, a->custom_action);
+          machine.resume(a->action, a->gpu_uuid, a->event_id, a->custom_action, a->cr,
+                         a->validating);
           break;
         }
     },

@@ -77,8 +77,10 @@ bool remediation_machine::ready(const remediation_view& view) const {
 
 void remediation_machine::resume(recommended_action action, const std::string& gpu_uuid,
                                  const std::string& event_id,
-                                 const std::string& custom_action) {
-  resume_ = resumed{action, gpu_uuid, event_id, custom_action};
+                                 const std::string& custom_action, const std::string& cr,
+                                 bool validating) {
+  resume_ =
+    resumed{action, gpu_uuid, event_id, custom_action, cr, validating && !cr.empty()};
 }
 
 remediation_commands remediation_machine::consider(const remediation_view& view,
@@ -93,9 +95,13 @@ remediation_commands remediation_machine::consider(const remediation_view& view,
     request.requested_at = now;
     handled_.insert(request.event_id);
     queue_.restore_in_flight(std::move(request));
+    const auto from = *resume_;
     resume_.reset();
     step_ = remediation_step::ready;
-    start(c);
+    if (from.validating)
+      resume_validation(c, from.cr);
+    else
+      start(c);
   }
   if (!fault_pending_.empty())
     for (const auto& record : view.records)

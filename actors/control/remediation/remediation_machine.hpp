@@ -317,8 +317,12 @@ public:
   /// run. The next consider() takes it up as the request in flight and looks
   /// for its CR, whatever the records say by then: a fault that cleared
   /// while it ran must not return the node before it is over.
+  /// `validating`: the CR `cr` succeeded and its validation Job began with
+  /// no verdict journaled; the machine follows that Job (seed 003: the node
+  /// returns once the fix is proven), not the CR.
   void resume(recommended_action action, const std::string& gpu_uuid,
-              const std::string& event_id, const std::string& custom_action);
+              const std::string& event_id, const std::string& custom_action,
+              const std::string& cr = {}, bool validating = false);
 
   /// The drain the node needs now (see drain_wanted()).
   bool needs_full_drain() const { return step_ == remediation_step::draining_fully; }
@@ -360,6 +364,7 @@ private:
   void created(context& c, const std::string& cr, bool fresh);
   void finished(context& c, const cr_progress& progress);
   void validate(context& c);
+  void resume_validation(context& c, const std::string& cr);
   void run_validation(context& c);
   void validation_failed(context& c, const std::string& why);
   void next(context& c, const std::string& group);
@@ -388,7 +393,8 @@ private:
   /// A CR from before the restart to look for (resume()).
   struct resumed {
     recommended_action action = recommended_action::none;
-    std::string gpu_uuid, event_id, custom_action;
+    std::string gpu_uuid, event_id, custom_action, cr;
+    bool validating = false;
   };
   std::optional<resumed> resume_;
   remediation_step step_ = remediation_step::idle;

@@ -30,6 +30,24 @@ void remediation_machine::validate(context& c) {
   run_validation(c);
 }
 
+// After a restart or a shard's handover the journal says the CR succeeded
+// and its validation began, with no verdict: the same Job (its name comes
+// from the CR's) is asked for again, which finds the one running, and
+// followed with a full timeout; the CR keeps its slot meanwhile. The GPU
+// count from before the CR is not known here: a Job created now (the
+// predecessor died before creating it) does not check it.
+void remediation_machine::resume_validation(context& c, const std::string& cr) {
+  cr_name_ = cr;
+  step_ = remediation_step::validating;
+  validation_job_ = validation_job_name(cr_name_);
+  validation_deadline_ = c.now + config_.validation.timeout;
+  admitted_ = true;
+  c.out.push_back(cmd::occupy_slot{});
+  c.out.push_back(cmd::log{"following the validation " + validation_job_ + " of " + cr
+                           + ", begun before a restart"});
+  run_validation(c);
+}
+
 remediation_commands
 remediation_machine::on_validation_progress(std::uint64_t generation,
                                             const validation_progress& progress,
@@ -50,7 +68,8 @@ remediation_machine::on_validation_progress(std::uint64_t generation,
     return std::move(c.out);
   }
   const auto request = *queue_.in_flight();
-  c.out.push_back(cmd::journal_step{"validated", request, {{"job", validation_job_}}});
+  c.out.push_back(cmd::journal_step{
+    "validated", request, {{"job", validation_job_}, {"cr", cr_name_}}});
   c.out.push_back(cmd::count{remediation_metric::validated});
   post_event(c, "RemediationValidated",
              std::string{to_string(request.plan.kind)} + " " + cr_name_ + " validated by "
@@ -90,8 +109,10 @@ void remediation_machine::run_validation(context& c) {
 // quarantined (its agent's healthy event may already have cleared the rest).
 void remediation_machine::validation_failed(context& c, const std::string& why) {
   const auto request = *queue_.in_flight();
-  c.out.push_back(cmd::journal_step{
-    "validation_failed", request, {{"job", validation_job_}, {"why", why}}});
+  c.out.push_back(
+    cmd::journal_step{"validation_failed",
+                      request,
+                      {{"job", validation_job_}, {"cr", cr_name_}, {"why", why}}});
   c.out.push_back(cmd::count{remediation_metric::validation_failed});
   const auto kind = std::string{to_string(request.plan.kind)};
   c.out.push_back(cmd::log{kind + " " + cr_name_ + " not validated: " + why, true});

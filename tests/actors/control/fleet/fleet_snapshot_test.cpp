@@ -98,6 +98,46 @@ CAF_TEST(an_open_remediation_is_kept_whatever_its_age_and_a_closed_one_for_its_w
   CAF_CHECK_EQUAL(b.keep(at(8 * 24 * 60)), (std::vector<std::int64_t>{1}));
 }
 
+// seed 003 "validate before return": a CR that succeeded is open again
+// while its validation Job runs (a successor follows the Job), until the
+// verdict; a verdict row from before it named the CR closes the attempt
+// being validated. The rebuild and the snapshot read them alike.
+CAF_TEST(a_validation_without_a_verdict_keeps_its_attempt_open) {
+  std::vector<journal_record> rows = {
+    row_of(1, "node-1", control::remediation_row,
+           {{"phase", "created"}, {"action", "COMPONENT_RESET"}, {"cr", "reset-1"}}, 0),
+    row_of(2, "node-1", control::remediation_row,
+           {{"phase", "succeeded"}, {"cr", "reset-1"}}, 5),
+    row_of(
+      3, "node-1", control::remediation_row,
+      {{"phase", "validating"}, {"cr", "reset-1"}, {"job", "vigil-validate-reset-1"}}, 5),
+  };
+  rebuild_batch batch;
+  fold_rows(batch, rows);
+  CAF_REQUIRE_EQUAL(batch.attempts["node-1"].size(), 1u);
+  CAF_CHECK(batch.attempts["node-1"][0].open);
+  CAF_CHECK(batch.attempts["node-1"][0].validating);
+  CAF_CHECK_EQUAL(batch.attempts["node-1"][0].cr, "reset-1");
+  auto b = builder();
+  for (const auto& row : rows)
+    b.add(row);
+  // Kept past the remediation window: the validation may still run.
+  CAF_CHECK_EQUAL(b.keep(at(8 * 24 * 60)), (std::vector<std::int64_t>{1, 2, 3}));
+  for (json verdict : {json{{"phase", "validated"}, {"cr", "reset-1"}},
+                       json{{"phase", "validation_failed"}}}) { // an older row: no cr
+    rebuild_batch closed;
+    auto all = rows;
+    all.push_back(row_of(4, "node-1", control::remediation_row, verdict, 10));
+    fold_rows(closed, all);
+    CAF_CHECK(!closed.attempts["node-1"][0].open);
+    CAF_CHECK(!closed.attempts["node-1"][0].validating);
+    auto kept = builder();
+    for (const auto& row : all)
+      kept.add(row);
+    CAF_CHECK_EQUAL(kept.keep(at(8 * 24 * 60)), (std::vector<std::int64_t>{}));
+  }
+}
+
 CAF_TEST(the_breaker_keeps_its_latest_state_and_the_cordons_in_its_window) {
   auto b = builder();
   b.add(row_of(1, "", "breaker_tripped", {{"reason", "too many"}}, 0));

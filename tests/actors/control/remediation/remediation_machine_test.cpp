@@ -579,6 +579,33 @@ TEST(remediation_machine, a_cr_without_an_outcome_is_followed_though_its_fault_c
   EXPECT_TRUE(gone.created.empty());
 }
 
+// A successor replays a history in which the reset succeeded and its
+// validation Job began, with no verdict (and the fault cleared meanwhile):
+// it follows the same Job, holding the quarantine and the slot, and returns
+// the node only once the Job passed (seed 003 "validate before return").
+TEST(remediation_machine, a_validation_from_before_a_restart_is_followed) {
+  machine_run run{remediation_config{}};
+  run.machine.resume(recommended_action::component_reset, gpu_a, "e1", "", "reset-1",
+                     true);
+  run.node_has({});
+  run.consider();
+  EXPECT_EQ(run.machine.step(), remediation_step::validating);
+  EXPECT_TRUE(run.machine.holds_quarantine());
+  EXPECT_TRUE(run.all<cmd::find_cr>().empty());
+  EXPECT_TRUE(run.created.empty());
+  EXPECT_EQ(run.all<cmd::occupy_slot>().size(), 1u);
+  auto runs = run.all<cmd::run_validation>();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].job, validation_job_name("reset-1"));
+  EXPECT_EQ(runs[0].gpus, std::vector<std::string>{gpu_a});
+  run.take(run.machine.on_validation_progress(run.machine.generation(), {true, true, ""},
+                                              run.view, run.now));
+  EXPECT_TRUE(run.saw_phase("validated " + reset_group(gpu_a)));
+  EXPECT_FALSE(run.machine.holds_quarantine());
+  EXPECT_EQ(run.all<cmd::hold_ended>().size(), 1u);
+  EXPECT_EQ(run.all<cmd::leave_pool>().size(), 1u);
+}
+
 TEST(remediation_machine, a_dry_run_journals_and_creates_nothing) {
   auto config = without_validation();
   config.dry_run = true;
