@@ -178,6 +178,9 @@ journal_timers::behavior_type journal_with_reader(journal_actor* self,
     [=](slot_free_atom atom, std::string& node) -> caf::delegated<bool> {
       return self->delegate(self->state.writer, atom, std::move(node));
     },
+    [=](slot_list_atom atom) -> caf::delegated<std::vector<std::string>> {
+      return self->delegate(self->state.writer, atom);
+    },
     [=](cordon_claim_atom atom, cordon_ask& ask) -> caf::delegated<cordon_claim> {
       return self->delegate(self->state.writer, atom, std::move(ask));
     },
@@ -235,6 +238,14 @@ journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
         return make_error(journal_errc::unavailable, released.error().to_string());
       }
       return true;
+    },
+    [=](slot_list_atom) -> caf::result<std::vector<std::string>> {
+      auto nodes = store->slot_holders();
+      if (!nodes) {
+        store->close();
+        return make_error(journal_errc::unavailable, nodes.error().to_string());
+      }
+      return std::move(*nodes);
     },
     [=](cordon_claim_atom, const cordon_ask& ask) -> caf::result<cordon_claim> {
       auto claim = store->claim_cordon(ask);

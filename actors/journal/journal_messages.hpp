@@ -45,6 +45,8 @@ using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 using slot_claim_atom = caf::atom_constant<caf::atom("slotclaim")>;
 /// (slot_free_atom, node) → true once the node's slot is given back.
 using slot_free_atom = caf::atom_constant<caf::atom("slotfree")>;
+/// (slot_list_atom) → the nodes holding a slot (journal_store::slot_holders).
+using slot_list_atom = caf::atom_constant<caf::atom("slotlist")>;
 /// (cordon_claim_atom, cordon_ask) → cordon_claim: a new cordon asked of the
 /// breaker's fleet-wide window, decided in the database across replicas
 /// (journal_store::claim_cordon).
@@ -122,6 +124,7 @@ using journal_handle = caf::typed_actor<
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
+  caf::replies_to<slot_list_atom>::with<std::vector<std::string>>,
   caf::replies_to<cordon_claim_atom, cordon_ask>::with<cordon_claim>,
   caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>,
   caf::replies_to<stats_atom>::with<journal_stats>,
@@ -137,6 +140,7 @@ using journal_writer_handle = caf::typed_actor<
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
+  caf::replies_to<slot_list_atom>::with<std::vector<std::string>>,
   caf::replies_to<cordon_claim_atom, cordon_ask>::with<cordon_claim>,
   caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>>;
 

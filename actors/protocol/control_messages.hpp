@@ -97,6 +97,11 @@ using remedied_atom = caf::atom_constant<caf::atom("remedied")>;
 /// CR created before a restart or a handover) holds a slot, whatever the
 /// budget, until (remedied_atom, node).
 using occupy_atom = caf::atom_constant<caf::atom("occupy")>;
+/// (slot_check_atom) from the fleet to a node actor after a sharded rebuild:
+/// the journal's database says the node holds a remediation slot; with no
+/// remediation in flight once its history is replayed, it gives it back
+/// (a replica that died between the claim and the CR left it behind).
+using slot_check_atom = caf::atom_constant<caf::atom("slotcheck")>;
 
 /// (remediation_start_atom) a node actor's own timer: start the remediation in flight
 /// once its cooldown or backoff has passed (seed 003 "Remediation Policy Engine").

@@ -178,6 +178,8 @@ public:
                                           const slot_rule& admits) = 0;
   /// Gives `node`'s slot back (none held: nothing to do).
   virtual status release_slot(const std::string& node) = 0;
+  /// The nodes holding a slot, of every pool.
+  virtual expected<std::vector<std::string>> slot_holders() = 0;
 
   /// The circuit breaker's cordon window across replicas (issue 22,
   /// sharded; seed 003 "Blast Radius Control"): the nodes newly cordoned

@@ -321,6 +321,19 @@ public:
     });
   }
 
+  expected<std::vector<std::string>> slot_holders() override {
+    if (auto st = open(); !st)
+      return st.error();
+    result_ptr res{PQexec(conn_, "SELECT node FROM remediation_slots ORDER BY node"),
+                   &PQclear};
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return fail("cannot read the slots");
+    std::vector<std::string> nodes;
+    for (int row = 0; row < PQntuples(res.get()); ++row)
+      nodes.emplace_back(PQgetvalue(res.get(), row, 0));
+    return nodes;
+  }
+
   expected<cordon_claim> claim_cordon(const cordon_ask& ask) override {
     if (auto st = open(); !st)
       return st.error();

@@ -237,6 +237,21 @@ public:
     return claim;
   }
 
+  expected<std::vector<std::string>> slot_holders() override {
+    if (auto st = open(); !st)
+      return st.error();
+    statement select(db_, "SELECT node FROM remediation_slots ORDER BY node");
+    if (!select.ok())
+      return failure{describe(), "cannot read the slots"};
+    std::vector<std::string> nodes;
+    int rc;
+    while ((rc = select.step()) == SQLITE_ROW)
+      nodes.push_back(select.text(0));
+    if (rc != SQLITE_DONE)
+      return failure{describe(), "cannot read the slots"};
+    return nodes;
+  }
+
   // The breaker's cordon window (journal_store::claim_cordon), under the
   // one writer's lock like the slots.
   expected<cordon_claim> claim_cordon(const cordon_ask& ask) override {

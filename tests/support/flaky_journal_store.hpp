@@ -45,6 +45,9 @@ public:
     }
     return inner_->release_slot(node);
   }
+  expected<std::vector<std::string>> slot_holders() override {
+    return inner_->slot_holders();
+  }
   expected<cordon_claim> claim_cordon(const cordon_ask& ask) override {
     if (failures > 0) {
       --failures;

@@ -176,6 +176,39 @@ void read_snapshot(fleet_actor* self, std::shared_ptr<const fleet_snapshot> snap
       });
 }
 
+// Sharded, remediation slots live in the journal's database and outlive the
+// replica that claimed one: one that died between a claim and its CR's
+// "created" row left a slot no history names. After a rebuild, each slot of
+// a node rebuilt here with nothing running in its history is checked by the
+// node actor, after its replay (same sender, same order): with no
+// remediation in flight it gives the slot back. A slot of a node without
+// an actor (gone from the cluster) is given back here.
+void check_slots(fleet_actor* self, std::uint64_t generation,
+                 std::set<std::uint32_t> only, std::set<std::string> running) {
+  self->request(self->state.journal, caf::infinite, slot_list_atom::value)
+    .then(
+      [=](const std::vector<std::string>& holders) {
+        auto& st = self->state;
+        if (st.standby || generation != st.tail_generation)
+          return;
+        for (const auto& node : holders) {
+          if (!owns(st, node) || running.count(node) > 0
+              || (!only.empty()
+                  && only.count(control::shard_of(node, st.settings->shards)) == 0))
+            continue;
+          if (auto actor = st.nodes.find(node); actor != st.nodes.end())
+            self->send(actor->second, slot_check_atom::value);
+          else
+            self->send(st.breaker, remedied_atom::value, node);
+        }
+      },
+      [=](const caf::error& err) {
+        logger()->warn("the remediation slots could not be read after the rebuild ({}); "
+                       "a slot left by a stopped replica stays until the next one",
+                       caf::to_string(err));
+      });
+}
+
 // Reads the journal and hands its history to the node actors of the nodes
 // it rebuilds: every node this replica owns (`only` empty: startup, a new
 // leader, the first shards), or those of the shards in `only` (shards gained
@@ -200,6 +233,11 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
     if (whole)
       self->send(st.breaker, replay_atom::value, batch->breaker_rows);
     // Attempts first: the replay ends in a reconcile that may plan new ones.
+    std::set<std::string> running; // a CR or its validation without an end
+    for (const auto& [name, attempts] : batch->attempts)
+      for (const auto& a : attempts)
+        if (a.open)
+          running.insert(name);
     for (auto& [name, attempts] : batch->attempts)
       if (rebuilt_here(name))
         self->send(node_for(self, name), attempts_atom::value, std::move(attempts));
@@ -239,6 +277,7 @@ void rebuild(fleet_actor* self, std::int64_t after_seq,
           && (!rebuilt_here(event.node_name) || seq > batch->last_seq))
         route(self, std::move(event), seq, st.time->wall_now());
     if (k > 1) {
+      check_slots(self, generation, only, std::move(running));
       // The whole rebuild read up to here and covered every shard owned now,
       // those gained during the read too; a later gain read up to tail_at.
       if (whole) {

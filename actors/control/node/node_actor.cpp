@@ -427,6 +427,16 @@ node_timers::behavior_type node(node_actor* self, std::string name,
           break;
         }
     },
+    [=](slot_check_atom) {
+      auto& st = self->state;
+      if (st.remediation && st.remediation->in_flight())
+        return;
+      logger()->warn("node {}: holds a remediation slot with no remediation in flight "
+                     "(left by a replica that stopped between the claim and the CR); "
+                     "given back",
+                     st.node_name);
+      self->send(st.breaker, remedied_atom::value, st.node_name);
+    },
     [=](remediation_start_atom) {
       node_remediation_steps::on_timer(self, control::remediation_timer::start);
     },

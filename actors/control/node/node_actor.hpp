@@ -242,6 +242,7 @@ using node_handle = caf::typed_actor<
   caf::replies_to<tile_atom>::with<std::string>,
   caf::replies_to<children_atom>::with<std::vector<std::string>>,
   caf::reacts_to<attempts_atom, std::vector<remediation_attempt>>,
+  caf::reacts_to<slot_check_atom>,
   caf::reacts_to<drained_atom, std::string, std::string, std::uint64_t, std::uint64_t>>;
 
 /// The node's protocol and its own timers: the next condition check, a

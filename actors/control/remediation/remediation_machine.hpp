@@ -340,6 +340,12 @@ public:
            || acting() || !fault_pending_.empty();
   }
   remediation_step step() const { return step_; }
+  /// A remediation is in flight or about to be taken up (resume()): a slot
+  /// the node holds may be its own.
+  bool in_flight() const {
+    return resume_.has_value() || queue_.in_flight().has_value()
+           || step_ != remediation_step::idle;
+  }
   const remediation_queue& queue() const { return queue_; }
   const std::string& cr_name() const { return cr_name_; }
   const remediation_state& annotation() const { return annotation_; }

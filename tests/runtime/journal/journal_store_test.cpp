@@ -318,6 +318,9 @@ TEST_P(journal_store_test, remediation_slots_hold_the_pool_budget) {
   auto again = other->claim_slot("rack-1", "node-5", from_unix(1000, 0), budget_of_2);
   ASSERT_TRUE(again.has_value());
   EXPECT_FALSE(again->granted);
+  auto holders = other->slot_holders(); // every pool's
+  ASSERT_TRUE(holders.has_value());
+  EXPECT_EQ(*holders, (std::vector<std::string>{"node-2", "node-3", "node-4"}));
 }
 
 // Replicas claiming at once: the lock per pool lets exactly the budget

@@ -432,4 +432,40 @@ CAF_TEST(a_fabric_incident_spans_the_shards_of_several_replicas) {
   sched.run();
 }
 
+// Issue 22: a replica that died between claiming a remediation slot and
+// creating its CR left the slot in the journal's database, named by no
+// history. After the next owner's rebuild the node, with no remediation in
+// flight once its history is replayed, gives it back; a node whose CR has
+// no outcome in the journal keeps its slot (its successor follows the CR).
+CAF_TEST(a_slot_no_history_names_is_given_back_after_the_rebuild) {
+  const std::uint32_t k = 2;
+  settings->shards = k;
+  elected = true;
+  auto granted = [](std::size_t, bool) { return true; };
+  for (const char* node : {"node-1", "node-3"})
+    CAF_REQUIRE(journal_db->claim_slot("", node, time->wall_now(), granted).has_value());
+  journal_record created;
+  created.recorded_at = time->wall_now();
+  created.node = "node-3";
+  created.kind = control::remediation_row;
+  created.idempotency_key = "remediation/node-3/created";
+  created.body =
+    json{{"phase", "created"}, {"action", "RESTART_VM"}, {"cr", "reboot-node-3"}}.dump();
+  CAF_REQUIRE(journal_db->append({created}).has_value());
+  control::breaker_config config;
+  config.in_journal = true;
+  start(config);
+  anon_send(ingest, leader_atom::value, true);
+  auto a = sys.spawn(shard_elector, replica("replica-a"), k, gateway,
+                     std::vector<actor>{fleet}, time);
+  sched.run();
+  list_nodes();
+  advance(fleet_tail_interval);
+  auto holders = journal_db->slot_holders();
+  CAF_REQUIRE(holders.has_value());
+  CAF_CHECK_EQUAL(*holders, std::vector<std::string>{"node-3"});
+  anon_send_exit(a, exit_reason::user_shutdown);
+  sched.run();
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
