@@ -419,7 +419,11 @@ node_timers::behavior_type node(node_actor* self, std::string name,
       for (const auto& a : attempts)
         machine.remember_attempt(a.action, a.gpu_uuid, a.at);
       // One maintenance at a time per node: the latest CR without an
-      // outcome is the one that may still run.
+      // outcome is the one that may still run (followed only with
+      // remediation on: off, nothing would take it up, and it would hold
+      // the quarantine for good).
+      if (!self->state.settings->remediation.enabled)
+        return;
       for (auto a = attempts.rbegin(); a != attempts.rend(); ++a)
         if (a->open) {
           machine.resume(a->action, a->gpu_uuid, a->event_id, a->custom_action, a->cr,

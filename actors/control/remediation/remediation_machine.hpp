@@ -335,9 +335,11 @@ public:
   /// only once the operands are back; seed 003: and once the fix is proven);
   /// or whether one runs is not known yet (after a restart or a shard's
   /// handover, a reboot may be under way: the node must not return first).
+  /// That holds from resume() on, before the next consider() takes the CR
+  /// up: the node actor decides the quarantine before it considers.
   bool holds_quarantine() const {
-    return step_ == remediation_step::finding || step_ == remediation_step::creating
-           || acting() || !fault_pending_.empty();
+    return resume_.has_value() || step_ == remediation_step::finding
+           || step_ == remediation_step::creating || acting() || !fault_pending_.empty();
   }
   remediation_step step() const { return step_; }
   /// A remediation is in flight or about to be taken up (resume()): a slot

@@ -255,6 +255,29 @@ CAF_TEST(a_failed_validation_climbs_the_ladder) {
   CAF_CHECK_EQUAL(check, "RemediationValidation");
 }
 
+// Found by the chaos run's auditor (uncordoned_during_cr): a control plane
+// restarted while a reset ran, its fault cleared before the restart. The
+// rebuilt node actor decided its quarantine before the machine took up the
+// CR the journal says may still run, saw no record and uncordoned the node
+// mid-reset. The CR to look for now holds the quarantine from the replay on.
+CAF_TEST(a_restart_during_a_reset_whose_fault_cleared_keeps_the_node_out) {
+  settings->remediation.enabled = true;
+  jobs_only = true;
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  auto reset = crs("gpuresets")[0]["metadata"]["name"].get<std::string>();
+  cr_phase("gpuresets", reset, "Resetting");
+  post({xid("node-1", "GPU-a", true)}); // the reset's own healthy line
+  CAF_REQUIRE(cordoned("node-1"));
+  restart();
+  CAF_CHECK(cordoned("node-1"));
+  CAF_CHECK_EQUAL(node_summary("node-1")["uncordons"].get<int>(), 0);
+  cr_phase("gpuresets", reset, "Succeeded");
+  advance(std::chrono::seconds{10});
+  CAF_CHECK(!cordoned("node-1"));
+  CAF_CHECK_EQUAL(crs("gpuresets").size(), 1u);
+}
+
 CAF_TEST(attempt_caps_survive_a_restart) {
   settings->remediation.enabled = true;
   settings->remediation.escalation.max_resets_per_gpu = 1;
