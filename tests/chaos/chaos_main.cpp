@@ -199,7 +199,16 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
                           // default 2, a clean 1,000-node run still had 703
                           // resets waiting for their rack 300 s after the trace.
                           << ", max_concurrent_per_pool: 4}\n"
-                          << "drain: {poll_seconds: 1}\nremediation: {poll_seconds: 1}\n"
+                          // The simulated inference apps keep 8 replicas on
+                          // one node behind a maxUnavailable-1 budget, with no
+                          // ReplicaSet controller and no spare GPU: a full
+                          // drain would wait for good, as in a packed cluster.
+                          // Operators set DeleteAfterTimeout for that; so does
+                          // the harness, or neither run would ever settle.
+                          << "drain: {poll_seconds: 1, namespaces: [{namespace: "
+                             "inference, mode: DeleteAfterTimeout, timeout_minutes: "
+                             "1}]}\n"
+                          << "remediation: {poll_seconds: 1}\n"
                           << "janitor: {poll_seconds: 1}\n";
     replicas.push_back(std::make_unique<test::control_process>(
       o.vigil, config, name, dir + "/" + name + ".log"));
