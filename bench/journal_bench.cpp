@@ -1,13 +1,18 @@
 // bench/journal: HealthEvents through the journal actor into PostgreSQL
 // versus raw COPY through psql into an identical table, and append→ack
 // latency at a steady rate. A benchmark, not a test: it reads the wall clock
-// and prints figures for BENCHMARKS.md.
+// and prints figures for BENCHMARKS.md. With CORDONS > 0 it measures only
+// what a sharded replica adds to each new cordon: journal_store::claim_cordon
+// (the fleet-wide breaker window, issue 22), from 1 and from 4 connections
+// at once.
 //
 //   bench_journal URL [EVENTS=1000000] [RATE=10000] [SECONDS=10]
+//                 [BATCH_DELAY_MS=5] [CORDONS=0]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -180,6 +185,37 @@ double percentile(std::vector<double> v, double p) {
 
 } // namespace
 
+// `claims` cordon claims per connection from `connections` connections at
+// once, each for its own node, all granted; the latency of each claim.
+std::vector<double> claim_cordons(const std::string& url, int claims, int connections,
+                                  const std::string& run) {
+  std::vector<std::vector<double>> per(static_cast<std::size_t>(connections));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < connections; ++c)
+    threads.emplace_back([&, c] {
+      auto made = make_journal_store(url);
+      if (!made || !(*made)->open())
+        return;
+      for (int i = 0; i < claims; ++i) {
+        cordon_ask ask;
+        ask.node = run + "-" + std::to_string(c) + "-" + std::to_string(i);
+        ask.now = system_now();
+        ask.counted_after = ask.now - std::chrono::minutes(5);
+        ask.over_limit = [](std::size_t) { return std::optional<std::string>{}; };
+        const auto t0 = bench_clock::now();
+        auto claim = (*made)->claim_cordon(ask);
+        if (claim && claim->granted)
+          per[static_cast<std::size_t>(c)].push_back(seconds_since(t0) * 1000.0);
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  std::vector<double> all;
+  for (const auto& p : per)
+    all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: bench_journal URL [EVENTS] [RATE] [SECONDS] [BATCH_DELAY_MS]\n";
@@ -190,7 +226,23 @@ int main(int argc, char** argv) {
   const int rate = argc > 3 ? std::stoi(argv[3]) : 10000;
   const int seconds = argc > 4 ? std::stoi(argv[4]) : 10;
   const int delay_ms = argc > 5 ? std::stoi(argv[5]) : 5;
+  const int cordons = argc > 6 ? std::stoi(argv[6]) : 0;
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
+  if (cordons > 0) {
+    for (int connections : {1, 4}) {
+      const auto t0 = bench_clock::now();
+      auto latencies =
+        claim_cordons(url, cordons, connections, run + "c" + std::to_string(connections));
+      const double took = seconds_since(t0);
+      std::printf("claim_cordon, %d connection(s) x %d: %zu granted in %.2f s "
+                  "(%.0f/s), p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+                  connections, cordons, latencies.size(), took,
+                  static_cast<double>(latencies.size()) / took,
+                  percentile(latencies, 0.5), percentile(latencies, 0.99),
+                  percentile(latencies, 1.0));
+    }
+    return 0;
+  }
 
   auto made = make_journal_store(url);
   if (!made || !(*made)->open()) {

@@ -86,17 +86,22 @@ constexpr const char* slot_claim_sql =
 
 // The breaker's cordon window (journal_store::claim_cordon): one
 // transaction-scoped advisory lock for the fleet (vigil's breaker key, not a
-// pool's), the rows out of the window or closed by a reset dropped, the trip,
-// the count.
+// pool's), taken in a statement of its own (a statement's snapshot predates
+// a lock it takes itself); then in one statement the rows out of the window
+// or closed by a reset dropped and what is left read: the count, whether the
+// node is counted, the newest trip (NULLs: none). Its reads filter as the
+// deletes do: they see the statement's snapshot, from before the deletes.
 constexpr const char* cordon_lock_sql = "SELECT pg_advisory_xact_lock(1986948932, 0)";
-constexpr const char* cordon_prune_sql =
-  "DELETE FROM breaker_cordons WHERE cordoned_at_ns <= $1::bigint";
-constexpr const char* trip_prune_sql =
-  "DELETE FROM breaker_trips WHERE tripped_at_ns <= $1::bigint";
-constexpr const char* trip_newest_sql = "SELECT tripped_at_ns, reason FROM breaker_trips "
-                                        "ORDER BY tripped_at_ns DESC LIMIT 1";
-constexpr const char* cordon_count_sql =
-  "SELECT count(*), coalesce(bool_or(node = $1), false) FROM breaker_cordons";
+constexpr const char* cordon_read_sql =
+  "WITH pruned_cordons AS (DELETE FROM breaker_cordons "
+  "WHERE cordoned_at_ns <= $1::bigint), "
+  "pruned_trips AS (DELETE FROM breaker_trips WHERE tripped_at_ns <= $2::bigint), "
+  "trip AS (SELECT tripped_at_ns, reason FROM breaker_trips "
+  "WHERE tripped_at_ns > $2::bigint ORDER BY tripped_at_ns DESC LIMIT 1) "
+  "SELECT (SELECT count(*) FROM breaker_cordons WHERE cordoned_at_ns > $1::bigint), "
+  "(SELECT coalesce(bool_or(node = $3), false) FROM breaker_cordons "
+  "WHERE cordoned_at_ns > $1::bigint), "
+  "(SELECT tripped_at_ns FROM trip), (SELECT reason FROM trip)";
 constexpr const char* cordon_insert_sql =
   "INSERT INTO breaker_cordons (node, cordoned_at_ns) VALUES ($1, $2::bigint) "
   "ON CONFLICT (node) DO UPDATE SET cordoned_at_ns = EXCLUDED.cordoned_at_ns";
@@ -354,24 +359,18 @@ public:
       // Cordons asked at once on several replicas wait for each other.
       if (auto r = run(cordon_lock_sql, {}, PGRES_TUPLES_OK); !r)
         return r.error();
-      if (auto r = run(cordon_prune_sql, {ns(ask.counted_after)}, PGRES_COMMAND_OK); !r)
-        return r.error();
-      if (auto r = run(trip_prune_sql, {ns(ask.reset_at)}, PGRES_COMMAND_OK); !r)
-        return r.error();
-      auto trip_row = run(trip_newest_sql, {}, PGRES_TUPLES_OK);
-      if (!trip_row)
-        return trip_row.error();
+      auto read =
+        run(cordon_read_sql, {ns(ask.counted_after), ns(ask.reset_at), ask.node},
+            PGRES_TUPLES_OK);
+      if (!read)
+        return read.error();
+      PGresult* r = read->get();
       std::optional<std::pair<wall_time, std::string>> trip;
-      if (PQntuples(trip_row->get()) > 0)
-        trip.emplace(wall_time{std::chrono::nanoseconds{
-                       std::stoll(PQgetvalue(trip_row->get(), 0, 0))}},
-                     PQgetvalue(trip_row->get(), 0, 1));
-      auto count = run(cordon_count_sql, {ask.node}, PGRES_TUPLES_OK);
-      if (!count)
-        return count.error();
-      const bool holds = PQgetvalue(count->get(), 0, 1)[0] == 't';
-      auto claim =
-        decide_cordon(ask, trip, std::stoull(PQgetvalue(count->get(), 0, 0)), holds);
+      if (!PQgetisnull(r, 0, 2))
+        trip.emplace(wall_time{std::chrono::nanoseconds{std::stoll(PQgetvalue(r, 0, 2))}},
+                     PQgetvalue(r, 0, 3));
+      const bool holds = PQgetvalue(r, 0, 1)[0] == 't';
+      auto claim = decide_cordon(ask, trip, std::stoull(PQgetvalue(r, 0, 0)), holds);
       if (claim.trips_now) {
         if (auto r = run(trip_insert_sql, {ns(claim.tripped_at), claim.reason},
                          PGRES_COMMAND_OK);
