@@ -101,7 +101,7 @@ void claim_cordon(breaker_actor* self, const std::string& node,
         st.fleet_cordons = claim.counted;
         if (claim.granted) {
           ++st.stats.admitted;
-          st.breaker.restore_cordon(st.time->wall_now(), node); // this replica's window
+          st.breaker.restore_cordon(st.time->wall_now(), node); // before the tail has it
           rp.deliver(std::string{});
           return;
         }
@@ -125,6 +125,14 @@ void claim_cordon(breaker_actor* self, const std::string& node,
                    + ": " + claim.reason);
       },
       [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
+// How much of its limits the window has used. Sharded, the window holds
+// every replica's cordons (this one's as decided, the others' as the
+// journal's tail brings them) and the limits are the fleet's.
+double utilisation(breaker_state& st, wall_time now) {
+  const bool fleet = st.breaker.config().in_journal;
+  return st.breaker.utilisation(fleet ? st.fleet_gpu_nodes : st.gpu_nodes, now);
 }
 
 // A new cordon asked for once the GPU nodes are counted.
@@ -167,8 +175,6 @@ void count_gpu_nodes(breaker_actor* self, std::uint64_t counted, std::uint64_t f
   st.gpu_nodes = counted;
   st.fleet_gpu_nodes = fleet;
   st.gpu_nodes_known = true;
-  st.breaker.set_share(
-    fleet > 0 ? static_cast<double>(counted) / static_cast<double>(fleet) : 1.0);
   auto waiting = std::move(st.waiting_admits);
   st.waiting_admits.clear();
   for (auto& [node, rp] : waiting)
@@ -344,7 +350,7 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
       return nlohmann::json{{"tripped", st.breaker.tripped()},
                             {"reason", st.breaker.trip_reason()},
                             {"cordonsInWindow", st.breaker.cordons_in_window(now)},
-                            {"utilisation", st.breaker.utilisation(st.gpu_nodes, now)},
+                            {"utilisation", utilisation(st, now)},
                             {"gpuNodes", st.gpu_nodes},
                             {"fleetGpuNodes", st.fleet_gpu_nodes},
                             {"fleetCordonsInWindow", st.fleet_cordons},

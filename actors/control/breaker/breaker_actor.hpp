@@ -48,8 +48,9 @@ struct breaker_stats {
 /// (occupy_atom, node, pool): a slot, whatever the budget; (slot_free_atom,
 /// node) to itself: a failed release tried again; (reset_atom) → "reset", once
 /// journaled; (gpunodes_atom, count); sharded, (gpunodes_atom, owned, fleet):
-/// the GPU nodes of the shards this replica owns and of the whole fleet
-/// (circuit_breaker::set_share); (replay_atom, breaker rows);
+/// the GPU nodes of the shards this replica owns and of the whole fleet;
+/// (replay_atom, breaker rows: the rebuild's, and sharded, every replica's
+/// trips, resets and cordons from the journal's tail);
 /// (summary_atom) → JSON.
 using breaker_handle = caf::typed_actor<
   caf::replies_to<admit_atom, std::string>::with<std::string>,

@@ -317,12 +317,14 @@ metrics::family_list control_metric_families(const std::string& ingest_stats,
                                "1 while the circuit breaker is tripped",
                                number(breaker, "tripped")));
   out.push_back(metrics::gauge("vigil_breaker_cordons_in_window",
-                               "nodes newly cordoned within the breaker's window",
+                               "nodes newly cordoned within the breaker's window "
+                               "(sharded: the fleet's, as this replica's journal "
+                               "tail has read it)",
                                number(breaker, "cordonsInWindow")));
   out.push_back(metrics::gauge(
     "vigil_breaker_utilisation",
     "share of the breaker's tighter limit used within its window (1: the next "
-    "new cordon trips it)",
+    "new cordon trips it; sharded: the fleet's window and limits)",
     number(breaker, "utilisation")));
   out.push_back(metrics::counter("vigil_breaker_refused_total",
                                  "new quarantines refused by the breaker",

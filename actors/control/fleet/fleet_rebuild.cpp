@@ -398,11 +398,16 @@ void follow_tail(fleet_actor* self) {
         for (auto& row : page.rows) {
           // A trip, or its reset, on any replica stops or frees them all
           // (the database refuses cordons from the trip on already; the row
-          // stops drains and remediations too).
-          if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset)
-            self->send(st.breaker, replay_atom::value, std::vector<journal_record>{row});
-          if (row.kind != "event")
+          // stops drains and remediations too). Every replica's cordons make
+          // the breaker's window the fleet's (its utilisation on /metrics).
+          if (row.kind != "event") {
+            if (row.kind == breaker_row::tripped || row.kind == breaker_row::reset
+                || (row.kind == quarantine_row
+                    && classify_row(row).what == folded_row::kind::breaker_cordon))
+              self->send(st.breaker, replay_atom::value,
+                         std::vector<journal_record>{row});
             continue;
+          }
           const bool mine = owns(st, row.node);
           // Another replica's node: only a NIC port's state (the fabric
           // window) matters here; most rows are skipped without a decode.

@@ -22,26 +22,12 @@ void circuit_breaker::prune(wall_time now) {
     cordons_.pop_front();
 }
 
-namespace {
-
-std::optional<std::size_t> scaled_node_limit(const breaker_config& config, double share) {
-  if (!config.max_cordoned_nodes)
-    return std::nullopt;
-  return static_cast<std::size_t>(
-    std::floor(static_cast<double>(*config.max_cordoned_nodes) * share));
-}
-
-} // namespace
-
 std::optional<std::string> cordon_limit_exceeded(const breaker_config& config,
-                                                 std::size_t count, std::size_t gpu_nodes,
-                                                 double share) {
-  if (auto limit = scaled_node_limit(config, share); limit && count > *limit)
+                                                 std::size_t count,
+                                                 std::size_t gpu_nodes) {
+  if (config.max_cordoned_nodes && count > *config.max_cordoned_nodes)
     return std::to_string(count) + " nodes cordoned within the window, limit "
-           + std::to_string(*limit)
-           + (share < 1.0 ? " (this replica's share of "
-                              + std::to_string(*config.max_cordoned_nodes) + ")"
-                          : std::string{});
+           + std::to_string(*config.max_cordoned_nodes);
   // count / gpu_nodes > P %, kept exact in integers-as-doubles; never the
   // window's first cordon.
   if (gpu_nodes > 0 && count > 1
@@ -53,14 +39,10 @@ std::optional<std::string> cordon_limit_exceeded(const breaker_config& config,
   return std::nullopt;
 }
 
-std::optional<std::size_t> circuit_breaker::node_limit() const {
-  return scaled_node_limit(config_, share_);
-}
-
 double circuit_breaker::utilisation(std::size_t gpu_nodes, wall_time now) {
   const auto count = static_cast<double>(cordons_in_window(now));
   double used = 0.0;
-  if (auto limit = node_limit())
+  if (auto limit = config_.max_cordoned_nodes)
     used = *limit > 0 ? count / static_cast<double>(*limit) : (count > 0 ? 1.0 : 0.0);
   // The percentage limit allows floor(P % of gpu_nodes) cordons.
   if (gpu_nodes > 0) {
@@ -80,8 +62,7 @@ breaker_refusal circuit_breaker::admit_cordon(const std::string& node,
                              [&](const auto& c) { return c.second == node; });
   if (counted)
     return breaker_refusal::none;
-  if (auto reason =
-        cordon_limit_exceeded(config_, cordons_.size() + 1, gpu_nodes, share_)) {
+  if (auto reason = cordon_limit_exceeded(config_, cordons_.size() + 1, gpu_nodes)) {
     tripped_at_ = now;
     trip_reason_ = *reason;
     return breaker_refusal::trips_now;
@@ -122,9 +103,12 @@ void circuit_breaker::reset() {
 
 void circuit_breaker::restore_cordon(wall_time at, const std::string& node) {
   prune(at);
-  if (std::none_of(cordons_.begin(), cordons_.end(),
-                   [&](const auto& c) { return c.second == node; }))
-    cordons_.emplace_back(at, node);
+  if (std::any_of(cordons_.begin(), cordons_.end(),
+                  [&](const auto& c) { return c.second == node; }))
+    return;
+  auto later = std::upper_bound(cordons_.begin(), cordons_.end(), at,
+                                [](wall_time t, const auto& c) { return t < c.first; });
+  cordons_.emplace(later, at, node);
 }
 
 void circuit_breaker::restore_trip(wall_time at, std::string reason) {

@@ -39,13 +39,12 @@ struct breaker_config {
 };
 
 /// Why `count` nodes newly cordoned within the window, out of `gpu_nodes` GPU
-/// nodes, pass one of `config`'s limits (max_cordoned_nodes scaled by
-/// `share`); none when they do not. The first cordon of a window never
-/// trips it: one faulty node is always quarantined, however small the
-/// cluster (1 of 8 nodes is 12.5 %).
+/// nodes, pass one of `config`'s limits; none when they do not. The first
+/// cordon of a window never trips it: one faulty node is always quarantined,
+/// however small the cluster (1 of 8 nodes is 12.5 %).
 std::optional<std::string> cordon_limit_exceeded(const breaker_config& config,
-                                                 std::size_t count, std::size_t gpu_nodes,
-                                                 double share = 1.0);
+                                                 std::size_t count,
+                                                 std::size_t gpu_nodes);
 
 /// Why the breaker said no; `none` when it said yes.
 enum class breaker_refusal { none, tripped, trips_now, pool_budget };
@@ -84,7 +83,10 @@ public:
   /// Re-opens the breaker as the journal recorded it (state survives restarts).
   void restore_trip(wall_time at, std::string reason);
   /// Counts a cordon the journal recorded, so the window survives restarts
-  /// too (rows oldest first; a node already counted counts once).
+  /// too; sharded, every replica's cordons as the journal's tail brings them,
+  /// so the window is the fleet's. A node already counted counts once; a
+  /// row older than the newest counted (another replica's clock) takes its
+  /// place in time order.
   void restore_cordon(wall_time at, const std::string& node);
 
   /// Nodes cordoned within the window ending at `now`.
@@ -97,16 +99,6 @@ public:
   std::size_t in_flight(const std::string& pool) const;
   const breaker_config& config() const { return config_; }
 
-  /// Sharded (issue 22): this replica's part of the fleet, the GPU nodes of
-  /// the shards it owns over all GPU nodes (0..1; 1 unsharded), for its
-  /// window's utilisation: its window counts only its own cordons, against
-  /// floor(max_cordoned_nodes × share) (the percentage already applies to
-  /// the GPU nodes it is given). Cordons are admitted fleet-wide by the
-  /// journal's database (journal_store::claim_cordon), not by this window.
-  void set_share(double share) { share_ = std::clamp(share, 0.0, 1.0); }
-  /// max_cordoned_nodes for this replica's share.
-  std::optional<std::size_t> node_limit() const;
-
 private:
   void prune(wall_time now);
 
@@ -115,7 +107,6 @@ private:
   std::map<std::string, std::string> in_flight_;          ///< node → pool
   std::optional<wall_time> tripped_at_;
   std::string trip_reason_;
-  double share_ = 1.0;
 };
 
 /// The per-pool budget (0: unlimited): a node holding one of the pool's

@@ -274,4 +274,45 @@ CAF_TEST(replicas_share_one_cordon_window_through_the_journal) {
   run();
 }
 
+// Sharded, /metrics' utilisation is the fleet's: each replica's window
+// counts every replica's cordons (its own as decided, the others' from the
+// journal's tail) against the fleet's limits, not its own share.
+CAF_TEST(a_sharded_breakers_utilisation_is_the_fleets) {
+  control::breaker_config config;
+  config.max_cordoned_percent = 50; // of the fleet's 8 GPU nodes: 4
+  config.in_journal = true;
+  auto a = sys.spawn(vigil::breaker, config, journal, time);
+  auto b = sys.spawn(vigil::breaker, config, journal, time);
+  for (auto* replica : {&a, &b})
+    anon_send(*replica, gpunodes_atom::value, std::uint64_t{4}, std::uint64_t{8});
+  run();
+  auto utilisation = [&](breaker_handle& breaker) {
+    auto summary = json::parse(ask(breaker, summary_atom::value));
+    return summary["utilisation"].get<double>();
+  };
+  for (const char* node : {"node-1", "node-2"})
+    CAF_CHECK_EQUAL(ask(a, admit_atom::value, std::string(node)), "");
+  CAF_CHECK_EQUAL(utilisation(a), 0.5); // 2 of 4, not 2 of its share's 2
+  CAF_CHECK_EQUAL(utilisation(b), 0.0);
+  // The node actors journal the quarantines; b's tail brings them.
+  std::vector<journal_record> cordons;
+  for (const char* node : {"node-1", "node-2"}) {
+    journal_record row;
+    row.node = node;
+    row.kind = quarantine_row;
+    row.body = R"({"cordon":true})";
+    row.recorded_at = time->wall_now();
+    cordons.push_back(row);
+  }
+  anon_send(b, replay_atom::value, cordons);
+  run();
+  CAF_CHECK_EQUAL(utilisation(b), 0.5);
+  anon_send(a, replay_atom::value, cordons); // a's own, counted once
+  run();
+  CAF_CHECK_EQUAL(utilisation(a), 0.5);
+  anon_send_exit(a, exit_reason::user_shutdown);
+  anon_send_exit(b, exit_reason::user_shutdown);
+  run();
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -359,6 +359,22 @@ CAF_TEST(a_sharded_fleet_acts_on_its_shards_and_rebuilds_a_shard_it_gains) {
   post({xid(theirs, "GPU-d")});
   advance(fleet_tail_interval);
   CAF_CHECK_EQUAL(tailed(), 3);
+  // Another replica's cordon counts in this breaker's window: the window is
+  // the fleet's (vigil_breaker_utilisation).
+  auto in_window = [&] {
+    auto summary = json::parse(ask(breaker, summary_atom::value));
+    return summary["cordonsInWindow"].get<int>();
+  };
+  const auto counted = in_window();
+  journal_record cordon;
+  cordon.recorded_at = time->wall_now();
+  cordon.node = "node-9";
+  cordon.kind = quarantine_row;
+  cordon.idempotency_key = "quarantine/node-9/replica-b";
+  cordon.body = R"({"cordon":true})";
+  CAF_REQUIRE(journal_db->append({cordon}).has_value());
+  advance(fleet_tail_interval);
+  CAF_CHECK_EQUAL(in_window(), counted + 1);
   // A trip on another replica stops this one's breaker too.
   journal_record trip;
   trip.kind = breaker_row::tripped;
