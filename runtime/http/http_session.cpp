@@ -204,6 +204,7 @@ private:
   }
 
   void on_header(error_code ec) {
+    count_if_slow(ec);
     if (closed_)
       return;
     if (ec)
@@ -231,6 +232,7 @@ private:
   }
 
   void on_body(error_code ec) {
+    count_if_slow(ec);
     if (closed_)
       return;
     if (ec)
@@ -238,11 +240,17 @@ private:
     hand_over(parser_->release());
   }
 
-  void on_read_error(error_code ec) {
-    auto& counted = *core_.counters;
+  // A request begun and not finished in time, counted even when stop()
+  // closed the connection before this handler ran (the client saw the
+  // timeout's close first), as on_handshake counts a TLS failure.
+  void count_if_slow(error_code ec) {
     if (ec == beast::error::timeout
         && (buffer_.size() > 0 || (parser_ && parser_->got_some())))
-      ++counted.slow_requests; // a request begun and not finished in time
+      ++core_.counters->slow_requests;
+  }
+
+  void on_read_error(error_code ec) {
+    auto& counted = *core_.counters;
     auto answer = answer_to_read_error(ec, core_.options);
     if (!answer)
       return close_now(); // the client left, timed out or broke TLS
