@@ -166,9 +166,9 @@ journal_timers::behavior_type journal_with_reader(journal_actor* self,
         journal_query& query) -> caf::delegated<std::vector<journal_record>> {
       return self->delegate(self->state.writer, atom, std::move(query));
     },
-    [=](tail_atom atom, journal_position after,
-        std::uint64_t limit) -> caf::delegated<journal_tail_page> {
-      return self->delegate(self->state.reader, atom, after, limit);
+    [=](tail_atom atom, journal_position after, std::uint64_t limit,
+        tail_filter& filter) -> caf::delegated<journal_tail_page> {
+      return self->delegate(self->state.reader, atom, after, limit, std::move(filter));
     },
     [=](slot_claim_atom atom, std::string& pool, std::string& node,
         std::uint64_t budget) -> caf::delegated<bool, std::uint64_t> {
@@ -211,9 +211,9 @@ journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
       }
       return std::move(*rows);
     },
-    [=](tail_atom, journal_position after,
-        std::uint64_t limit) -> caf::result<journal_tail_page> {
-      auto page = store->tail(after, static_cast<std::size_t>(limit));
+    [=](tail_atom, journal_position after, std::uint64_t limit,
+        const tail_filter& filter) -> caf::result<journal_tail_page> {
+      auto page = store->tail(after, static_cast<std::size_t>(limit), filter);
       if (!page) {
         store->close();
         return make_error(journal_errc::unavailable, page.error().to_string());

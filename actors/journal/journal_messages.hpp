@@ -27,9 +27,10 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 /// (read_atom, journal_query) → vector<journal_record>: rows in seq order,
 /// read by the writer between batches (state rebuilds at startup and restart).
 using read_atom = caf::atom_constant<caf::atom("read")>;
-/// (tail_atom, journal_position, std::uint64_t limit) → journal_tail_page:
-/// the rows after the position in commit order (journal_store::tail), read by
-/// the writer between batches; the sharded fleet follows the journal with it.
+/// (tail_atom, journal_position, std::uint64_t limit, tail_filter) →
+/// journal_tail_page: the rows after the position in commit order
+/// (journal_store::tail), read on the tail's own connection; the sharded
+/// fleet follows the journal with it, filtered to its shards.
 using tail_atom = caf::atom_constant<caf::atom("tail")>;
 /// (stats_atom) → journal_stats.
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
@@ -113,14 +114,15 @@ using journal_subscriber =
 /// The journal's protocol, which the compiler checks at every send:
 /// (append_atom, record) → append_outcome once its batch committed, or
 /// journal_errc::overloaded at once; (read_atom, query) → rows in seq order;
-/// (tail_atom, position, limit) → the rows after it in commit order;
+/// (tail_atom, position, limit, filter) → the rows after it in commit order;
 /// (stats_atom) → journal_stats; (subscribe_atom, subscriber): committed rows
 /// from now on, as `(committed_atom, vector<journal_record>)`; the slot
 /// claims and releases and the newest fleet snapshot, passed to the writer.
 using journal_handle = caf::typed_actor<
   caf::replies_to<append_atom, journal_record>::with<append_outcome>,
   caf::replies_to<read_atom, journal_query>::with<std::vector<journal_record>>,
-  caf::replies_to<tail_atom, journal_position, std::uint64_t>::with<journal_tail_page>,
+  caf::replies_to<tail_atom, journal_position, std::uint64_t,
+                  tail_filter>::with<journal_tail_page>,
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
@@ -136,7 +138,8 @@ using journal_writer_handle = caf::typed_actor<
   caf::replies_to<write_atom,
                   std::vector<journal_record>>::with<std::vector<append_outcome>>,
   caf::replies_to<read_atom, journal_query>::with<std::vector<journal_record>>,
-  caf::replies_to<tail_atom, journal_position, std::uint64_t>::with<journal_tail_page>,
+  caf::replies_to<tail_atom, journal_position, std::uint64_t,
+                  tail_filter>::with<journal_tail_page>,
   caf::replies_to<slot_claim_atom, std::string, std::string,
                   std::uint64_t>::with<bool, std::uint64_t>,
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
@@ -149,6 +152,7 @@ using journal_writer_handle = caf::typed_actor<
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_position)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::journal_tail_page)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::tail_filter)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::fleet_snapshot)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::cordon_ask)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::cordon_claim)

@@ -7,6 +7,7 @@
 
 #include "actors/control/console/console_api.hpp"
 #include "actors/control/endpoints/control_endpoints.hpp"
+#include "actors/control/fleet/fleet_snapshot.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/bootstrap.hpp"
@@ -94,13 +95,17 @@ int run_control(command_context& ctx) {
     return fail(api.error());
 
   std::shared_ptr<journal_store> journal_db = std::move(*store);
+  if (cc.leader_election && cc.shards > 1)
+    // Each row stored with its shard, so that every replica's tail reads
+    // its own shards' rows and the fleet-wide ones, not the whole journal.
+    journal_db->set_tail_routing(fleet_tail_routing(cc.shards));
   const auto source = api->source;
   control_plane_options plane_options;
   plane_options.replica_identity = replica_identity();
   plane_options.coordination_client = api->coordination;
   if (cc.leader_election && cc.shards > 1) {
-    // Every replica follows the whole journal: the tail reads on their own
-    // connection, never in front of the appends that acknowledge events.
+    // Every replica follows the journal's tail on a connection of its own,
+    // never in front of the appends that acknowledge events.
     auto tail_store = make_journal_store(config.journal.url);
     if (!tail_store)
       return fail(tail_store.error());

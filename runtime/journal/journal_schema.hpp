@@ -65,6 +65,15 @@ inline std::vector<std::string> journal_migration(sql_dialect d, int version) {
         "CREATE TABLE breaker_trips (tripped_at_ns bigint NOT NULL, reason text NOT "
         "NULL)",
       };
+    case 6:
+      // Each row's shard and the shard count it was taken under (issue 22,
+      // journal_store::tail_routing): a sharded replica's tail leaves the
+      // other shards' rows in the database. NULL: every replica reads it
+      // (fleet-wide rows, and every row written before this version).
+      return {
+        "ALTER TABLE journal ADD COLUMN shard integer",
+        "ALTER TABLE journal ADD COLUMN shard_count integer",
+      };
     default: return {};
   }
 }

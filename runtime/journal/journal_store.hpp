@@ -17,7 +17,7 @@
 namespace vigil {
 
 /// Schema versions this binary knows; migrations bring a store up to the last.
-constexpr int journal_schema_version = 5;
+constexpr int journal_schema_version = 6;
 
 /// One journal row. `body` is JSON text: a HealthEvent for kind "event",
 /// a decision or side effect for the other kinds.
@@ -78,6 +78,31 @@ struct journal_tail_page {
   std::vector<journal_record> rows;
   std::vector<journal_position> positions; ///< rows[i]'s position
   journal_position next;                   ///< where the next read starts
+};
+
+/// Sharded (issue 22): the rows one replica's tail reads, those of the
+/// shards it owns and every row stored without a shard (the rows every
+/// replica reads: journal_store::tail_routing). `shards` ≤ 1: every row. A
+/// store may return more than the filter asks for, never less: the reader
+/// still checks each row (SQLite, one process's journal, returns them all).
+struct tail_filter {
+  std::uint32_t shards = 0;
+  std::vector<std::uint32_t> owned;
+};
+
+/// How the writer stores each row's shard, for tail_filter: rows whose
+/// node's shard owner alone reads them get shard_of(row); every replica's
+/// rows (none) and everything written without routing have no shard.
+/// `shards` is the K the shard was taken under; a reader with another K
+/// reads those rows whatever their shard.
+struct tail_routing {
+  std::uint32_t shards = 0;
+  std::function<std::optional<std::uint32_t>(const journal_record&)> shard_of;
+
+  /// The row's shard to store; none: every replica's tail reads it.
+  std::optional<std::uint32_t> operator()(const journal_record& row) const {
+    return shards > 1 && shard_of ? shard_of(row) : std::nullopt;
+  }
 };
 
 /// What a claim on one of a pool's remediation slots found.
@@ -162,9 +187,17 @@ public:
   /// is visible. The tail returns only rows of transactions older than the
   /// oldest one still running, ordered by transaction: a row that commits
   /// later always lands after the cursor. Reading on from `next` returns
-  /// every row exactly once. From {} it starts at the beginning.
+  /// every row exactly once. From {} it starts at the beginning. `filter`
+  /// leaves other shards' rows in the database (sharded, a replica's tail
+  /// reads its own shards' rows and the fleet-wide ones); `next` moves past
+  /// the rows it left out.
   virtual expected<journal_tail_page> tail(const journal_position& after,
-                                           std::size_t limit) = 0;
+                                           std::size_t limit,
+                                           const tail_filter& filter = {}) = 0;
+
+  /// Set before the first append: each row is stored with its shard
+  /// (tail_filter). Without it rows have none and every tail reads them.
+  virtual void set_tail_routing(tail_routing routing) { routing_ = std::move(routing); }
 
   /// Remediation slots across replicas (issue 22, sharded): one row per node
   /// holding a slot of its pool, kept in the journal's database so that the
@@ -208,6 +241,9 @@ public:
 
   /// "postgresql://host:port/db" or "sqlite:PATH", without credentials.
   virtual std::string describe() const = 0;
+
+protected:
+  tail_routing routing_;
 };
 
 /// "sqlite:PATH" or "postgresql://…" (also "postgres://…"); a malformed URL

@@ -26,20 +26,23 @@ constexpr const char* reserve_sql =
   "SELECT nextval('journal_seq_seq') FROM generate_series(1, $1::integer)";
 
 constexpr const char* copy_journal_sql =
-  "COPY journal (seq, recorded_at_ns, node, kind, idempotency_key, body) FROM STDIN";
+  "COPY journal (seq, recorded_at_ns, node, kind, idempotency_key, body, shard, "
+  "shard_count) FROM STDIN";
 
 constexpr const char* incoming_table_sql =
   "CREATE TEMP TABLE IF NOT EXISTS journal_incoming (ord integer, recorded_at_ns bigint, "
-  "node text, kind text, idempotency_key text, body text) ON COMMIT DELETE ROWS";
+  "node text, kind text, idempotency_key text, body text, shard integer, "
+  "shard_count integer) ON COMMIT DELETE ROWS";
 
 constexpr const char* copy_incoming_sql =
-  "COPY journal_incoming (ord, recorded_at_ns, node, kind, idempotency_key, body) "
-  "FROM STDIN";
+  "COPY journal_incoming (ord, recorded_at_ns, node, kind, idempotency_key, body, "
+  "shard, shard_count) FROM STDIN";
 
 constexpr const char* append_sql = R"(
 WITH inserted AS (
-  INSERT INTO journal (recorded_at_ns, node, kind, idempotency_key, body)
-  SELECT recorded_at_ns, node, kind, idempotency_key, body::jsonb
+  INSERT INTO journal (recorded_at_ns, node, kind, idempotency_key, body, shard,
+                       shard_count)
+  SELECT recorded_at_ns, node, kind, idempotency_key, body::jsonb, shard, shard_count
   FROM journal_incoming ORDER BY ord
   ON CONFLICT (idempotency_key) DO NOTHING
   RETURNING seq, idempotency_key
@@ -64,12 +67,16 @@ constexpr const char* read_sql =
 // rows' query is a range scan of journal_txid_seq: with the horizon computed
 // in the same statement the planner scanned and sorted the whole journal for
 // every page. A transaction before the horizon had ended when it was read,
-// so the second statement sees all of its rows.
+// so the second statement sees all of its rows. A filter ($5 shards > 1)
+// leaves out the rows of shards not in $6 (rows without a shard, or taken
+// under another shard count, are read).
 constexpr const char* tail_horizon_sql =
   "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
 constexpr const char* tail_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text, txid "
   "FROM journal WHERE (txid, seq) > ($1::bigint, $2::bigint) AND txid < $4::bigint "
+  "AND ($5::integer <= 1 OR shard IS NULL OR shard_count <> $5::integer "
+  "OR shard = ANY($6::integer[])) "
   "ORDER BY txid, seq LIMIT $3";
 
 // Remediation slots (journal_store::claim_slot): a transaction-scoped
@@ -158,9 +165,11 @@ deduplicated_batch deduplicate(const std::vector<journal_record>& batch) {
   return out;
 }
 
-// COPY text rows: `first[i]` (the seq or the arrival index), then the record.
+// COPY text rows: `first[i]` (the seq or the arrival index), then the record
+// and its shard (\N: none).
 std::string copy_rows(const std::vector<const journal_record*>& rows,
-                      const std::vector<std::int64_t>& first) {
+                      const std::vector<std::int64_t>& first,
+                      const tail_routing& routing) {
   std::string data;
   size_t bytes = 0;
   for (const auto* r : rows)
@@ -175,7 +184,15 @@ std::string copy_rows(const std::vector<const journal_record*>& rows,
     append_copy_field(data, r.node, '\t');
     append_copy_field(data, r.kind, '\t');
     append_copy_field(data, r.idempotency_key, '\t');
-    append_copy_field(data, r.body, '\n');
+    append_copy_field(data, r.body, '\t');
+    if (auto shard = routing(r)) {
+      data += std::to_string(*shard);
+      data += '\t';
+      data += std::to_string(routing.shards);
+      data += '\n';
+    } else {
+      data += "\\N\t\\N\n";
+    }
   }
   return data;
 }
@@ -397,8 +414,8 @@ public:
     return ok();
   }
 
-  expected<journal_tail_page> tail(const journal_position& after,
-                                   std::size_t limit) override {
+  expected<journal_tail_page> tail(const journal_position& after, std::size_t limit,
+                                   const tail_filter& filter) override {
     if (auto st = open(); !st)
       return st.error();
     result_ptr horizon_res{PQexec(conn_, tail_horizon_sql), &PQclear};
@@ -409,8 +426,14 @@ public:
     const auto seq = std::to_string(after.seq);
     const auto n = std::to_string(std::max<std::size_t>(limit, 1));
     const auto before = std::to_string(horizon);
-    const char* params[] = {txid.c_str(), seq.c_str(), n.c_str(), before.c_str()};
-    result_ptr res{PQexecParams(conn_, tail_sql, 4, nullptr, params, nullptr, nullptr, 0),
+    const auto shards = std::to_string(filter.shards);
+    std::string owned = "{"; // an integer[]
+    for (auto shard : filter.owned)
+      owned += (owned.size() > 1 ? "," : "") + std::to_string(shard);
+    owned += "}";
+    const char* params[] = {txid.c_str(),   seq.c_str(),    n.c_str(),
+                            before.c_str(), shards.c_str(), owned.c_str()};
+    result_ptr res{PQexecParams(conn_, tail_sql, 6, nullptr, params, nullptr, nullptr, 0),
                    &PQclear};
     if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
       return fail("tail read failed");
@@ -594,7 +617,7 @@ private:
     seqs.reserve(rows.size());
     for (int row = 0; row < PQntuples(res.get()); ++row)
       seqs.push_back(std::stoll(PQgetvalue(res.get(), row, 0)));
-    if (auto st = copy_in(copy_journal_sql, copy_rows(rows, seqs)); !st)
+    if (auto st = copy_in(copy_journal_sql, copy_rows(rows, seqs, routing_)); !st)
       return st.error();
     std::vector<append_outcome> out;
     out.reserve(rows.size());
@@ -610,7 +633,7 @@ private:
     std::vector<std::int64_t> order(rows.size());
     for (size_t i = 0; i < rows.size(); ++i)
       order[i] = static_cast<std::int64_t>(i);
-    if (auto st = copy_in(copy_incoming_sql, copy_rows(rows, order)); !st)
+    if (auto st = copy_in(copy_incoming_sql, copy_rows(rows, order, routing_)); !st)
       return st.error();
     result_ptr res{PQexecPrepared(conn_, "append", 0, nullptr, nullptr, nullptr, 0),
                    &PQclear};

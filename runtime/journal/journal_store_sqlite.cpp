@@ -25,6 +25,7 @@ public:
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() { return stmt_; }
   void bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void bind_null(int i) { sqlite3_bind_null(stmt_, i); }
   void bind(int i, const std::string& v) {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
   }
@@ -93,7 +94,8 @@ public:
     std::vector<append_outcome> out;
     out.reserve(batch.size());
     statement insert(db_, "INSERT INTO journal (recorded_at_ns, node, kind, "
-                          "idempotency_key, body) VALUES (?, ?, ?, ?, ?) "
+                          "idempotency_key, body, shard, shard_count) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?) "
                           "ON CONFLICT (idempotency_key) DO NOTHING RETURNING seq");
     statement existing(db_, "SELECT seq FROM journal WHERE idempotency_key = ?");
     if (!insert.ok() || !existing.ok())
@@ -104,6 +106,13 @@ public:
       insert.bind(3, r.kind);
       insert.bind(4, r.idempotency_key);
       insert.bind(5, r.body);
+      if (auto shard = routing_(r)) {
+        insert.bind(6, static_cast<std::int64_t>(*shard));
+        insert.bind(7, static_cast<std::int64_t>(routing_.shards));
+      } else {
+        insert.bind_null(6);
+        insert.bind_null(7);
+      }
       int rc = insert.step();
       if (rc == SQLITE_ROW) {
         out.push_back({insert.integer(0), false});
@@ -178,8 +187,10 @@ public:
   }
 
   // One writer at a time: seq order is commit order, so the tail is by seq.
-  expected<journal_tail_page> tail(const journal_position& after,
-                                   std::size_t limit) override {
+  // One process's journal: no other replica's rows to leave out; the filter
+  // is not applied (tail_filter allows more rows, never fewer).
+  expected<journal_tail_page> tail(const journal_position& after, std::size_t limit,
+                                   const tail_filter&) override {
     journal_query q;
     q.after_seq = after.seq;
     q.limit = std::max<std::size_t>(limit, 1);

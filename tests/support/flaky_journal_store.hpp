@@ -26,9 +26,12 @@ public:
   expected<std::vector<journal_record>> read(const journal_query& q) override {
     return inner_->read(q);
   }
-  expected<journal_tail_page> tail(const journal_position& after,
-                                   std::size_t limit) override {
-    return inner_->tail(after, limit);
+  expected<journal_tail_page> tail(const journal_position& after, std::size_t limit,
+                                   const tail_filter& filter) override {
+    return inner_->tail(after, limit, filter);
+  }
+  void set_tail_routing(tail_routing routing) override {
+    inner_->set_tail_routing(std::move(routing));
   }
   expected<slot_claim> claim_slot(const std::string& pool, const std::string& node,
                                   wall_time now, const slot_rule& admits) override {

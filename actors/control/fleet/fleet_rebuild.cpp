@@ -73,7 +73,7 @@ void read_tail(fleet_actor* self, journal_position from,
                std::function<void(journal_position)> done) {
   self
     ->request(self->state.journal, caf::infinite, tail_atom::value, from,
-              std::uint64_t{fleet_rebuild_page})
+              std::uint64_t{fleet_rebuild_page}, tail_filter{})
     .then(
       [=](journal_tail_page& page) {
         std::vector<journal_record> rows;
@@ -380,6 +380,14 @@ void restart_node(fleet_actor* self, const std::string& name) {
   });
 }
 
+// The rows this replica's tail reads: its shards' and every replica's
+// (journal_store::tail_routing, set by `vigil control` on its writer). The
+// owned set is safe to use while the read is out: a shard gained meanwhile
+// is rebuilt up to where this read ends (rebuild_gained waits for it).
+tail_filter own_rows_filter(const fleet_state& st) {
+  return {st.settings->shards, {st.owned.begin(), st.owned.end()}};
+}
+
 void follow_tail(fleet_actor* self) {
   auto& st = self->state;
   if (st.settings->shards <= 1 || st.standby || !st.rebuilt || st.tail_in_flight)
@@ -388,7 +396,7 @@ void follow_tail(fleet_actor* self) {
   const auto generation = st.tail_generation;
   self
     ->request(st.journal, caf::infinite, tail_atom::value, st.tail_at,
-              std::uint64_t{fleet_tail_page})
+              std::uint64_t{fleet_tail_page}, own_rows_filter(st))
     .then(
       [=](journal_tail_page& page) {
         auto& st = self->state;
@@ -410,8 +418,9 @@ void follow_tail(fleet_actor* self) {
           }
           const bool mine = owns(st, row.node);
           // Another replica's node: only a NIC port's state (the fabric
-          // window) matters here; most rows are skipped without a decode.
-          if (!mine && row.body.find("NICPort") == std::string::npos)
+          // window) matters here; most rows are skipped without a decode
+          // (most are left in the database: own_rows_filter).
+          if (!mine && !read_by_every_replica(row))
             continue;
           auto event = decode_health_event(row.body);
           if (!event) {

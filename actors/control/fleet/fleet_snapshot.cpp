@@ -8,6 +8,7 @@
 
 #include "actors/control/breaker/breaker_actor.hpp"
 #include "actors/control/drain/drain_resource.hpp"
+#include "actors/control/leader/shard_assignment.hpp"
 #include "actors/control/node/node_actor.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
 
@@ -27,6 +28,22 @@ std::string text_of(const json& body, const char* key) {
 }
 
 } // namespace
+
+bool read_by_every_replica(const journal_record& row) {
+  // A substring test, no decode: the tail tests every row of the fleet.
+  return row.kind != "event" || row.body.find("NICPort") != std::string::npos;
+}
+
+tail_routing fleet_tail_routing(std::uint32_t shards) {
+  tail_routing routing;
+  routing.shards = shards;
+  routing.shard_of = [shards](const journal_record& row) -> std::optional<std::uint32_t> {
+    if (read_by_every_replica(row))
+      return std::nullopt;
+    return control::shard_of(row.node, shards);
+  };
+  return routing;
+}
 
 folded_row classify_row(const journal_record& row) {
   folded_row out;

@@ -59,6 +59,15 @@ struct folded_row {
 };
 folded_row classify_row(const journal_record& row);
 
+/// Sharded (issue 22): whether every replica's tail reads the row, whoever
+/// owns its node: every row but a health event (the breaker's cordons and
+/// trips among them), and the NIC ports' events (the fabric window is
+/// fleet-wide). Any other event only its shard's owner reads.
+bool read_by_every_replica(const journal_record& row);
+/// The writer's journal_store::set_tail_routing for `shards` shards: a row
+/// only its owner reads is stored with its node's shard.
+tail_routing fleet_tail_routing(std::uint32_t shards);
+
 /// What an outcome or validation row does to a node's attempts, oldest
 /// first (the rebuild's remediation_attempt and the snapshot builder's rows
 /// alike): an outcome closes the attempt of its CR (a validation's verdict,

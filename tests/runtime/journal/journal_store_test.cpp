@@ -222,10 +222,10 @@ TEST(seq_list, round_trips_and_names_damage) {
 
 // Everything a tail page returned, read on until the tail is dry.
 std::vector<std::string> tail_keys(journal_store& store, journal_position& at,
-                                   std::size_t limit) {
+                                   std::size_t limit, const tail_filter& filter = {}) {
   std::vector<std::string> keys;
   for (int reads = 0; reads < 100; ++reads) {
-    auto page = store.tail(at, limit);
+    auto page = store.tail(at, limit, filter);
     EXPECT_TRUE(page.has_value()) << page.error().to_string();
     if (!page)
       break;
@@ -267,6 +267,43 @@ TEST_P(journal_store_test, the_tail_waits_for_a_transaction_still_running) {
   PQclear(PQexec(other, "COMMIT"));
   PQfinish(other);
   EXPECT_EQ(tail_keys(*store_, at, 10), (std::vector<std::string>{"slow", "quick"}));
+}
+
+// Sharded (issue 22): rows are stored with their node's shard, and a
+// replica's tail reads only its shards' rows, the rows every replica reads
+// (no shard) and those written before routing (no shard either); the
+// cursor moves past what it left out. A reader with another shard count
+// reads every row. SQLite, one process's journal, does not filter.
+TEST_P(journal_store_test, a_filtered_tail_reads_its_shards_and_the_fleet_wide_rows) {
+  append({make_record("before-routing", "node-2")});
+  tail_routing routing;
+  routing.shards = 2;
+  routing.shard_of = [](const journal_record& row) -> std::optional<std::uint32_t> {
+    if (row.kind != "event")
+      return std::nullopt; // every replica's
+    return row.node == "node-1" ? 0u : 1u;
+  };
+  store_->set_tail_routing(routing);
+  auto quarantine = make_record("q", "node-2");
+  quarantine.kind = "quarantine";
+  append({make_record("a", "node-1"), make_record("b", "node-2"), quarantine});
+  append({make_record("c", "node-1"), make_record("d", "node-2")});
+  const bool filters = GetParam() == "postgresql";
+  const tail_filter shard_0{2, {0}};
+  journal_position at;
+  EXPECT_EQ(tail_keys(*store_, at, 2, shard_0),
+            filters
+              ? (std::vector<std::string>{"before-routing", "a", "q", "c"})
+              : (std::vector<std::string>{"before-routing", "a", "b", "q", "c", "d"}));
+  append({make_record("e", "node-2")});
+  EXPECT_EQ(tail_keys(*store_, at, 2, shard_0),
+            filters ? std::vector<std::string>{} : std::vector<std::string>{"e"});
+  append({make_record("f", "node-1")});
+  EXPECT_EQ(tail_keys(*store_, at, 2, shard_0), (std::vector<std::string>{"f"}));
+  journal_position from_start;
+  EXPECT_EQ(tail_keys(*store_, from_start, 3, {3, {0}}).size(), 8u); // another K
+  journal_position unfiltered;
+  EXPECT_EQ(tail_keys(*store_, unfiltered, 100).size(), 8u);
 }
 
 // A node's history read up to where a tail stands (journal_query::through):
