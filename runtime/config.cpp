@@ -207,6 +207,7 @@ void read_journal(section_reader s, journal_config& c, std::vector<failure>& err
   s.read("reconnect_max_ms", c.reconnect_max_ms, 1u, 3600000u);
   if (c.reconnect_max_ms < c.reconnect_initial_ms)
     errors.push_back({"journal.reconnect_max_ms", "is below reconnect_initial_ms"});
+  s.read("retention_days", c.retention_days, 0u, 36500u);
   s.finish();
 }
 

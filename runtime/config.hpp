@@ -41,6 +41,9 @@ struct journal_config {
   std::uint32_t queue_capacity = 65536; ///< appends waiting beyond this are refused
   std::uint32_t reconnect_initial_ms = 100;
   std::uint32_t reconnect_max_ms = 10000;
+  /// Rows older than this many days are deleted once a fleet snapshot no
+  /// longer needs them (control.snapshot_interval_seconds); 0: kept for good.
+  std::uint32_t retention_days = 30;
 };
 
 struct ingest_config {

@@ -268,12 +268,18 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   actors.ingest =
     system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
   caf::actor snapshots;
+  if (config.journal.retention_days > 0 && cc.snapshot_interval_seconds == 0)
+    component_logger("snapshot")
+      ->warn("journal.retention_days is {} but control.snapshot_interval_seconds is 0: "
+             "retention works from the fleet snapshots, so no journal row is deleted",
+             config.journal.retention_days);
   if (options.snapshot_db && cc.snapshot_interval_seconds > 0) {
     snapshot_builder builder(settings->correlation, settings->breaker_window,
                              settings->quarantine.alias_entity_types);
     snapshots = system.spawn<caf::detached>(
       snapshot_actor, options.snapshot_db, std::move(builder), actors.fleet, time,
-      caf::timespan{std::chrono::seconds{cc.snapshot_interval_seconds}});
+      caf::timespan{std::chrono::seconds{cc.snapshot_interval_seconds}},
+      std::chrono::hours{24} * config.journal.retention_days);
   }
   actors.admission_gate = ingest_options.gate;
   // The leader's followers; sharded, the fleet follows its shards instead

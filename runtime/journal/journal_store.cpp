@@ -1,5 +1,7 @@
 #include "runtime/journal/journal_store.hpp"
 
+#include <algorithm>
+
 #include <charconv>
 
 namespace vigil {
@@ -15,6 +17,16 @@ expected<std::unique_ptr<journal_store>> make_journal_store(const std::string& u
     return make_pq_journal_store(url);
   return failure{"journal url",
                  "'" + url + "' is neither sqlite:PATH nor postgresql://…"};
+}
+
+std::vector<std::int64_t> rows_to_prune(const journal_prune& round,
+                                        const std::vector<journal_position>& scanned) {
+  std::vector<std::int64_t> doomed;
+  for (const auto& at : scanned)
+    if (!(round.through < at)
+        && !std::binary_search(round.keep.begin(), round.keep.end(), at.seq))
+      doomed.push_back(at.seq);
+  return doomed;
 }
 
 std::string seq_list(const std::vector<std::int64_t>& seqs) {

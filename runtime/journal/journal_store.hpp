@@ -105,6 +105,25 @@ struct tail_routing {
   }
 };
 
+/// Journal retention (journal.retention_days): one round of journal_store::
+/// prune. The rows scanned are those after `after_seq` recorded before
+/// `recorded_before`, in seq order, at most `limit`; of them, those at or
+/// before `through` in commit order and not in `keep` are deleted.
+struct journal_prune {
+  std::int64_t after_seq = 0;
+  wall_time recorded_before{};
+  journal_position through;
+  std::vector<std::int64_t> keep; ///< sorted ascending
+  std::size_t limit = 10000;
+};
+
+/// What one round of pruning did.
+struct journal_pruned {
+  std::uint64_t deleted = 0;
+  std::int64_t scanned_to = 0; ///< the next round's after_seq
+  bool done = false;           ///< fewer than `limit` rows were left to scan
+};
+
 /// What a claim on one of a pool's remediation slots found.
 struct slot_claim {
   bool granted = false;
@@ -225,6 +244,10 @@ public:
   /// the window are dropped on the way.
   virtual expected<cordon_claim> claim_cordon(const cordon_ask& ask) = 0;
 
+  /// Deletes old rows no snapshot needs (journal_prune), in one
+  /// transaction per round.
+  virtual expected<journal_pruned> prune(const journal_prune& round) = 0;
+
   /// Stores a fleet snapshot and drops all but the newest two.
   virtual status put_fleet_snapshot(const fleet_snapshot& snapshot) = 0;
   /// The newest fleet snapshot; id 0 when there is none.
@@ -253,6 +276,12 @@ expected<std::unique_ptr<journal_store>> make_journal_store(const std::string& u
 std::unique_ptr<journal_store> make_sqlite_journal_store(std::string path);
 
 /// A fleet snapshot's row seqs as stored: "1,2,3".
+/// Of one prune round's scanned rows (seq order; their positions), the seqs
+/// it deletes: those at or before the round's `through`, not kept. The one
+/// copy of the rule, for both stores.
+std::vector<std::int64_t> rows_to_prune(const journal_prune& round,
+                                        const std::vector<journal_position>& scanned);
+
 std::string seq_list(const std::vector<std::int64_t>& seqs);
 /// And back; a damaged list fails, naming where.
 expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text);

@@ -122,6 +122,14 @@ constexpr const char* read_newest_sql =
   "AND ($4 = '' OR node = $4) AND (txid, seq) <= ($6::bigint, $7::bigint) "
   "ORDER BY seq DESC LIMIT $5";
 
+// Journal retention (journal_store::prune): one round's candidates, in seq
+// order, then the deletion of those rows_to_prune picks.
+constexpr const char* prune_scan_sql =
+  "SELECT seq, txid FROM journal WHERE seq > $1::bigint AND recorded_at_ns < $2::bigint "
+  "ORDER BY seq LIMIT $3";
+constexpr const char* prune_delete_sql =
+  "DELETE FROM journal WHERE seq = ANY($1::bigint[])";
+
 // A fleet snapshot's rows (journal_query::seqs), by primary key.
 constexpr const char* read_seqs_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text FROM journal "
@@ -399,6 +407,42 @@ public:
           return r.error();
       }
       return claim;
+    });
+  }
+
+  expected<journal_pruned> prune(const journal_prune& round) override {
+    if (auto st = open(); !st)
+      return st.error();
+    return in_transaction([&]() -> expected<journal_pruned> {
+      const auto after = std::to_string(round.after_seq);
+      const auto before =
+        std::to_string(round.recorded_before.time_since_epoch().count());
+      const auto limit = std::to_string(std::max<std::size_t>(round.limit, 1));
+      const char* scan_params[] = {after.c_str(), before.c_str(), limit.c_str()};
+      result_ptr scan{
+        PQexecParams(conn_, prune_scan_sql, 3, nullptr, scan_params, nullptr, nullptr, 0),
+        &PQclear};
+      if (PQresultStatus(scan.get()) != PGRES_TUPLES_OK)
+        return fail("cannot scan the journal for retention");
+      std::vector<journal_position> scanned;
+      for (int row = 0; row < PQntuples(scan.get()); ++row)
+        scanned.push_back({std::stoll(PQgetvalue(scan.get(), row, 1)),
+                           std::stoll(PQgetvalue(scan.get(), row, 0))});
+      journal_pruned pruned;
+      pruned.scanned_to = scanned.empty() ? round.after_seq : scanned.back().seq;
+      pruned.done = scanned.size() < std::max<std::size_t>(round.limit, 1);
+      const auto doomed = rows_to_prune(round, scanned);
+      if (doomed.empty())
+        return pruned;
+      const auto seqs = "{" + seq_list(doomed) + "}";
+      const char* delete_params[] = {seqs.c_str()};
+      result_ptr deleted{PQexecParams(conn_, prune_delete_sql, 1, nullptr, delete_params,
+                                      nullptr, nullptr, 0),
+                         &PQclear};
+      if (PQresultStatus(deleted.get()) != PGRES_COMMAND_OK)
+        return fail("cannot delete old journal rows");
+      pruned.deleted = std::stoull(PQcmdTuples(deleted.get()));
+      return pruned;
     });
   }
 

@@ -319,6 +319,42 @@ public:
     return claim;
   }
 
+  expected<journal_pruned> prune(const journal_prune& round) override {
+    if (auto st = open(); !st)
+      return st.error();
+    if (auto st = exec("BEGIN IMMEDIATE"); !st)
+      return st.error();
+    statement scan(db_, "SELECT seq FROM journal WHERE seq > ? AND recorded_at_ns < ? "
+                        "ORDER BY seq LIMIT ?");
+    if (!scan.ok())
+      return rollback("cannot scan the journal for retention");
+    scan.bind(1, round.after_seq);
+    scan.bind(2, to_ns(round.recorded_before));
+    scan.bind(3, static_cast<std::int64_t>(std::max<std::size_t>(round.limit, 1)));
+    std::vector<journal_position> scanned; // txid 0: one writer, seq order
+    int rc;
+    while ((rc = scan.step()) == SQLITE_ROW)
+      scanned.push_back({0, scan.integer(0)});
+    if (rc != SQLITE_DONE)
+      return rollback("cannot scan the journal for retention");
+    journal_pruned pruned;
+    pruned.scanned_to = scanned.empty() ? round.after_seq : scanned.back().seq;
+    pruned.done = scanned.size() < std::max<std::size_t>(round.limit, 1);
+    statement remove(db_, "DELETE FROM journal WHERE seq = ?");
+    if (!remove.ok())
+      return rollback("cannot delete old journal rows");
+    for (auto seq : rows_to_prune(round, scanned)) {
+      remove.bind(1, seq);
+      if (remove.step() != SQLITE_DONE)
+        return rollback("cannot delete old journal rows");
+      remove.reset();
+      ++pruned.deleted;
+    }
+    if (auto st = exec("COMMIT"); !st)
+      return rollback("commit failed");
+    return pruned;
+  }
+
   status release_slot(const std::string& node) override {
     if (auto st = open(); !st)
       return st;

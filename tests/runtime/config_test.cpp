@@ -45,6 +45,7 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(loaded->journal.queue_capacity, defaults.journal.queue_capacity);
   EXPECT_EQ(loaded->journal.reconnect_initial_ms, defaults.journal.reconnect_initial_ms);
   EXPECT_EQ(loaded->journal.reconnect_max_ms, defaults.journal.reconnect_max_ms);
+  EXPECT_EQ(loaded->journal.retention_days, defaults.journal.retention_days);
   EXPECT_EQ(loaded->ingest.max_body_bytes, defaults.ingest.max_body_bytes);
   const auto& l = loaded->ingest.limits;
   const auto& d = defaults.ingest.limits;
@@ -362,6 +363,8 @@ TEST(config, out_of_range_values_name_their_path) {
   expect_failure("journal: {reconnect_initial_ms: 500, reconnect_max_ms: 100}",
                  "journal.reconnect_max_ms", "below");
   expect_failure("journal: [1, 2]", "journal", "expected a mapping");
+  expect_failure("journal: {retention_days: 40000}", "journal.retention_days",
+                 "out of range");
   expect_failure("correlation: {fabric_window_seconds: 60, fabric_hold_seconds: 60}",
                  "correlation.fabric_hold_seconds", "below fabric_window_seconds");
 }

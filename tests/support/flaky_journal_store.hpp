@@ -30,6 +30,9 @@ public:
                                    const tail_filter& filter) override {
     return inner_->tail(after, limit, filter);
   }
+  expected<journal_pruned> prune(const journal_prune& round) override {
+    return inner_->prune(round);
+  }
   void set_tail_routing(tail_routing routing) override {
     inner_->set_tail_routing(std::move(routing));
   }

@@ -401,6 +401,27 @@ expected<journal_position> snapshot_taker::resume(journal_store& store) {
   return latest->position;
 }
 
+expected<std::uint64_t> prune_journal(journal_store& store,
+                                      const fleet_snapshot& snapshot, wall_time before,
+                                      std::size_t max_scanned) {
+  journal_prune round;
+  round.recorded_before = before;
+  round.through = snapshot.position;
+  round.keep = snapshot.rows;
+  std::sort(round.keep.begin(), round.keep.end());
+  std::uint64_t deleted = 0;
+  for (std::size_t scanned = 0; scanned < max_scanned; scanned += round.limit) {
+    auto pruned = store.prune(round);
+    if (!pruned)
+      return pruned.error();
+    deleted += pruned->deleted;
+    if (pruned->done)
+      break;
+    round.after_seq = pruned->scanned_to;
+  }
+  return deleted;
+}
+
 expected<fleet_snapshot> snapshot_taker::take(journal_store& store, wall_time now) {
   if (!resumed_) {
     auto from = resume(store);

@@ -178,6 +178,17 @@ private:
   std::uint64_t undecodable_ = 0;
 };
 
+/// Journal retention (journal.retention_days), once `snapshot` is stored:
+/// deletes the rows recorded before `before`, up to the snapshot's
+/// position, that it does not name. They no longer shape any node's state
+/// (a rebuild reads the snapshot's rows and the rows after its position);
+/// what goes is history for people (the console, `vigil replay`). At most
+/// `max_scanned` rows are looked at per call (one transaction per 10,000);
+/// the next call goes on. Returns the rows deleted.
+expected<std::uint64_t> prune_journal(journal_store& store,
+                                      const fleet_snapshot& snapshot, wall_time before,
+                                      std::size_t max_scanned);
+
 /// Takes the fleet's snapshots over a journal store of its own: the newest
 /// stored snapshot's rows the first time, then each time the rows the tail
 /// brought since the last one.

@@ -7,10 +7,36 @@
 
 namespace vigil {
 
+namespace {
+
+// Journal retention after each snapshot stored (prune_journal); a failure
+// is logged and the next snapshot tries again.
+void apply_retention(snapshot_actor_type* self, journal_store& store,
+                     const fleet_snapshot& snapshot, wall_time before) {
+  auto& st = self->state;
+  auto deleted = prune_journal(store, snapshot, before, snapshot_prune_rows);
+  if (!deleted) {
+    ++st.failures;
+    store.close();
+    component_logger("snapshot")
+      ->warn("journal retention: old rows not deleted: {}", deleted.error().to_string());
+    return;
+  }
+  st.pruned += *deleted;
+  if (*deleted > 0)
+    component_logger("snapshot")
+      ->info("journal retention: {} rows recorded before {} deleted (no snapshot "
+             "needs them)",
+             *deleted, format_rfc3339(before));
+}
+
+} // namespace
+
 caf::behavior snapshot_actor(snapshot_actor_type* self,
                              std::shared_ptr<journal_store> store,
                              snapshot_builder builder, caf::actor fleet,
-                             std::shared_ptr<const clock> time, caf::timespan interval) {
+                             std::shared_ptr<const clock> time, caf::timespan interval,
+                             std::chrono::hours retention) {
   self->state.taker = std::make_unique<snapshot_taker>(std::move(builder));
   self->delayed_send(self, interval, snapshot_tick_atom::value);
   return {
@@ -36,6 +62,8 @@ caf::behavior snapshot_actor(snapshot_actor_type* self,
                      "({}, {})",
                      snapshot->rows.size(), snapshot->position.txid,
                      snapshot->position.seq);
+            if (retention.count() > 0)
+              apply_retention(self, *store, *snapshot, time->wall_now() - retention);
           },
           [=](const caf::error&) {
             // The fleet is gone (shutting down) or busy: next interval.

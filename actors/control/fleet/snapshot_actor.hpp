@@ -2,7 +2,8 @@
 // interval, on the replica whose turn it is (the fleet says: the leader, or
 // sharded the owner of shard 0), it reads the journal's tail on a connection
 // of its own and stores a snapshot (fleet_snapshot.hpp). It blocks on the
-// database, so it runs detached.
+// database, so it runs detached. With journal.retention_days it then
+// deletes the rows older than that which the snapshot does not name.
 #pragma once
 
 #include <memory>
@@ -16,6 +17,10 @@
 
 namespace vigil {
 
+/// Journal rows looked at for retention after one snapshot, at most (a
+/// large backlog is worked off over several snapshots).
+constexpr std::size_t snapshot_prune_rows = 1'000'000;
+
 /// (snapshot_tick_atom): time for the next snapshot.
 using snapshot_tick_atom = caf::atom_constant<caf::atom("snaptick")>;
 
@@ -23,6 +28,7 @@ struct snapshot_actor_state {
   std::unique_ptr<snapshot_taker> taker;
   std::uint64_t taken = 0;
   std::uint64_t failures = 0;
+  std::uint64_t pruned = 0; ///< journal rows deleted by retention
   static inline const char* name = "snapshot_taker";
 };
 
@@ -31,6 +37,7 @@ using snapshot_actor_type = caf::stateful_actor<snapshot_actor_state>;
 caf::behavior snapshot_actor(snapshot_actor_type* self,
                              std::shared_ptr<journal_store> store,
                              snapshot_builder builder, caf::actor fleet,
-                             std::shared_ptr<const clock> time, caf::timespan interval);
+                             std::shared_ptr<const clock> time, caf::timespan interval,
+                             std::chrono::hours retention);
 
 } // namespace vigil

@@ -306,6 +306,45 @@ TEST_P(journal_store_test, a_filtered_tail_reads_its_shards_and_the_fleet_wide_r
   EXPECT_EQ(tail_keys(*store_, unfiltered, 100).size(), 8u);
 }
 
+// Journal retention: a round deletes the rows recorded before its time, at
+// or before its position, that it does not keep; a later row, a kept row
+// and a row past the position stay. Rounds go on from where the last one
+// stopped until done.
+TEST_P(journal_store_test, pruning_deletes_old_rows_no_snapshot_keeps) {
+  append({make_record("a", "node-1", 100), make_record("b", "node-1", 200),
+          make_record("c", "node-2", 300), make_record("d", "node-2", 400)});
+  journal_position at;
+  tail_keys(*store_, at, 100);                // the position after d
+  append({make_record("e", "node-1", 150)});  // old, but past the position
+  append({make_record("f", "node-1", 5000)}); // recent
+  auto seq_of = [&](const std::string& key) {
+    for (const auto& row : read())
+      if (row.idempotency_key == key)
+        return row.seq;
+    return std::int64_t{-1};
+  };
+  journal_prune round;
+  round.recorded_before = from_unix(1000, 0);
+  round.through = at;
+  round.keep = {seq_of("b")};
+  round.limit = 2;
+  std::uint64_t deleted = 0;
+  for (int rounds = 0; rounds < 10; ++rounds) {
+    auto pruned = store_->prune(round);
+    ASSERT_TRUE(pruned.has_value()) << pruned.error().to_string();
+    deleted += pruned->deleted;
+    if (pruned->done)
+      break;
+    EXPECT_GT(pruned->scanned_to, round.after_seq);
+    round.after_seq = pruned->scanned_to;
+  }
+  EXPECT_EQ(deleted, 3u); // a, c, d
+  std::vector<std::string> left;
+  for (const auto& row : read())
+    left.push_back(row.idempotency_key);
+  EXPECT_EQ(left, (std::vector<std::string>{"b", "e", "f"}));
+}
+
 // A node's history read up to where a tail stands (journal_query::through):
 // rows after it are the tail's to deliver, never the read's too.
 TEST_P(journal_store_test, a_read_through_a_tail_position_stops_there) {
