@@ -3,7 +3,7 @@
 // clock and prints the figures BENCHMARKS.md records.
 //
 //   bench_control JOURNAL_URL [NODES=10000] [EVENTS=200000] [RATE=1000] [SECONDS=10]
-//                 [STREAMS=0] [JOURNAL_ROWS=0] [SNAPSHOT=0]
+//                 [STREAMS=0] [JOURNAL_ROWS=0] [SNAPSHOT=0] [RETENTION_DAYS=0]
 //
 // 0. With JOURNAL_ROWS > 0 (PostgreSQL only): the journal first gets that
 //    many event rows on the NODES nodes (application XID warnings and their
@@ -12,7 +12,9 @@
 //    1's start-up then includes the fleet's rebuild from them, and its RSS
 //    what the rebuild keeps. With SNAPSHOT=1 the production snapshot taker
 //    (actors/control/fleet/fleet_snapshot.hpp) first stores a fleet snapshot
-//    of that journal, and the rebuild starts from it.
+//    of that journal, and the rebuild starts from it. With RETENTION_DAYS
+//    > 0 the production retention (prune_journal) then deletes the rows
+//    older than that the snapshot does not name, timed, before the rebuild.
 //
 // 1. RSS per idle node: resident memory grown by the fleet listing NODES
 //    Nodes (8 GPUs each by label) and spawning one idle node actor for each,
@@ -33,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -253,6 +256,7 @@ int main(int argc, char** argv) {
   const std::size_t stream_count = argc > 6 ? std::stoul(argv[6]) : 0;
   const std::size_t journal_rows = argc > 7 ? std::stoul(argv[7]) : 0;
   const bool take_snapshot = argc > 8 && std::string(argv[8]) == "1";
+  const std::size_t retention_days = argc > 9 ? std::stoul(argv[9]) : 0;
   const std::size_t probes = std::min(nodes, rate * seconds);
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
 
@@ -335,6 +339,23 @@ int main(int argc, char** argv) {
     std::printf("fleet snapshot taken in %.1f s: %zu rows still matter; RSS %.0f KiB\n",
                 std::chrono::duration<double>(bench_clock::now() - t0).count(),
                 snapshot->rows.size(), rss_kib());
+    if (retention_days > 0) {
+      const auto t1 = bench_clock::now();
+      std::int64_t from = 0;
+      auto deleted = prune_journal(**own, *snapshot, taker.previous(),
+                                   system_now() - std::chrono::hours{24} * retention_days,
+                                   std::numeric_limits<std::size_t>::max(), from);
+      if (!deleted) {
+        std::fprintf(stderr, "retention failed: %s\n",
+                     deleted.error().to_string().c_str());
+        return 1;
+      }
+      const double prune_s =
+        std::chrono::duration<double>(bench_clock::now() - t1).count();
+      std::printf("retention (%zu days): %llu rows deleted in %.1f s (%.0f rows/s)\n",
+                  retention_days, static_cast<unsigned long long>(*deleted), prune_s,
+                  static_cast<double>(*deleted) / std::max(prune_s, 1e-9));
+    }
   }
 
   // 1. RSS per idle node.

@@ -13,7 +13,13 @@
 // generated: nothing acknowledged may be missing.
 //
 // With --replicas R the control plane is R processes sharing the nodes in
-// shards (issue 22), each agent posting to one of them.
+// shards (issue 22), each agent posting to one of them. --nodes N puts N
+// Nodes in the cluster (the agents' first, then plain GPU Nodes), so the
+// replicas carry a large fleet while 1,000 agents load them; --kill-at S
+// SIGKILLs replica 0 S seconds into the run and times the handover: until
+// every shard's Lease is held by another replica, and until the others'
+// node actors cover the whole fleet again (their vigil_nodes); then starts
+// it again, as its Deployment would.
 //
 // The events are non-fatal application XIDs (13) spread over every GPU of
 // every node: they are journaled and routed to their node actors, and no rule
@@ -41,6 +47,7 @@
 #include "actors/agent/forwarder/event_spool.hpp"
 #include "actors/agent/forwarder/forwarder_logic.hpp"
 #include "actors/agent/forwarder/http_event_poster.hpp"
+#include "actors/control/leader/shard_assignment.hpp"
 #include "runtime/sim/kube/kube_test_server.hpp"
 #include "runtime/sim/simulated_cluster.hpp"
 #include "tests/support/control_process.hpp"
@@ -67,6 +74,18 @@ struct options {
   /// shards (control.shards) and agent i posts to replica i mod replicas.
   int replicas = 1;
   int shards = 0; ///< 0: 4 per replica
+  int nodes = 0;  ///< Nodes in the cluster; 0: one per agent
+  /// With replicas > 1: SIGKILL replica 0 this many seconds into the run
+  /// (0: never) and time the handover.
+  double kill_at = 0;
+};
+
+/// The handover after replica 0's SIGKILL (--kill-at), seconds from the kill.
+struct handover {
+  double killed_at = -1;        ///< seconds into the run; < 0: not yet
+  double leases_taken = -1;     ///< every shard Lease held by another replica; < 0: never
+  double node_actors_back = -1; ///< the others' vigil_nodes sum to the fleet; < 0: never
+  bool restarted = false;       ///< replica 0 started again (not a crash's restart)
 };
 
 /// What all agents did, summed by their threads.
@@ -314,7 +333,24 @@ int run(const options& o) {
   demo::cluster_spec spec;
   spec.nodes = o.agents;
   spec.racks = std::max(1, o.agents / 8);
-  api->with_store([&](kube::object_store& s) { demo::populate(s, spec); });
+  const int fleet_size = std::max(o.nodes, o.agents);
+  api->with_store([&](kube::object_store& s) {
+    demo::populate(s, spec);
+    // The rest of a large fleet: GPU Nodes without workloads or agents.
+    const auto* nodes = s.find_type("", "v1", "nodes");
+    for (int i = o.agents + 1; i <= fleet_size; ++i)
+      s.create(*nodes, "",
+               {{"apiVersion", "v1"},
+                {"kind", "Node"},
+                {"metadata",
+                 {{"name", demo::node_name(i)},
+                  {"labels",
+                   {{"nvidia.com/gpu.present", "true"},
+                    {"nvidia.com/gpu.count", "8"},
+                    {"nvidia.com/gpu.product", spec.product}}}}},
+                {"spec", json::object()},
+                {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+  });
 
   const auto dir = test::fresh_directory();
   std::ofstream(dir + "/token") << "ingest-token\n";
@@ -346,7 +382,9 @@ int run(const options& o) {
   auto all_ready = [&] {
     return std::all_of(ports.begin(), ports.end(), [](auto p) { return test::ready(p); });
   };
-  while (seconds_in() < 120 && !all_ready())
+  // Listing a large fleet takes its time: 120 s, and a minute per 10,000 Nodes.
+  const double ready_within = 120.0 + 6.0 * fleet_size / 1000.0;
+  while (seconds_in() < ready_within && !all_ready())
     std::this_thread::sleep_for(std::chrono::milliseconds{200});
   if (!all_ready()) {
     std::cerr << "vigil_load: vigil control never became ready; see " << dir
@@ -425,8 +463,53 @@ int run(const options& o) {
       sum += b;
     return sum;
   };
+  // --kill-at: who holds each shard's Lease, and how many node actors the
+  // live replicas run.
+  handover took;
+  double next_handover_check = 0;
+  auto leases_away_from = [&](const std::string& dead) {
+    bool all = true;
+    api->with_store([&](kube::object_store& store) {
+      const auto* leases = store.find_type("coordination.k8s.io", "v1", "leases");
+      for (int k = 0; k < shards && all; ++k) {
+        auto lease = store.get(
+          *leases, "vigil",
+          control::shard_lease_name("vigil-control", static_cast<std::uint32_t>(k)));
+        const auto holder =
+          lease.ok() ? (*lease.value)["spec"].value("holderIdentity", "") : "";
+        all = !holder.empty() && holder != dead;
+      }
+    });
+    return all;
+  };
+  auto live_node_actors = [&] {
+    double sum = 0;
+    for (std::size_t r = 1; r < controls.size(); ++r)
+      sum += scrape(ports[r])["vigil_nodes"];
+    return sum;
+  };
   for (;;) {
     const double now = seconds_in();
+    if (o.kill_at > 0 && controls.size() > 1 && took.killed_at < 0
+        && now - start >= o.kill_at) {
+      controls[0]->signal(SIGKILL);
+      took.killed_at = now - start;
+      std::cerr << "vigil_load: replica 0 SIGKILLed at " << took.killed_at << " s\n";
+    }
+    if (took.killed_at >= 0 && !took.restarted && now >= next_handover_check) {
+      next_handover_check = now + 0.5;
+      const double since = now - start - took.killed_at;
+      if (took.leases_taken < 0 && leases_away_from(controls[0]->identity()))
+        took.leases_taken = since;
+      if (took.leases_taken >= 0 && live_node_actors() >= fleet_size)
+        took.node_actors_back = since;
+      if (took.node_actors_back >= 0 || since > 600) { // -1: not within 10 minutes
+        std::cerr << "vigil_load: handover: Leases taken after " << took.leases_taken
+                  << " s, node actors back after " << took.node_actors_back
+                  << " s; replica 0 started again\n";
+        took.restarted = controls[0]->start();
+      }
+    }
     phase during = now >= end                            ? phase::drain
                    : now >= stall_from && now < stall_to ? phase::stalled
                    : now >= slow_from && now < slow_to   ? phase::slow
@@ -492,8 +575,10 @@ int run(const options& o) {
   stop = true;
   for (auto& t : threads)
     t.join();
-  auto restarts = [&] {
-    int n = 0;
+  if (took.killed_at >= 0 && !took.restarted) // the run ended first
+    took.restarted = controls[0]->start();
+  auto restarts = [&] { // a crash's restarts, not --kill-at's
+    int n = took.restarted ? -1 : 0;
     for (const auto& c : controls)
       n += c->starts() - 1;
     return n;
@@ -546,6 +631,10 @@ int run(const options& o) {
     {"journalLagSecondsMaxSteady", lag_max},
     {"replicas", o.replicas},
     {"shards", shards},
+    {"nodes", fleet_size},
+    {"killedAtSeconds", took.killed_at},
+    {"handoverLeasesSeconds", took.leases_taken},
+    {"handoverNodeActorsSeconds", took.node_actors_back},
     {"controlRestarts", restarts()},
     {"controlRunning", running()},
   };
@@ -565,7 +654,8 @@ int usage(const std::string& problem) {
   std::cerr << "vigil_load: " << problem
             << "\nusage: vigil_load [--rate EVENTS_PER_S] [--agents N] [--seconds T] "
                "[--threads N] [--slow-for S] [--stall-for S] [--sample S] [--drain S] "
-               "[--replicas R] [--shards K] [--json] [--vigil PATH]\n";
+               "[--replicas R] [--shards K] [--nodes N] [--kill-at S] [--json] "
+               "[--vigil PATH]\n";
   return 2;
 }
 
@@ -601,6 +691,10 @@ int main(int argc, char** argv) {
       ok = number(o.replicas) && o.replicas > 0;
     else if (arg == "--shards")
       ok = number(o.shards) && o.shards > 0;
+    else if (arg == "--nodes")
+      ok = number(o.nodes) && o.nodes > 0;
+    else if (arg == "--kill-at")
+      ok = number(o.kill_at) && o.kill_at > 0;
     else if (arg == "--json")
       o.json = true;
     else if (arg == "--vigil" && i + 1 < argc)
@@ -610,6 +704,8 @@ int main(int argc, char** argv) {
     if (!ok)
       return usage(arg + " wants a positive number");
   }
+  if (o.kill_at > 0 && o.replicas < 2)
+    return usage("--kill-at wants --replicas 2 or more (a replica to hand over to)");
   std::signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_DEFAULT);
   return run(o);

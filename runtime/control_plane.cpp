@@ -207,6 +207,21 @@ expected<std::shared_ptr<node_settings>> node_settings_from(const vigil_config& 
   settings->remediation.validation_jobs.service_account =
     config.janitor.reset_service_account;
   settings->remediation.validation_jobs.runtime_class = config.janitor.runtime_class;
+  // Retention shorter than the longest window a rule looks back would let a
+  // rebuild that reads the whole journal (its windows changed, or no usable
+  // snapshot) decide on a history with rows missing.
+  const auto retention = std::chrono::hours{24} * config.journal.retention_days;
+  const auto longest =
+    longest_horizon(horizons_of(settings->correlation, settings->breaker_window));
+  if (config.journal.retention_days > 0 && retention < longest)
+    return failure{
+      "journal.retention_days",
+      std::to_string(config.journal.retention_days)
+        + " days is shorter than the longest a journal row can matter to "
+          "the rules as configured ("
+        + std::to_string(std::chrono::duration_cast<std::chrono::hours>(longest).count())
+        + " h: the longest correlation, remediation or breaker window, plus "
+          "an hour for late events)"};
   return settings;
 }
 
@@ -221,6 +236,7 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   if (!node_config)
     return node_config.error();
   auto settings = std::move(*node_config);
+  const auto retention = std::chrono::hours{24} * config.journal.retention_days;
   auto janitor_options = janitor_settings_from(config.janitor);
   janitor_options.await_leadership = cc.leader_election;
   ingest_settings ingest_options;
@@ -274,12 +290,14 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
              "retention works from the fleet snapshots, so no journal row is deleted",
              config.journal.retention_days);
   if (options.snapshot_db && cc.snapshot_interval_seconds > 0) {
+    auto snapshot_figures = std::make_shared<snapshot_stats>();
     snapshot_builder builder(settings->correlation, settings->breaker_window,
                              settings->quarantine.alias_entity_types);
     snapshots = system.spawn<caf::detached>(
       snapshot_actor, options.snapshot_db, std::move(builder), actors.fleet, time,
-      caf::timespan{std::chrono::seconds{cc.snapshot_interval_seconds}},
-      std::chrono::hours{24} * config.journal.retention_days);
+      caf::timespan{std::chrono::seconds{cc.snapshot_interval_seconds}}, retention,
+      snapshot_figures);
+    actors.snapshot_figures = snapshot_figures;
   }
   actors.admission_gate = ingest_options.gate;
   // The leader's followers; sharded, the fleet follows its shards instead

@@ -1,7 +1,6 @@
 #include "runtime/journal/journal_store.hpp"
 
 #include <algorithm>
-
 #include <charconv>
 
 namespace vigil {

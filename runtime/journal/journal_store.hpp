@@ -275,13 +275,13 @@ expected<std::unique_ptr<journal_store>> make_journal_store(const std::string& u
 
 std::unique_ptr<journal_store> make_sqlite_journal_store(std::string path);
 
-/// A fleet snapshot's row seqs as stored: "1,2,3".
 /// Of one prune round's scanned rows (seq order; their positions), the seqs
 /// it deletes: those at or before the round's `through`, not kept. The one
 /// copy of the rule, for both stores.
 std::vector<std::int64_t> rows_to_prune(const journal_prune& round,
                                         const std::vector<journal_position>& scanned);
 
+/// A fleet snapshot's row seqs as stored: "1,2,3".
 std::string seq_list(const std::vector<std::int64_t>& seqs);
 /// And back; a damaged list fails, naming where.
 expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text);

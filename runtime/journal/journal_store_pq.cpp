@@ -182,7 +182,7 @@ std::string copy_rows(const std::vector<const journal_record*>& rows,
   size_t bytes = 0;
   for (const auto* r : rows)
     bytes += r->body.size() + r->node.size() + r->kind.size() + r->idempotency_key.size();
-  data.reserve(bytes + rows.size() * 48);
+  data.reserve(bytes + rows.size() * 64);
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = *rows[i];
     data += std::to_string(first[i]);

@@ -51,6 +51,22 @@ TEST(node_settings_from, a_drain_section_that_does_not_validate_is_an_error) {
   EXPECT_FALSE(node_settings_from(config).has_value());
 }
 
+// Journal retention must outlast every window a rule looks back: the default
+// 30 days covers the default remediation window (7 days); a 2-day retention
+// does not, and a window widened past it names the retention's key.
+TEST(node_settings_from, retention_shorter_than_a_window_names_its_key) {
+  vigil_config config;
+  EXPECT_TRUE(node_settings_from(config).has_value());
+  config.journal.retention_days = 2;
+  auto short_retention = node_settings_from(config);
+  ASSERT_FALSE(short_retention.has_value());
+  EXPECT_EQ(short_retention.error().where, "journal.retention_days");
+  EXPECT_NE(short_retention.error().what.find("169 h"), std::string::npos)
+    << short_retention.error().what;
+  config.journal.retention_days = 0; // kept for good: nothing to check
+  EXPECT_TRUE(node_settings_from(config).has_value());
+}
+
 TEST(node_settings_from, a_gpu_node_selector_that_does_not_parse_names_its_key) {
   vigil_config config;
   config.control.gpu_node_label = "nvidia.com/gpu.product in H100";

@@ -1,7 +1,10 @@
 // Helpers of the integration tests: a child process whose output the test
-// reads line by line (blocking reads, no sleeps), and plain HTTP calls.
+// reads line by line (blocking reads, no sleeps; a long silence ends a wait
+// so that a hang fails with the output seen), and plain HTTP calls.
 #pragma once
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include <curl/curl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,32 +43,54 @@ public:
       throw std::runtime_error("cannot start " + args[0]);
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
-    output_ = fdopen(fds[0], "r");
+    output_ = fds[0];
   }
   ~child_process() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
-    if (output_ != nullptr)
-      std::fclose(output_);
+    if (output_ >= 0)
+      close(output_);
   }
 
-  // Reads lines until one contains `text`; returns it, or "" at end of output.
-  std::string wait_for(const std::string& text) {
-    char* line = nullptr;
-    size_t size = 0;
-    std::string found;
-    while (getline(&line, &size, output_) != -1) {
-      std::string l(line);
-      seen_ += l;
-      if (l.find(text) != std::string::npos) {
-        found = l;
-        break;
+  // Reads lines until one contains `text`; returns it, or "" at the end of
+  // the output. Also "" when the child wrote nothing for `silence` (it hangs,
+  // or the line will never come): the test then fails with what it saw,
+  // rather than hanging until ctest kills it with nothing to show.
+  std::string wait_for(const std::string& text,
+                       std::chrono::seconds silence = std::chrono::seconds{120}) {
+    for (;;) {
+      for (auto end = pending_.find('\n'); end != std::string::npos;
+           end = pending_.find('\n')) {
+        std::string line = pending_.substr(0, end + 1);
+        pending_.erase(0, end + 1);
+        seen_ += line;
+        if (line.find(text) != std::string::npos)
+          return line;
       }
+      pollfd ready{output_, POLLIN, 0};
+      const int polled = ::poll(&ready, 1, static_cast<int>(silence.count() * 1000));
+      if (polled < 0 && errno == EINTR)
+        continue;
+      if (polled == 0) {
+        seen_ += "[no output for " + std::to_string(silence.count())
+                 + " s while waiting for \"" + text + "\"]\n";
+        return {};
+      }
+      char chunk[4096];
+      const auto n = polled < 0 ? -1 : ::read(output_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) { // the end: a last line without its newline counts too
+        std::string last = std::move(pending_);
+        pending_.clear();
+        seen_ += last;
+        return !last.empty() && last.find(text) != std::string::npos ? last
+                                                                     : std::string{};
+      }
+      pending_.append(chunk, static_cast<std::size_t>(n));
     }
-    std::free(line);
-    return found;
   }
 
   // SIGTERM and the exit status of an orderly shutdown.
@@ -84,7 +110,8 @@ public:
 
 private:
   pid_t pid_ = -1;
-  FILE* output_ = nullptr;
+  int output_ = -1;
+  std::string pending_; ///< read, not yet a whole line
   std::string seen_;
 };
 

@@ -152,7 +152,7 @@ void restore_breaker(control::circuit_breaker& breaker,
                      const std::vector<journal_record>& rows) {
   for (const auto& row : rows) {
     if (row.kind == breaker_row::reset) {
-      breaker.reset();
+      breaker.reset(row.recorded_at);
     } else if (row.kind == quarantine_row) {
       breaker.restore_cordon(row.recorded_at, row.node);
     } else if (row.kind == breaker_row::tripped) {
@@ -317,7 +317,7 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
         ->request(self->state.journal, caf::infinite, append_atom::value, std::move(row))
         .then(
           [=](const append_outcome&) mutable {
-            self->state.breaker.reset();
+            self->state.breaker.reset(at);
             self->state.reset_at = std::max(self->state.reset_at, at);
             component_logger("breaker")->warn("circuit breaker reset by an operator");
             rp.deliver(std::string("reset"));

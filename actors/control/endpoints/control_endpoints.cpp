@@ -89,6 +89,8 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
                             metrics::append(families, gateway_metric_families(*g));
                           if (const auto& h = self->state.actors.http_figures)
                             metrics::append(families, http_metric_families(*h));
+                          if (const auto& f = self->state.actors.snapshot_figures)
+                            metrics::append(families, snapshot_metric_families(*f));
                           auto r = text(200, metrics::exposition(families));
                           r.content_type = metrics::content_type;
                           reply(std::move(r));
@@ -105,6 +107,26 @@ void collect_metrics(endpoints_actor* self, http::responder reply) {
 }
 
 } // namespace
+
+metrics::family_list snapshot_metric_families(const snapshot_stats& stats) {
+  auto value = [](const std::atomic<std::uint64_t>& v) {
+    return static_cast<double>(v.load());
+  };
+  return {
+    metrics::counter("vigil_fleet_snapshots_total", "fleet rebuild snapshots stored",
+                     value(stats.taken)),
+    metrics::counter("vigil_fleet_snapshot_failures_total",
+                     "fleet snapshots or journal retention rounds that failed",
+                     value(stats.failures)),
+    metrics::gauge("vigil_fleet_snapshot_rows",
+                   "journal rows the newest fleet snapshot names (they still shape "
+                   "some node's state)",
+                   value(stats.rows_kept)),
+    metrics::counter("vigil_journal_rows_pruned_total",
+                     "journal rows deleted by retention (journal.retention_days)",
+                     value(stats.rows_pruned)),
+  };
+}
 
 metrics::family_list gateway_metric_families(const kube_gateway_stats& stats) {
   struct figure {

@@ -13,6 +13,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/control/breaker/breaker_actor.hpp"
+#include "actors/control/fleet/snapshot_actor.hpp"
 #include "actors/control/ingest/alertmanager.hpp"
 #include "actors/control/ingest/ingest_actor.hpp"
 #include "actors/control/ingest/ingest_logic.hpp"
@@ -35,6 +36,9 @@ struct control_actors {
   std::shared_ptr<const kube_gateway_stats> gateway_figures;
   /// The HTTPS server's connection and request counters; null before it exists.
   std::shared_ptr<const http::server_counters> http_figures;
+  /// The fleet snapshots' and journal retention's figures; null: no
+  /// snapshots taken by this process.
+  std::shared_ptr<const snapshot_stats> snapshot_figures;
   /// Ingest's word on shedding, read before a body is parsed; null: none.
   std::shared_ptr<ingest_gate> admission_gate;
 };
@@ -78,6 +82,8 @@ http::handler make_control_handler(control_actors actors, caf::actor endpoints,
 
 /// The gateway's figures (vigil_kube_*) as metric families.
 metrics::family_list gateway_metric_families(const kube_gateway_stats& stats);
+/// vigil_fleet_snapshots_total and the rest of the snapshot actor's figures.
+metrics::family_list snapshot_metric_families(const snapshot_stats& stats);
 
 /// vigil_http_*: connections, requests, and each kind of bad client the
 /// server turned away (too large, malformed, incomplete, slow, not TLS, over

@@ -357,7 +357,8 @@ void own_shards(fleet_actor* self, const std::vector<std::uint32_t>& shards) {
       start_watch(self);
     }
   }
-  // The breaker's share follows the shards (a new Node list sends it too).
+  // The breaker's GPU-node counts follow the shards (a new Node list sends
+  // them too).
   if (st.listed)
     send_gpu_count(self);
 }

@@ -30,7 +30,7 @@ std::string text_of(const json& body, const char* key) {
 } // namespace
 
 bool read_by_every_replica(const journal_record& row) {
-  // A substring test, no decode: the tail tests every row of the fleet.
+  // A substring test, no decode: the writer routes every row it stores.
   return row.kind != "event" || row.body.find("NICPort") != std::string::npos;
 }
 
@@ -383,6 +383,7 @@ expected<journal_position> snapshot_taker::resume(journal_store& store) {
   auto taken_with = snapshot_horizons::from_json(latest->horizons);
   if (latest->id == 0 || !taken_with || !taken_with->covers(builder_.horizons()))
     return journal_position{};
+  last_ = *latest; // kept by the store beside the next one
   for (std::size_t from = 0; from < latest->rows.size(); from += snapshot_page) {
     journal_query query;
     const auto to = std::min(latest->rows.size(), from + snapshot_page);
@@ -401,25 +402,35 @@ expected<journal_position> snapshot_taker::resume(journal_store& store) {
   return latest->position;
 }
 
-expected<std::uint64_t> prune_journal(journal_store& store,
-                                      const fleet_snapshot& snapshot, wall_time before,
-                                      std::size_t max_scanned) {
+expected<std::uint64_t> prune_journal(journal_store& store, const fleet_snapshot& newest,
+                                      const fleet_snapshot* previous, wall_time before,
+                                      std::size_t max_scanned, std::int64_t& after_seq) {
   journal_prune round;
   round.recorded_before = before;
-  round.through = snapshot.position;
-  round.keep = snapshot.rows;
+  round.through = newest.position;
+  round.keep = newest.rows;
+  if (previous) {
+    round.through = std::min(round.through, previous->position);
+    round.keep.insert(round.keep.end(), previous->rows.begin(), previous->rows.end());
+  }
   std::sort(round.keep.begin(), round.keep.end());
+  round.after_seq = after_seq;
   std::uint64_t deleted = 0;
   for (std::size_t scanned = 0; scanned < max_scanned; scanned += round.limit) {
     auto pruned = store.prune(round);
     if (!pruned)
       return pruned.error();
     deleted += pruned->deleted;
+    round.after_seq = pruned->done ? 0 : pruned->scanned_to;
     if (pruned->done)
       break;
-    round.after_seq = pruned->scanned_to;
   }
+  after_seq = round.after_seq;
   return deleted;
+}
+
+std::chrono::seconds longest_horizon(const snapshot_horizons& h) {
+  return std::max({h.dedup, h.gpu, h.nic, h.remediation, h.breaker}) + h.late;
 }
 
 expected<fleet_snapshot> snapshot_taker::take(journal_store& store, wall_time now) {
@@ -449,6 +460,8 @@ expected<fleet_snapshot> snapshot_taker::take(journal_store& store, wall_time no
   snapshot.rows = builder_.keep(now);
   if (auto stored = store.put_fleet_snapshot(snapshot); !stored)
     return stored.error();
+  previous_ = std::move(last_);
+  last_ = snapshot;
   return snapshot;
 }
 

@@ -178,16 +178,24 @@ private:
   std::uint64_t undecodable_ = 0;
 };
 
-/// Journal retention (journal.retention_days), once `snapshot` is stored:
-/// deletes the rows recorded before `before`, up to the snapshot's
-/// position, that it does not name. They no longer shape any node's state
-/// (a rebuild reads the snapshot's rows and the rows after its position);
-/// what goes is history for people (the console, `vigil replay`). At most
-/// `max_scanned` rows are looked at per call (one transaction per 10,000);
-/// the next call goes on. Returns the rows deleted.
-expected<std::uint64_t> prune_journal(journal_store& store,
-                                      const fleet_snapshot& snapshot, wall_time before,
-                                      std::size_t max_scanned);
+/// Journal retention (journal.retention_days), once `newest` is stored:
+/// deletes the rows recorded before `before` that no stored snapshot needs:
+/// up to the oldest kept snapshot's position (`previous`, the one stored
+/// before `newest`, which a rebuild begun earlier may still be reading),
+/// and named by neither. They no longer shape any node's state (a rebuild
+/// reads a snapshot's rows and the rows after its position); what goes is
+/// history for people (the console, `vigil replay`). At most `max_scanned`
+/// rows are looked at per call (one transaction per 10,000), from
+/// `after_seq` on; it is left where the next call goes on (0 once the
+/// journal was scanned to its end). Returns the rows deleted.
+expected<std::uint64_t> prune_journal(journal_store& store, const fleet_snapshot& newest,
+                                      const fleet_snapshot* previous, wall_time before,
+                                      std::size_t max_scanned, std::int64_t& after_seq);
+
+/// The longest a row can shape what the rules make of later ones (the
+/// longest horizon, plus `late`): retention shorter than this would let a
+/// rebuild that reads the whole journal (windows changed) miss rows.
+std::chrono::seconds longest_horizon(const snapshot_horizons& horizons);
 
 /// Takes the fleet's snapshots over a journal store of its own: the newest
 /// stored snapshot's rows the first time, then each time the rows the tail
@@ -199,6 +207,9 @@ public:
 
   /// Reads on to where the tail stands and stores a snapshot there.
   expected<fleet_snapshot> take(journal_store& store, wall_time now);
+  /// The snapshot stored before the last one taken (this taker's, or the
+  /// one it resumed from); null when there is none. The store keeps both.
+  const fleet_snapshot* previous() const { return previous_ ? &*previous_ : nullptr; }
   const journal_position& position() const { return at_; }
 
 private:
@@ -208,6 +219,8 @@ private:
   snapshot_builder builder_;
   journal_position at_;
   bool resumed_ = false;
+  std::optional<fleet_snapshot> previous_; ///< the second newest stored
+  std::optional<fleet_snapshot> last_;     ///< the newest stored
 };
 
 } // namespace vigil

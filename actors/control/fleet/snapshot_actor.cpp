@@ -14,19 +14,21 @@ namespace {
 void apply_retention(snapshot_actor_type* self, journal_store& store,
                      const fleet_snapshot& snapshot, wall_time before) {
   auto& st = self->state;
-  auto deleted = prune_journal(store, snapshot, before, snapshot_prune_rows);
+  auto& stats = *st.stats;
+  auto deleted = prune_journal(store, snapshot, st.taker->previous(), before,
+                               snapshot_prune_rows, st.prune_from);
   if (!deleted) {
-    ++st.failures;
+    ++stats.failures;
     store.close();
     component_logger("snapshot")
       ->warn("journal retention: old rows not deleted: {}", deleted.error().to_string());
     return;
   }
-  st.pruned += *deleted;
+  stats.rows_pruned += *deleted;
   if (*deleted > 0)
     component_logger("snapshot")
-      ->info("journal retention: {} rows recorded before {} deleted (no snapshot "
-             "needs them)",
+      ->info("journal retention: {} rows recorded before {} deleted (no stored "
+             "snapshot needs them)",
              *deleted, format_rfc3339(before));
 }
 
@@ -36,8 +38,10 @@ caf::behavior snapshot_actor(snapshot_actor_type* self,
                              std::shared_ptr<journal_store> store,
                              snapshot_builder builder, caf::actor fleet,
                              std::shared_ptr<const clock> time, caf::timespan interval,
-                             std::chrono::hours retention) {
+                             std::chrono::hours retention,
+                             std::shared_ptr<snapshot_stats> stats) {
   self->state.taker = std::make_unique<snapshot_taker>(std::move(builder));
+  self->state.stats = std::move(stats);
   self->delayed_send(self, interval, snapshot_tick_atom::value);
   return {
     [=](snapshot_tick_atom) {
@@ -50,13 +54,14 @@ caf::behavior snapshot_actor(snapshot_actor_type* self,
             auto& st = self->state;
             auto snapshot = st.taker->take(*store, time->wall_now());
             if (!snapshot) {
-              ++st.failures;
+              ++st.stats->failures;
               store->close(); // reconnect next time
               component_logger("snapshot")
                 ->warn("fleet snapshot not taken: {}", snapshot.error().to_string());
               return;
             }
-            ++st.taken;
+            ++st.stats->taken;
+            st.stats->rows_kept = snapshot->rows.size();
             component_logger("snapshot")
               ->info("fleet snapshot taken: {} rows still matter, up to journal position "
                      "({}, {})",

@@ -6,6 +6,8 @@
 // deletes the rows older than that which the snapshot does not name.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 
 #include <caf/fwd.hpp>
@@ -24,11 +26,20 @@ constexpr std::size_t snapshot_prune_rows = 1'000'000;
 /// (snapshot_tick_atom): time for the next snapshot.
 using snapshot_tick_atom = caf::atom_constant<caf::atom("snaptick")>;
 
+/// The snapshot actor's figures, read by /metrics while it blocks on the
+/// database (snapshot_metric_families).
+struct snapshot_stats {
+  std::atomic<std::uint64_t> taken{0};
+  std::atomic<std::uint64_t> failures{0};    ///< snapshots or retention rounds failed
+  std::atomic<std::uint64_t> rows_kept{0};   ///< rows the newest snapshot names
+  std::atomic<std::uint64_t> rows_pruned{0}; ///< journal rows deleted by retention
+};
+
 struct snapshot_actor_state {
   std::unique_ptr<snapshot_taker> taker;
-  std::uint64_t taken = 0;
-  std::uint64_t failures = 0;
-  std::uint64_t pruned = 0; ///< journal rows deleted by retention
+  std::shared_ptr<snapshot_stats> stats;
+  /// Where the next retention scan goes on (prune_journal).
+  std::int64_t prune_from = 0;
   static inline const char* name = "snapshot_taker";
 };
 
@@ -38,6 +49,7 @@ caf::behavior snapshot_actor(snapshot_actor_type* self,
                              std::shared_ptr<journal_store> store,
                              snapshot_builder builder, caf::actor fleet,
                              std::shared_ptr<const clock> time, caf::timespan interval,
-                             std::chrono::hours retention);
+                             std::chrono::hours retention,
+                             std::shared_ptr<snapshot_stats> stats);
 
 } // namespace vigil

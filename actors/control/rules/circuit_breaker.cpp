@@ -95,13 +95,19 @@ void circuit_breaker::finish_remediation(const std::string& node) {
   in_flight_.erase(node);
 }
 
-void circuit_breaker::reset() {
+void circuit_breaker::reset(wall_time at) {
+  reset_at_ = std::max(reset_at_, at);
   tripped_at_.reset();
   trip_reason_.clear();
   cordons_.clear();
 }
 
 void circuit_breaker::restore_cordon(wall_time at, const std::string& node) {
+  if (at <= reset_at_)
+    return;
+  // Pruned at the row's time, which keeps a whole journal's replay small (a
+  // row stamped by a replica whose clock runs ahead prunes by that much
+  // early: milliseconds against minutes).
   prune(at);
   if (std::any_of(cordons_.begin(), cordons_.end(),
                   [&](const auto& c) { return c.second == node; }))

@@ -75,11 +75,13 @@ public:
   void occupy(const std::string& node, const std::string& pool);
 
   /// Sticky: only reset() closes it again (an operator's explicit action);
-  /// reset also forgets the cordons counted so far.
+  /// reset also forgets the cordons counted so far, and a cordon restored
+  /// later with a time at or before `at` is not counted (another replica's,
+  /// committed after the reset row).
   bool tripped() const { return tripped_at_.has_value(); }
   std::optional<wall_time> tripped_at() const { return tripped_at_; }
   std::string trip_reason() const { return trip_reason_; }
-  void reset();
+  void reset(wall_time at = {});
   /// Re-opens the breaker as the journal recorded it (state survives restarts).
   void restore_trip(wall_time at, std::string reason);
   /// Counts a cordon the journal recorded, so the window survives restarts
@@ -106,6 +108,7 @@ private:
   std::deque<std::pair<wall_time, std::string>> cordons_; ///< oldest first
   std::map<std::string, std::string> in_flight_;          ///< node → pool
   std::optional<wall_time> tripped_at_;
+  wall_time reset_at_{};
   std::string trip_reason_;
 };
 

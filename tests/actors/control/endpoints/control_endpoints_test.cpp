@@ -110,6 +110,19 @@ TEST(render_gateway_metrics, reports_the_api_servers_requests_and_watches) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
 }
 
+TEST(snapshot_metric_families, report_snapshots_and_retention) {
+  snapshot_stats s;
+  s.taken = 4;
+  s.rows_kept = 84545;
+  s.rows_pruned = 1200000;
+  auto text = metrics::exposition(snapshot_metric_families(s));
+  for (const char* expected :
+       {"vigil_fleet_snapshots_total 4", "vigil_fleet_snapshot_failures_total 0",
+        "vigil_fleet_snapshot_rows 84545", "vigil_journal_rows_pruned_total 1200000",
+        "# TYPE vigil_fleet_snapshot_rows gauge"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+}
+
 TEST(http_metric_families, counts_every_kind_of_client_turned_away) {
   http::server_counters c;
   c.connections = 1000;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "actors/control/fleet/fleet_snapshot.hpp"
 #include "tests/actors/control/control_fixture.hpp"
@@ -260,17 +261,24 @@ CAF_TEST(a_restart_from_a_snapshot_rebuilds_what_the_whole_journal_does) {
 
 // Journal retention: with every row older than now deleted unless the
 // snapshot names it, a restart from the snapshot rebuilds what the whole
-// journal rebuilt before the deletion.
+// journal rebuilt before the deletion. The snapshot stored before it (the
+// store keeps two; a rebuild begun earlier may be reading it) stays whole.
 CAF_TEST(a_journal_pruned_to_its_snapshot_rebuilds_the_same_state) {
   int n = 0;
   start();
   std::mt19937 rng(7);
-  random_history(*this, rng, 60, n);
+  random_history(*this, rng, 40, n);
   snapshot_taker taker(snapshot_builder(settings->correlation, settings->breaker_window,
                                         settings->quarantine.alias_entity_types));
+  auto first = taker.take(*journal_db, time->wall_now());
+  if (!first)
+    CAF_FAIL("no snapshot: " << first.error().to_string());
+  random_history(*this, rng, 30, n);
   auto snapshot = taker.take(*journal_db, time->wall_now());
   if (!snapshot)
     CAF_FAIL("no snapshot: " << snapshot.error().to_string());
+  CAF_REQUIRE(taker.previous() != nullptr);
+  CAF_CHECK_EQUAL(taker.previous()->position.seq, first->position.seq);
   random_history(*this, rng, 5, n); // rows after its position stay
   auto snapshot_used = [&] {        // a named copy: the check keeps references
     const auto id = json::parse(ask(fleet, summary_atom::value))["snapshotId"];
@@ -286,17 +294,27 @@ CAF_TEST(a_journal_pruned_to_its_snapshot_rebuilds_the_same_state) {
   const auto reference = rebuilt_state(*this);
   auto before = journal_db->read({});
   CAF_REQUIRE(before.has_value());
-  auto deleted = prune_journal(*journal_db, *snapshot, time->wall_now(), 1'000'000);
+  std::int64_t from = 0;
+  auto deleted = prune_journal(*journal_db, *snapshot, taker.previous(), time->wall_now(),
+                               1'000'000, from);
   CAF_REQUIRE(deleted.has_value());
   auto after = journal_db->read({});
   CAF_REQUIRE(after.has_value());
   CAF_CHECK_GREATER(*deleted, 0u);
   CAF_CHECK_EQUAL(after->size() + *deleted, before->size());
+  // What is left: the two snapshots' rows, and the rows after the first's
+  // position; every row the first names is still there.
   auto kept = snapshot->rows;
+  kept.insert(kept.end(), first->rows.begin(), first->rows.end());
   std::sort(kept.begin(), kept.end());
-  for (const auto& row : *after) // what is left: the snapshot's rows, and the tail
+  std::set<std::int64_t> left;
+  for (const auto& row : *after) {
+    left.insert(row.seq);
     CAF_CHECK(std::binary_search(kept.begin(), kept.end(), row.seq)
-              || snapshot->position < journal_position{0, row.seq});
+              || first->position < journal_position{0, row.seq});
+  }
+  for (auto seq : first->rows)
+    CAF_CHECK(left.count(seq) == 1);
   settings->breaker_window = std::chrono::minutes(5);
   restart();
   CAF_CHECK(snapshot_used());

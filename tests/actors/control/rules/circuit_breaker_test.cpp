@@ -48,6 +48,13 @@ TEST(circuit_breaker, a_cordon_restored_out_of_order_leaves_the_window_in_time) 
   EXPECT_EQ(breaker.cordons_in_window(t0 + 4min), 2u);
   EXPECT_EQ(breaker.cordons_in_window(t0 + 5min), 1u); // node(1) left first
   EXPECT_EQ(breaker.cordons_in_window(t0 + 7min), 0u);
+  // A reset forgets what came before it, also a cordon that arrives later
+  // (another replica's, committed after the reset row) stamped before it.
+  breaker.restore_cordon(t0 + 7min, node(2));
+  breaker.reset(t0 + 8min);
+  breaker.restore_cordon(t0 + 7min, node(3));
+  breaker.restore_cordon(t0 + 9min, node(4));
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 9min), 1u);
 }
 
 TEST(circuit_breaker, utilisation_is_the_share_of_the_tighter_limit_used) {
