@@ -516,6 +516,7 @@ void read_remediation(section_reader s, remediation_section& c) {
 void read_janitor(section_reader s, janitor_section& c) {
   s.read("in_process", c.in_process);
   s.read("poll_seconds", c.poll_seconds, 1u, 3600u);
+  s.read("max_concurrent_nodes", c.max_concurrent_nodes, 1u, 1024u);
   s.read("job_namespace", c.job_namespace);
   if (c.job_namespace.empty())
     s.error("job_namespace", "must not be empty");

@@ -231,6 +231,8 @@ struct remediation_section {
 struct janitor_section {
   bool in_process = true; ///< `vigil control` runs the controllers too
   std::uint32_t poll_seconds = 5;
+  /// Nodes whose CRs one pass works on at once (one node's stay serial).
+  std::uint32_t max_concurrent_nodes = 16;
   std::string job_namespace = "vigil-system";
   std::string reset_image = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04";
   std::string reset_service_account = "vigil-gpu-reset";

@@ -151,6 +151,7 @@ janitor_settings janitor_settings_from(const janitor_section& s) {
   using std::chrono::seconds;
   janitor_settings j;
   j.poll = seconds{s.poll_seconds};
+  j.max_concurrent_nodes = s.max_concurrent_nodes;
   auto& g = j.gpu_reset;
   g.job_namespace = s.job_namespace;
   g.image = s.reset_image;

@@ -1,6 +1,7 @@
 #include "actors/janitor/janitor_actor.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <caf/all.hpp>
@@ -38,13 +39,12 @@ bool terminal(const std::string& phase) {
   return phase == "Succeeded" || phase == "Failed";
 }
 
-void pass_done(janitor_actor* self);
-void work_on(janitor_actor* self);
+void work_on(janitor_actor* self, janitor_lane_ptr lane);
 
-// The current CR is done for this pass.
-void advance(janitor_actor* self) {
-  ++self->state.next;
-  work_on(self);
+// The lane's current CR is done for this pass: on to the node's next.
+void advance(janitor_actor* self, janitor_lane_ptr lane) {
+  ++lane->next;
+  work_on(self, std::move(lane));
 }
 
 template <class Then>
@@ -69,15 +69,17 @@ void patch_status(janitor_actor* self, const kube::api_resource& resource,
 }
 
 // PATCH status, then move on.
-void write_status(janitor_actor* self, const kube::api_resource& resource,
-                  const std::string& name, json status) {
+void write_status(janitor_actor* self, janitor_lane_ptr lane,
+                  const kube::api_resource& resource, const std::string& name,
+                  json status) {
   patch_status(self, resource, name, std::move(status),
-               [=](const kube::kube_result&) { advance(self); });
+               [=](const kube::kube_result&) { advance(self, lane); });
 }
 
 // ---- GPUReset (seed 001 "Reset Workflow") ----
 
 struct reset_pass {
+  janitor_lane_ptr lane; ///< the node's lane this CR is worked on in
   janitor::gpu_reset_object cr;
   janitor::reset_observation observed;
   janitor::reset_step step;
@@ -86,7 +88,8 @@ struct reset_pass {
 };
 using reset_pass_ptr = std::shared_ptr<reset_pass>;
 
-void take_up_reset(janitor_actor* self, const json& doc, bool rerun);
+void take_up_reset(janitor_actor* self, janitor_lane_ptr lane, const json& doc,
+                   bool rerun);
 void decide_reset(janitor_actor* self, reset_pass_ptr pass);
 
 // The server's answer to a write of the CR: its new resourceVersion and
@@ -116,7 +119,7 @@ void observe_job(janitor_actor* self, reset_pass_ptr pass) {
            if (!result.error().not_found()) {
              logger()->warn("GPUReset {}: reading Job {} failed: {}",
                             pass->cr.request.name, job, result.error().to_string());
-             return advance(self);
+             return advance(self, pass->lane);
            }
            return decide_reset(self, pass); // gone: the plan times it out
          }
@@ -146,7 +149,7 @@ void observe_reset(janitor_actor* self, reset_pass_ptr pass) {
          if (!result.ok() && !result.error().not_found()) {
            logger()->warn("GPUReset {}: reading node {} failed: {}",
                           pass->cr.request.name, node, result.error().to_string());
-           return advance(self);
+           return advance(self, pass->lane);
          }
          pass->observed.node_exists = result.ok();
          if (result.ok())
@@ -160,7 +163,7 @@ void observe_reset(janitor_actor* self, reset_pass_ptr pass) {
                 if (!listed.ok()) {
                   logger()->warn("GPUReset {}: listing pods failed: {}",
                                  pass->cr.request.name, listed.error().to_string());
-                  return advance(self);
+                  return advance(self, pass->lane);
                 }
                 auto list = json::parse(listed.response().body, nullptr, false);
                 pass->observed.operand_pods_on_node = janitor::count_operand_pods(list);
@@ -173,8 +176,9 @@ void observe_reset(janitor_actor* self, reset_pass_ptr pass) {
 // The step is done; `again`: once more at once, from the server's answer.
 void reset_step_done(janitor_actor* self, reset_pass_ptr pass) {
   if (pass->step.again && !pass->rerun && !pass->latest.empty())
-    return take_up_reset(self, json::parse(pass->latest, nullptr, false), true);
-  advance(self);
+    return take_up_reset(self, pass->lane, json::parse(pass->latest, nullptr, false),
+                         true);
+  advance(self, pass->lane);
 }
 
 // PATCH the CR's finalizers (merge, with its resourceVersion); `then()` on success.
@@ -189,7 +193,7 @@ void patch_finalizer(janitor_actor* self, reset_pass_ptr pass, bool present, The
       if (present || !result.error().not_found())
         logger()->warn("GPUReset {}: {} the finalizer failed: {}", name,
                        present ? "adding" : "removing", result.error().to_string());
-      return advance(self); // the next pass reads the CR again
+      return advance(self, pass->lane); // the next pass reads the CR again
     }
     remember(pass, result);
     then();
@@ -239,7 +243,7 @@ void write_reset_status(janitor_actor* self, reset_pass_ptr pass) {
                janitor::status_json(pass->step.status),
                [=](const kube::kube_result& result) {
                  if (!result.ok())
-                   return advance(self); // the next pass takes the step again
+                   return advance(self, pass->lane); // the next pass takes the step again
                  remember(pass, result);
                  count_and_log(self, *pass);
                  remove_reset_finalizer(self, pass);
@@ -276,7 +280,7 @@ void patch_reset_labels(janitor_actor* self, reset_pass_ptr pass) {
     if (!result.ok()) {
       logger()->warn("GPUReset {}: patching the node's labels failed: {}",
                      pass->cr.request.name, result.error().to_string());
-      return advance(self); // the next pass tries again
+      return advance(self, pass->lane); // the next pass tries again
     }
     create_reset_job(self, pass);
   });
@@ -305,13 +309,15 @@ void decide_reset(janitor_actor* self, reset_pass_ptr pass) {
   patch_finalizer(self, pass, true, [=] { delete_reset_job(self, pass); });
 }
 
-void take_up_reset(janitor_actor* self, const json& doc, bool rerun) {
+void take_up_reset(janitor_actor* self, janitor_lane_ptr lane, const json& doc,
+                   bool rerun) {
   auto cr = janitor::read_gpu_reset(doc);
   if (!cr) {
     logger()->error("unreadable GPUReset: {}", cr.error().to_string());
-    return advance(self);
+    return advance(self, lane);
   }
   auto pass = std::make_shared<reset_pass>();
+  pass->lane = std::move(lane);
   pass->cr = std::move(*cr);
   pass->observed.now = self->state.time->wall_now();
   pass->rerun = rerun;
@@ -329,13 +335,14 @@ double reboot_seconds(const janitor::reboot_object& cr, wall_time end) {
 
 // One step of a RebootNode, with its bug report Job as read now (nullopt
 // when there is none to read, or it is gone).
-void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
+void step_reboot_cr(janitor_actor* self, janitor_lane_ptr lane, janitor::reboot_object cr,
                     std::optional<janitor::job_observation> bug_report);
 
-void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
+void reconcile_reboot_cr(janitor_actor* self, janitor_lane_ptr lane,
+                         janitor::reboot_object cr) {
   const auto& b = cr.status.bug_report;
   if (b.job.empty() || !b.outcome.empty() || !cr.status.job_name.empty())
-    return step_reboot_cr(self, std::move(cr), std::nullopt);
+    return step_reboot_cr(self, std::move(lane), std::move(cr), std::nullopt);
   const auto& ns = self->state.settings.reboot.job_namespace;
   send(self, kube::make_request("GET", kube::resource_path(jobs, ns, b.job)),
        [=](const kube::kube_result& result) {
@@ -345,11 +352,11 @@ void reconcile_reboot_cr(janitor_actor* self, janitor::reboot_object cr) {
          else if (!result.error().not_found())
            logger()->warn("RebootNode {}: reading its bug report Job failed: {}", cr.name,
                           result.error().to_string());
-         step_reboot_cr(self, cr, job);
+         step_reboot_cr(self, lane, cr, job);
        });
 }
 
-void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
+void step_reboot_cr(janitor_actor* self, janitor_lane_ptr lane, janitor::reboot_object cr,
                     std::optional<janitor::job_observation> bug_report) {
   send(self, kube::make_request("GET", kube::resource_path(nodes, {}, cr.node_name)),
        [=](const kube::kube_result& result) {
@@ -357,7 +364,7 @@ void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
          if (!result.ok() && !result.error().not_found()) {
            logger()->warn("RebootNode {}: reading node {} failed: {}", cr.name,
                           cr.node_name, result.error().to_string());
-           return advance(self);
+           return advance(self, lane);
          }
          std::optional<janitor::node_boot_observation> node;
          if (result.ok())
@@ -381,8 +388,8 @@ void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
          }
          if (!step.create_job) {
            if (!step.status_changed)
-             return advance(self);
-           return write_status(self, reboot_nodes, cr.name,
+             return advance(self, lane);
+           return write_status(self, lane, reboot_nodes, cr.name,
                                janitor::reboot_status_json(step.status));
          }
          const bool bug_report_job = step.status.job_name.empty();
@@ -412,7 +419,7 @@ void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
                     cr.node_name, false, step.status.failure_reason,
                     reboot_seconds(cr, now));
                 }
-                write_status(self, reboot_nodes, cr.name,
+                write_status(self, lane, reboot_nodes, cr.name,
                              janitor::reboot_status_json(step.status));
               });
        });
@@ -420,29 +427,46 @@ void step_reboot_cr(janitor_actor* self, janitor::reboot_object cr,
 
 // ---- the pass ----
 
-void work_on(janitor_actor* self) {
-  auto& st = self->state;
-  if (st.next >= st.work.size())
-    return pass_done(self);
-  const auto& item = st.work[st.next];
-  auto doc = json::parse(item.json, nullptr, false);
-  if (item.kind == "GPUReset")
-    return take_up_reset(self, doc, false);
-  auto cr = janitor::read_reboot_node(doc);
-  if (!cr) {
-    logger()->error("unreadable RebootNode: {}", cr.error().to_string());
-    return advance(self);
-  }
-  reconcile_reboot_cr(self, std::move(*cr));
-}
-
 void pass_done(janitor_actor* self) {
   auto& st = self->state;
   st.passing = false;
-  st.work.clear();
-  st.next = 0;
+  st.waiting.clear();
   ++st.passes;
   self->delayed_send(self, st.settings.poll, janitor_tick_atom::value);
+}
+
+// Starts waiting lanes while fewer than max_concurrent_nodes run.
+void start_lanes(janitor_actor* self) {
+  auto& st = self->state;
+  while (st.lanes_running < st.settings.max_concurrent_nodes && !st.waiting.empty()) {
+    auto lane = std::move(st.waiting.front());
+    st.waiting.pop_front();
+    ++st.lanes_running;
+    work_on(self, std::move(lane));
+  }
+}
+
+void lane_done(janitor_actor* self) {
+  auto& st = self->state;
+  --st.lanes_running;
+  if (st.lanes_running == 0 && st.waiting.empty())
+    return pass_done(self);
+  start_lanes(self);
+}
+
+void work_on(janitor_actor* self, janitor_lane_ptr lane) {
+  if (lane->next >= lane->work.size())
+    return lane_done(self);
+  const auto& item = lane->work[lane->next];
+  auto doc = json::parse(item.json, nullptr, false);
+  if (item.kind == "GPUReset")
+    return take_up_reset(self, std::move(lane), doc, false);
+  auto cr = janitor::read_reboot_node(doc);
+  if (!cr) {
+    logger()->error("unreadable RebootNode: {}", cr.error().to_string());
+    return advance(self, std::move(lane));
+  }
+  reconcile_reboot_cr(self, std::move(lane), std::move(*cr));
 }
 
 struct listed_cr {
@@ -486,8 +510,10 @@ void collect(std::vector<listed_cr>& into, const std::string& kind,
 }
 
 // Oldest first; at most one CR per node past Pending (the node lock). A CR
-// that is finished or being deleted is taken up only for its finalizer.
-std::vector<janitor_work> schedule(std::vector<listed_cr> listed) {
+// that is finished or being deleted is taken up only for its finalizer. One
+// lane per node, holding that node's CRs in this order; the lanes in the
+// order of their oldest CR.
+std::deque<janitor_lane_ptr> schedule(std::vector<listed_cr> listed) {
   std::stable_sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) {
     return std::tie(a.created, a.name) < std::tie(b.created, b.name);
   });
@@ -495,18 +521,27 @@ std::vector<janitor_work> schedule(std::vector<listed_cr> listed) {
   for (const auto& cr : listed)
     if (in_progress(cr) && (!cr.deleting || cr.finalizer))
       locked.insert(cr.node);
-  std::vector<janitor_work> work;
+  std::deque<janitor_lane_ptr> lanes;
+  std::map<std::string, janitor_lane_ptr> by_node;
+  auto take = [&](const listed_cr& cr) {
+    auto& lane = by_node[cr.node];
+    if (!lane) {
+      lane = std::make_shared<janitor_lane>();
+      lanes.push_back(lane);
+    }
+    lane->work.push_back({cr.kind, cr.json});
+  };
   for (const auto& cr : listed) {
     if (terminal(cr.phase) || cr.deleting) {
       if (cr.finalizer)
-        work.push_back({cr.kind, cr.json});
+        take(cr);
       continue;
     }
     if (cr.phase == "Pending" && !locked.insert(cr.node).second)
       continue; // waits for the node's running maintenance
-    work.push_back({cr.kind, cr.json});
+    take(cr);
   }
-  return work;
+  return lanes;
 }
 
 // seed 001 gpu_reset_active_requests{node, gpu_type}, and the reboots by node.
@@ -552,9 +587,10 @@ void start_pass(janitor_actor* self) {
                 }
                 collect(*listed, "RebootNode", reboots.response().body);
                 count_active(*st.settings.metrics, *listed);
-                st.work = schedule(std::move(*listed));
-                st.next = 0;
-                work_on(self);
+                st.waiting = schedule(std::move(*listed));
+                if (st.waiting.empty())
+                  return pass_done(self);
+                start_lanes(self);
               });
        });
 }
@@ -577,6 +613,8 @@ caf::behavior janitor_controllers(janitor_actor* self, janitor_settings settings
       const auto& st = self->state;
       return json{{"passes", st.passes},
                   {"passing", st.passing},
+                  {"nodesInProgress", st.lanes_running},
+                  {"nodesWaiting", st.waiting.size()},
                   {"gpuResetsActive", st.settings.metrics->active_resets()},
                   {"rebootsActive", st.settings.metrics->active_reboots()}}
         .dump();

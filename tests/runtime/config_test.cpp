@@ -134,6 +134,7 @@ TEST(config, documented_file_matches_defaults) {
   const auto& dj = defaults.janitor;
   EXPECT_EQ(j.in_process, dj.in_process);
   EXPECT_EQ(j.poll_seconds, dj.poll_seconds);
+  EXPECT_EQ(j.max_concurrent_nodes, dj.max_concurrent_nodes);
   EXPECT_EQ(j.job_namespace, dj.job_namespace);
   EXPECT_EQ(j.reset_image, dj.reset_image);
   EXPECT_EQ(j.reset_service_account, dj.reset_service_account);
@@ -226,14 +227,16 @@ remediation:
 janitor:
   job_namespace: ""
   reset_timeout_seconds: 0
+  max_concurrent_nodes: 0
   poll_interval: 3
 )");
   ASSERT_FALSE(bad.has_value());
   const auto text = bad.error().to_string();
-  for (const char* expected : {"remediation.replace_with", "remediation.after_reboots",
-                               "remediation.backoff_max_seconds",
-                               "remediation.max_resets_per_gpu", "janitor.job_namespace",
-                               "janitor.reset_timeout_seconds", "janitor.poll_interval"})
+  for (const char* expected :
+       {"remediation.replace_with", "remediation.after_reboots",
+        "remediation.backoff_max_seconds", "remediation.max_resets_per_gpu",
+        "janitor.job_namespace", "janitor.reset_timeout_seconds",
+        "janitor.max_concurrent_nodes", "janitor.poll_interval"})
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 

@@ -49,6 +49,39 @@ lossy_gateway(lossy_gateway_actor* self, kube_gateway_handle gateway, std::strin
   };
 }
 
+// The API server never answering one path (a request stuck until the
+// client's timeout, much longer than the test): everything else goes through.
+struct stalling_gateway_state {
+  std::string stall; ///< the path of the requests left unanswered
+  std::vector<response_promise> held;
+  static inline const char* name = "stalling_gateway";
+};
+
+using stalling_gateway_actor =
+  stateful_actor<stalling_gateway_state, kube_gateway_handle::base>;
+
+kube_gateway_handle::behavior_type stalling_gateway(stalling_gateway_actor* self,
+                                                    kube_gateway_handle gateway,
+                                                    std::string stall) {
+  self->state.stall = std::move(stall);
+  return {
+    [=](kube::kube_request& request) -> result<kube::kube_result> {
+      auto rp = self->make_response_promise();
+      if (request.path == self->state.stall) {
+        self->state.held.push_back(rp);
+        return rp;
+      }
+      self->request(gateway, infinite, std::move(request))
+        .then([rp](kube::kube_result& r) mutable { rp.deliver(std::move(r)); });
+      return rp;
+    },
+    [=](watch_atom atom, kube_watch_spec& spec) -> delegated<std::uint64_t> {
+      return self->delegate(gateway, atom, std::move(spec));
+    },
+    [=](unwatch_atom atom, std::uint64_t id) { self->send(gateway, atom, id); },
+  };
+}
+
 } // namespace
 
 CAF_TEST_FIXTURE_SCOPE(janitor_tests, control_fixture)
@@ -273,6 +306,61 @@ CAF_TEST(a_lost_status_write_never_loses_the_labels_to_restore) {
   CAF_CHECK_EQUAL(labels.value("nvidia.com/gpu.deploy.device-plugin", ""), "false");
   anon_send_exit(janitor, exit_reason::user_shutdown);
   anon_send_exit(lossy, exit_reason::user_shutdown);
+  run();
+}
+
+// One pass works on several nodes at once (janitor.max_concurrent_nodes):
+// a node whose requests hang holds up only its own CRs, and the next node's
+// lane starts when one ends; one node's CRs stay one at a time (seed 000
+// §4.3, the node lock).
+CAF_TEST(a_node_whose_requests_hang_holds_up_only_its_own_reset) {
+  jobs_only = true;
+  janitor_settings js;
+  js.max_concurrent_nodes = 2;
+  add_gpu_reset("reset-1", "node-1", "GPU-a"); // the oldest: its lane starts first
+  add_gpu_reset("reset-2", "node-2", "GPU-b");
+  add_gpu_reset("reset-3", "node-2", "GPU-c"); // waits for reset-2 (the node lock)
+  add_gpu_reset("reset-4", "node-3", "GPU-d");
+  auto stalling =
+    sys.spawn(stalling_gateway, gateway, std::string{"/api/v1/nodes/node-1"});
+  auto janitor = sys.spawn(janitor_controllers, js, stalling, time);
+  run();
+  auto phase = [&](const std::string& name) {
+    for (const auto& cr : crs("gpuresets"))
+      if (cr["metadata"].value("name", "") == name)
+        return cr.contains("status") ? cr["status"].value("phase", std::string{})
+                                     : std::string{};
+    return std::string{"(gone)"};
+  };
+  CAF_CHECK_EQUAL(phase("reset-1"), "");            // its node's GET never returns
+  CAF_CHECK_EQUAL(phase("reset-2"), "TearingDown"); // beside it
+  CAF_CHECK_EQUAL(phase("reset-3"), "");            // node-2 is locked by reset-2
+  CAF_CHECK_EQUAL(phase("reset-4"), "TearingDown"); // once node-2's lane ended
+  auto summary = json::parse(ask(janitor, summary_atom::value));
+  CAF_CHECK_EQUAL(summary.value("nodesInProgress", 0), 1); // node-1's, still waiting
+  CAF_CHECK_EQUAL(summary.value("passing", false), true);
+  CAF_CHECK_EQUAL(deref<stalling_gateway_actor>(stalling).state.held.size(), 1u);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  anon_send_exit(stalling, exit_reason::user_shutdown);
+  run();
+}
+
+// With one lane at a time the hung node holds up the whole pass: the bound
+// is what the setting says.
+CAF_TEST(one_lane_at_a_time_is_one_node_at_a_time) {
+  jobs_only = true;
+  janitor_settings js;
+  js.max_concurrent_nodes = 1;
+  add_gpu_reset("reset-1", "node-1", "GPU-a");
+  add_gpu_reset("reset-2", "node-2", "GPU-b");
+  auto stalling =
+    sys.spawn(stalling_gateway, gateway, std::string{"/api/v1/nodes/node-1"});
+  auto janitor = sys.spawn(janitor_controllers, js, stalling, time);
+  run();
+  for (const auto& cr : crs("gpuresets"))
+    CAF_CHECK(!cr.contains("status") || cr["status"].value("phase", "") == "");
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  anon_send_exit(stalling, exit_reason::user_shutdown);
   run();
 }
 
