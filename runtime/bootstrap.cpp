@@ -95,7 +95,9 @@ int run_process(const vigil_config& config, const component_starter& start) {
   return code;
 }
 
-expected<api_server> connect_api_server(const std::string& kubeconfig) {
+expected<api_server> connect_api_server(const std::string& kubeconfig,
+                                        const api_client_limits& limits,
+                                        std::optional<api_client_limits> janitor) {
   auto connection = kube::resolve_connection(kubeconfig, "", [](const std::string& name) {
     const char* v = std::getenv(name.c_str());
     return std::string(v != nullptr ? v : "");
@@ -103,7 +105,13 @@ expected<api_server> connect_api_server(const std::string& kubeconfig) {
   if (!connection)
     return connection.error();
   block_handled_signals(); // before the client's I/O thread exists
-  auto client = kube::make_kube_client_curl(*connection, kube::kube_client_options{});
+  auto client_with = [&](const api_client_limits& l) {
+    kube::kube_client_options options;
+    options.qps = l.qps;
+    options.burst = l.burst;
+    return kube::make_kube_client_curl(*connection, options);
+  };
+  auto client = client_with(limits);
   if (!client)
     return client.error();
   // A few requests per retry period: a Lease GET and PUT (the shard elector:
@@ -114,9 +122,16 @@ expected<api_server> connect_api_server(const std::string& kubeconfig) {
   auto coordination = kube::make_kube_client_curl(*connection, lease_options);
   if (!coordination)
     return coordination.error();
-  return api_server{std::shared_ptr<kube::kube_client>(std::move(*client)),
-                    std::shared_ptr<kube::kube_client>(std::move(*coordination)),
-                    connection->source};
+  api_server api{std::shared_ptr<kube::kube_client>(std::move(*client)),
+                 std::shared_ptr<kube::kube_client>(std::move(*coordination)), nullptr,
+                 connection->source};
+  if (janitor) {
+    auto own = client_with(*janitor);
+    if (!own)
+      return own.error();
+    api.janitor = std::move(*own);
+  }
+  return api;
 }
 
 std::string replica_identity() {

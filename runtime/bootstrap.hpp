@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -47,12 +48,27 @@ struct api_server {
   /// requests in the main client's limiter (controller-runtime gives leader
   /// election a client of its own for the same reason).
   std::shared_ptr<kube::kube_client> coordination;
+  /// The in-process janitor's own client (null when not asked for): its
+  /// resets and reboots, already under way, never wait behind the node
+  /// actors' drains in the main client's limiter, as a janitor Deployment
+  /// of its own would not.
+  std::shared_ptr<kube::kube_client> janitor;
   std::string source;
 };
 
-/// Connects from `kubeconfig` (or the in-cluster ServiceAccount). Blocks the
-/// handled signals first: the client's I/O thread must not receive them.
-expected<api_server> connect_api_server(const std::string& kubeconfig);
+/// A client's QPS + burst limiter (config `kube_api_qps`, `kube_api_burst`).
+struct api_client_limits {
+  double qps = 50; ///< 0: off
+  double burst = 100;
+};
+
+/// Connects from `kubeconfig` (or the in-cluster ServiceAccount): the main
+/// client with `limits`, the Leases' client and, with `janitor` limits, the
+/// janitor's. Blocks the handled signals first: the clients' I/O threads
+/// must not receive them.
+expected<api_server> connect_api_server(const std::string& kubeconfig,
+                                        const api_client_limits& limits,
+                                        std::optional<api_client_limits> janitor = {});
 
 /// $POD_NAME (the Deployment sets it from the downward API), else the host name.
 std::string replica_identity();

@@ -246,6 +246,8 @@ void read_control(section_reader s, control_config& c) {
   s.read("plain_http", c.plain_http);
   s.read("token_file", c.token_file);
   s.read("kubeconfig", c.kubeconfig);
+  s.read("kube_api_qps", c.kube_api_qps, 0u, 100000u);
+  s.read("kube_api_burst", c.kube_api_burst, 1u, 100000u);
   s.read("dry_run", c.dry_run);
   s.read("events_namespace", c.events_namespace);
   s.read("gpu_node_label", c.gpu_node_label);
@@ -517,6 +519,8 @@ void read_janitor(section_reader s, janitor_section& c) {
   s.read("in_process", c.in_process);
   s.read("poll_seconds", c.poll_seconds, 1u, 3600u);
   s.read("max_concurrent_nodes", c.max_concurrent_nodes, 1u, 1024u);
+  s.read("kube_api_qps", c.kube_api_qps, 0u, 100000u);
+  s.read("kube_api_burst", c.kube_api_burst, 1u, 100000u);
   s.read("job_namespace", c.job_namespace);
   if (c.job_namespace.empty())
     s.error("job_namespace", "must not be empty");

@@ -61,7 +61,12 @@ struct control_config {
   bool plain_http = false; ///< serve without TLS (a warning); else the files are required
   std::string token_file;  ///< bearer token for POST /v1/events; empty: no authentication
   std::string kubeconfig;  ///< empty: in-cluster, else $KUBECONFIG, else ~/.kube/config
-  bool dry_run = false;    ///< decide and journal; write nothing to the API server
+  /// The client-side limit on API requests (client-go's QPS and burst): the
+  /// node actors' requests; the Leases and the in-process janitor have
+  /// clients of their own. 0 turns the limiter off.
+  std::uint32_t kube_api_qps = 50;
+  std::uint32_t kube_api_burst = 100;
+  bool dry_run = false; ///< decide and journal; write nothing to the API server
   std::string events_namespace = "default";
   std::string gpu_node_label = "nvidia.com/gpu.present=true"; ///< a label selector
   std::uint32_t ingest_deadline_ms = 5000; ///< answer 503 when the journal is slower
@@ -233,6 +238,9 @@ struct janitor_section {
   std::uint32_t poll_seconds = 5;
   /// Nodes whose CRs one pass works on at once (one node's stay serial).
   std::uint32_t max_concurrent_nodes = 16;
+  /// The janitor's own client-side limit on API requests (0: off).
+  std::uint32_t kube_api_qps = 50;
+  std::uint32_t kube_api_burst = 100;
   std::string job_namespace = "vigil-system";
   std::string reset_image = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04";
   std::string reset_service_account = "vigil-gpu-reset";

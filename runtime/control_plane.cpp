@@ -325,7 +325,17 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   } else if (config.janitor.in_process) {
     // The janitor's controllers run in this process by default.
     actors.janitor_figures = janitor_options.metrics;
-    auto janitor = system.spawn(janitor_controllers, janitor_options, gateway, time);
+    // Through a client of its own where there is one: a reset under way
+    // never queues behind the node actors' drain polls (counted with theirs
+    // on /metrics).
+    auto janitor_gateway = gateway;
+    if (options.janitor_client) {
+      janitor_gateway = system.spawn(kube_gateway, options.janitor_client, gateway_stats);
+      plane.named.emplace_back("janitor_gateway",
+                               caf::actor_cast<caf::actor>(janitor_gateway));
+    }
+    auto janitor =
+      system.spawn(janitor_controllers, janitor_options, janitor_gateway, time);
     followers.push_back(janitor);
     plane.named.emplace_back("janitor", janitor);
   }

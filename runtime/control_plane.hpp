@@ -41,6 +41,9 @@ struct control_plane_options {
   /// The client the leader and shard electors write their Leases through
   /// (api_server::coordination); null: the main client's gateway.
   std::shared_ptr<kube::kube_client> coordination_client;
+  /// The in-process janitor's own client (api_server::janitor); null: the
+  /// main client's gateway.
+  std::shared_ptr<kube::kube_client> janitor_client;
   /// Sharded: a second connection to the journal for its tail (null: the
   /// writer's).
   std::shared_ptr<journal_store> journal_tail_db;

@@ -90,7 +90,13 @@ int run_control(command_context& ctx) {
     return fail(store.error());
   if (auto opened = (*store)->open(); !opened)
     return fail(opened.error());
-  auto api = connect_api_server(cc.kubeconfig);
+  std::optional<api_client_limits> janitor_limits;
+  if (config.janitor.in_process)
+    janitor_limits = api_client_limits{double(config.janitor.kube_api_qps),
+                                       double(config.janitor.kube_api_burst)};
+  auto api = connect_api_server(
+    cc.kubeconfig, api_client_limits{double(cc.kube_api_qps), double(cc.kube_api_burst)},
+    janitor_limits);
   if (!api)
     return fail(api.error());
 
@@ -103,6 +109,7 @@ int run_control(command_context& ctx) {
   control_plane_options plane_options;
   plane_options.replica_identity = replica_identity();
   plane_options.coordination_client = api->coordination;
+  plane_options.janitor_client = api->janitor;
   if (cc.leader_election && cc.shards > 1) {
     // Every replica follows the journal's tail on a connection of its own,
     // never in front of the appends that acknowledge events.

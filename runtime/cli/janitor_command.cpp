@@ -36,7 +36,9 @@ int run_janitor(command_context& ctx) {
   auto listen = split_listen(config.janitor.listen, "janitor.listen");
   if (!listen)
     return fail(listen.error());
-  auto api = connect_api_server(config.control.kubeconfig);
+  auto api = connect_api_server(config.control.kubeconfig,
+                                api_client_limits{double(config.janitor.kube_api_qps),
+                                                  double(config.janitor.kube_api_burst)});
   if (!api)
     return fail(api.error());
   std::shared_ptr<kube::kube_client> kube_client = api->client;

@@ -57,6 +57,8 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(l.max_metadata_entries, d.max_metadata_entries);
   EXPECT_EQ(loaded->control.listen, defaults.control.listen);
   EXPECT_EQ(loaded->control.dry_run, defaults.control.dry_run);
+  EXPECT_EQ(loaded->control.kube_api_qps, defaults.control.kube_api_qps);
+  EXPECT_EQ(loaded->control.kube_api_burst, defaults.control.kube_api_burst);
   EXPECT_EQ(loaded->control.gpu_node_label, defaults.control.gpu_node_label);
   EXPECT_EQ(loaded->control.ingest_deadline_ms, defaults.control.ingest_deadline_ms);
   EXPECT_EQ(loaded->control.retry_after_seconds, defaults.control.retry_after_seconds);
@@ -135,6 +137,8 @@ TEST(config, documented_file_matches_defaults) {
   EXPECT_EQ(j.in_process, dj.in_process);
   EXPECT_EQ(j.poll_seconds, dj.poll_seconds);
   EXPECT_EQ(j.max_concurrent_nodes, dj.max_concurrent_nodes);
+  EXPECT_EQ(j.kube_api_qps, dj.kube_api_qps);
+  EXPECT_EQ(j.kube_api_burst, dj.kube_api_burst);
   EXPECT_EQ(j.job_namespace, dj.job_namespace);
   EXPECT_EQ(j.reset_image, dj.reset_image);
   EXPECT_EQ(j.reset_service_account, dj.reset_service_account);
@@ -312,6 +316,7 @@ TEST(config, control_quarantine_and_breaker_errors_name_the_key) {
 control:
   dry_run: maybe
   tls_cert_file: a.pem
+  kube_api_burst: 0
 quarantine:
   dry_run: 3
   rules:
@@ -325,8 +330,8 @@ breaker:
   ASSERT_FALSE(bad.has_value());
   const auto text = bad.error().to_string();
   for (const char* expected :
-       {"control.dry_run", "control.tls_key_file", "quarantine.dry_run",
-        "quarantine.rules[0].match.recommended_actions",
+       {"control.dry_run", "control.tls_key_file", "control.kube_api_burst",
+        "quarantine.dry_run", "quarantine.rules[0].match.recommended_actions",
         "quarantine.rules[0].taints[0].key", "quarantine.rules[0].taints[0].effect",
         "quarantine.rules[1].name", "breaker.max_cordoned_percent"})
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;

@@ -29,8 +29,8 @@ inline std::string unique_name(const std::string& prefix) {
 /// template0, which takes no connections, so parallel tests cannot collide on
 /// "template1 is being accessed by other users". Throws when the server is
 /// there but refuses: a test must fail then, never skip.
-inline std::string fresh_postgres_database() {
-  const auto server = postgres_server_url();
+inline std::string
+fresh_postgres_database(const std::string& server = postgres_server_url()) {
   if (server.empty())
     return "";
   const auto name = unique_name("vigil_test_");
