@@ -259,6 +259,13 @@ void create_reset_job(janitor_actor* self, reset_pass_ptr pass) {
        [=](const kube::kube_result& result) {
          // 409: created by an earlier pass whose status write was lost.
          if (!result.ok() && !result.error().conflict()) {
+           if (result.error().retryable()) {
+             // A busy or failing API server is no verdict on the reset.
+             logger()->warn("GPUReset {}: creating the reset Job failed, tried again "
+                            "next pass: {}",
+                            pass->cr.request.name, result.error().to_string());
+             return advance(self, pass->lane);
+           }
            logger()->warn("GPUReset {}: creating the reset Job failed: {}",
                           pass->cr.request.name, result.error().to_string());
            pass->step.status = janitor::job_create_failed(
@@ -410,7 +417,17 @@ void step_reboot_cr(janitor_actor* self, janitor_lane_ptr lane, janitor::reboot_
                   logger()->info("RebootNode {}: collecting nvidia-bug-report.sh on node "
                                  "{} into {} before the reboot",
                                  cr.name, cr.node_name, step.status.bug_report.path);
-                } else if (!created.ok() && !created.error().conflict()) {
+                } else if (!created.ok() && created.error().retryable()) {
+                  // A busy or failing API server (after the client's
+                  // retries) is no reason to give up on the node, and a
+                  // failed reboot escalates to replacing it: the next pass
+                  // takes the same step again.
+                  logger()->warn("RebootNode {}: creating the reboot Job failed, tried "
+                                 "again next pass: {}",
+                                 cr.name, created.error().to_string());
+                  return advance(self, lane);
+                }
+                if (!bug_report_job && !created.ok() && !created.error().conflict()) {
                   step.status.phase = janitor::reboot_phase::failed;
                   step.status.failure_reason = "job_create_failed";
                   step.status.message = created.error().to_string();

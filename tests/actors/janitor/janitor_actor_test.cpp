@@ -7,6 +7,9 @@
 
 #include "actors/janitor/janitor_actor.hpp"
 #include "actors/janitor/janitor_metrics.hpp"
+#include "runtime/control_plane.hpp"
+#include "runtime/sim/kube/kube_client_in_process.hpp"
+#include "runtime/sim/simulated_cluster.hpp"
 #include "tests/actors/control/control_fixture.hpp"
 
 using namespace caf;
@@ -16,10 +19,13 @@ using nlohmann::json;
 
 namespace {
 
-// The API server with one status write of a GPUReset lost on the way (the
-// client's timeout): every other request goes through to `gateway`.
+// The API server failing the first `verb` request to `path` with `error`
+// (a status write lost to the client's timeout, a 503 from a busy server):
+// every other request goes through to `gateway`.
 struct lossy_gateway_state {
-  std::string lose; ///< the path of the status write to lose, once
+  std::string verb;
+  std::string lose; ///< the path of the request to fail, once
+  kube::kube_error error;
   bool lost = false;
   static inline const char* name = "lossy_gateway";
 };
@@ -27,18 +33,34 @@ struct lossy_gateway_state {
 using lossy_gateway_actor =
   stateful_actor<lossy_gateway_state, kube_gateway_handle::base>;
 
-kube_gateway_handle::behavior_type
-lossy_gateway(lossy_gateway_actor* self, kube_gateway_handle gateway, std::string lose) {
+kube::kube_error timed_out() {
+  kube::kube_error timeout;
+  timeout.reason = "Transport";
+  timeout.message = "timed out";
+  return timeout;
+}
+
+kube::kube_error http_error(long status, std::string reason) {
+  kube::kube_error e;
+  e.status = status;
+  e.reason = std::move(reason);
+  e.message = "from the test";
+  return e;
+}
+
+kube_gateway_handle::behavior_type lossy_gateway(lossy_gateway_actor* self,
+                                                 kube_gateway_handle gateway,
+                                                 std::string lose, std::string verb,
+                                                 kube::kube_error error) {
+  self->state.verb = std::move(verb);
   self->state.lose = std::move(lose);
+  self->state.error = std::move(error);
   return {
     [=](kube::kube_request& request) -> result<kube::kube_result> {
       auto& st = self->state;
-      if (!st.lost && request.verb == "PATCH" && request.path == st.lose) {
+      if (!st.lost && request.verb == st.verb && request.path == st.lose) {
         st.lost = true;
-        kube::kube_error timeout;
-        timeout.reason = "Transport";
-        timeout.message = "timed out";
-        return kube::kube_result{timeout};
+        return kube::kube_result{st.error};
       }
       return self->delegate(gateway, std::move(request));
     },
@@ -82,7 +104,64 @@ kube_gateway_handle::behavior_type stalling_gateway(stalling_gateway_actor* self
   };
 }
 
+// Notes each request's verb and path before passing it on.
+class recording_client final : public kube::kube_client {
+public:
+  explicit recording_client(std::shared_ptr<kube::kube_client> next)
+    : next_(std::move(next)) {}
+  void send(kube::kube_request request, response_handler done) override {
+    sent.push_back(request.verb + " " + request.path);
+    next_->send(std::move(request), std::move(done));
+  }
+  std::uint64_t watch(kube::kube_request request, line_handler on_line,
+                      end_handler on_end) override {
+    return next_->watch(std::move(request), std::move(on_line), std::move(on_end));
+  }
+  void stop_watch(std::uint64_t id) override { next_->stop_watch(id); }
+  std::size_t count(const std::string& line) const {
+    return static_cast<std::size_t>(std::count(sent.begin(), sent.end(), line));
+  }
+  std::vector<std::string> sent;
+
+private:
+  std::shared_ptr<kube::kube_client> next_;
+};
+
 } // namespace
+
+// `vigil control` hands the in-process janitor a client of its own
+// (janitor.kube_api_qps): its requests never wait in the node actors' limiter.
+CAF_TEST_FIXTURE_SCOPE(janitor_plane_tests, test_coordinator_fixture<>)
+
+CAF_TEST(the_in_process_janitor_lists_its_crs_through_a_client_of_its_own) {
+  kube::in_process_api api;
+  api.with_store([](kube::object_store& s) { demo::populate(s, demo::cluster_spec{}); });
+  auto main_client = std::make_shared<recording_client>(api.client());
+  auto janitor_client = std::make_shared<recording_client>(api.client());
+  auto journal =
+    make_sqlite_journal_store(vigil::test::fresh_directory() + "/journal.db");
+  CAF_REQUIRE(journal->open().has_value());
+  vigil_config config;
+  config.control.leader_election = false;
+  config.janitor.in_process = true;
+  control_plane_options options;
+  options.detach_journal_writer = false;
+  options.janitor_client = janitor_client;
+  auto plane = spawn_control_plane(
+    sys, config, std::shared_ptr<journal_store>(std::move(journal)), main_client,
+    std::make_shared<caf_clock>(sys.clock(), from_unix(1'800'000'000, 0)), options);
+  CAF_REQUIRE(plane.has_value());
+  sched.run();
+  const std::string list_resets = "GET /apis/vigil.dev/v1alpha1/gpuresets";
+  CAF_CHECK_EQUAL(janitor_client->count(list_resets), 1u);
+  CAF_CHECK_EQUAL(main_client->count(list_resets), 0u);
+  CAF_CHECK(!main_client->sent.empty()); // the fleet's Node LIST
+  for (const auto& [name, actor] : plane->named)
+    anon_send_exit(actor, exit_reason::user_shutdown);
+  sched.run();
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
 
 CAF_TEST_FIXTURE_SCOPE(janitor_tests, control_fixture)
 
@@ -286,9 +365,9 @@ CAF_TEST(a_lost_status_write_never_loses_the_labels_to_restore) {
   CAF_REQUIRE(store->update(*nodes(), "", "node-1", n, false).ok());
   add_gpu_reset("reset-5", "node-1", "GPU-a");
   // The first status write of the GPUReset is lost.
-  auto lossy =
-    sys.spawn(lossy_gateway, gateway,
-              std::string{"/apis/vigil.dev/v1alpha1/gpuresets/reset-5/status"});
+  auto lossy = sys.spawn(lossy_gateway, gateway,
+                         std::string{"/apis/vigil.dev/v1alpha1/gpuresets/reset-5/status"},
+                         std::string{"PATCH"}, timed_out());
   auto janitor = sys.spawn(janitor_controllers, js, lossy, time);
   run();
   CAF_REQUIRE(deref<lossy_gateway_actor>(lossy).state.lost);
@@ -361,6 +440,74 @@ CAF_TEST(one_lane_at_a_time_is_one_node_at_a_time) {
     CAF_CHECK(!cr.contains("status") || cr["status"].value("phase", "") == "");
   anon_send_exit(janitor, exit_reason::user_shutdown);
   anon_send_exit(stalling, exit_reason::user_shutdown);
+  run();
+}
+
+// A Job the API server could not create for now (a 503 after the client's
+// retries) is created on the next pass: a busy API server fails no reboot
+// (which would escalate to replacing the node) and no reset. A refusal that
+// retrying cannot mend (403) still fails the CR, naming why.
+CAF_TEST(a_job_the_api_server_could_not_create_for_now_is_created_next_pass) {
+  jobs_only = true;
+  janitor_settings js;
+  js.reboot.bug_report.enabled = false;
+  CAF_REQUIRE(
+    store
+      ->patch(*nodes(), "", "node-3",
+              json{{"status",
+                    {{"nodeInfo", {{"bootID", "boot-1"}}},
+                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}},
+              kube::patch_type::merge, true)
+      .ok());
+  janitor_namespace();
+  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+             {"kind", "RebootNode"},
+             {"metadata", {{"name", "reboot-3"}}},
+             {"spec", {{"nodeName", "node-3"}}}};
+  CAF_REQUIRE(
+    store->create(*store->find_type("vigil.dev", "v1alpha1", "rebootnodes"), "", cr)
+      .ok());
+  auto busy = sys.spawn(lossy_gateway, gateway,
+                        std::string{"/apis/batch/v1/namespaces/vigil-system/jobs"},
+                        std::string{"POST"}, http_error(503, "ServiceUnavailable"));
+  auto janitor = sys.spawn(janitor_controllers, js, busy, time);
+  run(); // the baseline boot ID first, then the Job
+  auto status = [&] { return crs("rebootnodes")[0].value("status", json::object()); };
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
+  advance(js.poll);
+  CAF_REQUIRE(deref<lossy_gateway_actor>(busy).state.lost);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
+  CAF_CHECK_EQUAL(status().value("jobName", std::string{}), "");
+  CAF_CHECK(crs("jobs", "batch", "v1").empty());
+  advance(js.poll);
+  CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
+  CAF_CHECK_EQUAL(crs("jobs", "batch", "v1").size(), 1u);
+  CAF_CHECK_NOT_EQUAL(status().value("jobName", std::string{}), "");
+  CAF_CHECK(render_janitor_metrics(*js.metrics)
+              .find("reboot_node_requests_total{node=\"node-3\"} 1\n")
+            != std::string::npos);
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  anon_send_exit(busy, exit_reason::user_shutdown);
+  run();
+  // Forbidden: no retry mends it.
+  add_gpu_reset("reset-6", "node-1", "GPU-a");
+  auto forbidding = sys.spawn(lossy_gateway, gateway,
+                              std::string{"/apis/batch/v1/namespaces/vigil-system/jobs"},
+                              std::string{"POST"}, http_error(403, "Forbidden"));
+  janitor = sys.spawn(janitor_controllers, js, forbidding, time);
+  run();
+  for (int pass = 0; pass < 3 && !deref<lossy_gateway_actor>(forbidding).state.lost;
+       ++pass)
+    advance(js.poll);
+  CAF_REQUIRE(deref<lossy_gateway_actor>(forbidding).state.lost);
+  json reset;
+  for (const auto& r : crs("gpuresets"))
+    if (r["metadata"].value("name", "") == "reset-6")
+      reset = r;
+  CAF_CHECK_EQUAL(reset["status"].value("failureReason", std::string{}),
+                  "job_create_failed");
+  anon_send_exit(janitor, exit_reason::user_shutdown);
+  anon_send_exit(forbidding, exit_reason::user_shutdown);
   run();
 }
 
