@@ -149,9 +149,9 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
       v.findings.push_back("stuck CR: " + key + " on " + cr.node);
     }
 
-  std::map<std::string, std::map<std::string, int>> crs_per_node;
+  std::map<std::string, std::vector<cr_sighting>> crs_per_node;
   for (const auto& [key, cr] : audit.crs())
-    ++crs_per_node[cr.node][cr.kind];
+    crs_per_node[cr.node].push_back(cr);
   for (const auto& [node, cordoned] : audit.cordoned()) {
     const auto phase = last_remediation_phase[node];
     if (cordoned && phase != "manual") {
@@ -160,8 +160,16 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
                            + phase + "\"");
     }
     std::string state = cordoned ? "cordoned" : "schedulable";
-    for (const auto& [kind, count] : crs_per_node[node])
-      state += " " + kind + "=" + std::to_string(count);
+    const auto& crs = crs_per_node[node];
+    if (!crs.empty())
+      state += " repaired:" + repaired(crs);
+    std::map<std::string, int> by_kind;
+    for (const auto& cr : crs)
+      ++by_kind[cr.kind];
+    std::string counts;
+    for (const auto& [kind, count] : by_kind)
+      counts += (counts.empty() ? "" : " ") + kind + "=" + std::to_string(count);
+    v.cr_counts[node] = counts;
     // The order of a workflow's last rows (verified, validated) may differ
     // between runs; whether it ended with a person is what matters.
     if (phase == "manual")
@@ -195,19 +203,49 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
   return v;
 }
 
-std::uint64_t diverged(const chaos_verdict& clean, const chaos_verdict& chaos,
-                       std::vector<std::string>* which) {
+std::string repaired(const std::vector<cr_sighting>& crs) {
+  // seed 003's ladder: a replacement covers a reboot, a reboot every reset.
+  for (const char* node_level : {"terminatenodes", "rebootnodes"})
+    for (const auto& cr : crs)
+      if (cr.kind == node_level)
+        return node_level;
+  std::set<std::string> gpus;
+  for (const auto& cr : crs)
+    gpus.insert(cr.group.empty() ? cr.kind : cr.group);
+  std::string out;
+  for (const auto& gpu : gpus)
+    out += (out.empty() ? "" : ",") + gpu;
+  return out;
+}
+
+namespace {
+
+std::uint64_t differ(const std::map<std::string, std::string>& clean,
+                     const std::map<std::string, std::string>& chaos,
+                     std::vector<std::string>* which) {
   std::uint64_t count = 0;
-  for (const auto& [node, state] : clean.final_state) {
-    auto it = chaos.final_state.find(node);
-    if (it != chaos.final_state.end() && it->second == state)
+  for (const auto& [node, state] : clean) {
+    auto it = chaos.find(node);
+    if (it != chaos.end() && it->second == state)
       continue;
     ++count;
     if (which != nullptr)
       which->push_back(node + ": clean \"" + state + "\", chaos \""
-                       + (it == chaos.final_state.end() ? "?" : it->second) + "\"");
+                       + (it == chaos.end() ? "?" : it->second) + "\"");
   }
   return count;
+}
+
+} // namespace
+
+std::uint64_t diverged(const chaos_verdict& clean, const chaos_verdict& chaos,
+                       std::vector<std::string>* which) {
+  return differ(clean.final_state, chaos.final_state, which);
+}
+
+std::uint64_t cr_counts_differ(const chaos_verdict& clean, const chaos_verdict& chaos,
+                               std::vector<std::string>* which) {
+  return differ(clean.cr_counts, chaos.cr_counts, which);
 }
 
 } // namespace vigil::chaos

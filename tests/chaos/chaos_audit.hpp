@@ -67,7 +67,18 @@ struct chaos_verdict {
   std::vector<std::string> findings; ///< one line per count above, naming what
   /// Node → its final state, compared between the clean and the chaos run.
   std::map<std::string, std::string> final_state;
+  /// Node → its CRs counted by kind: history, not state (a fault that
+  /// arrives while a repair covering it runs adds none), so a difference
+  /// is reported, not failed.
+  std::map<std::string, std::string> cr_counts;
 };
+
+/// What a node's CRs repaired, as its final state names it: the strongest
+/// node-level repair ("rebootnodes", "terminatenodes"), which covers every
+/// GPU reset; else the GPUs reset (their equivalence groups), however many
+/// times. Two runs that repaired the same things read the same, whether
+/// faults arrived one by one or together after an outage.
+std::string repaired(const std::vector<cr_sighting>& crs);
 
 /// Reads the whole journal and the auditor's record and counts.
 chaos_verdict judge(const std::vector<journal_record>& journal,
@@ -77,5 +88,9 @@ chaos_verdict judge(const std::vector<journal_record>& journal,
 /// Nodes whose final state differs between two runs of one trace.
 std::uint64_t diverged(const chaos_verdict& clean, const chaos_verdict& chaos,
                        std::vector<std::string>* which = nullptr);
+
+/// Nodes whose CR counts differ between two runs (cr_counts).
+std::uint64_t cr_counts_differ(const chaos_verdict& clean, const chaos_verdict& chaos,
+                               std::vector<std::string>* which = nullptr);
 
 } // namespace vigil::chaos

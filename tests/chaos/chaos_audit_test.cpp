@@ -106,5 +106,53 @@ TEST_F(chaos_audit, a_cr_first_seen_in_the_uncordons_poll_counts) {
   EXPECT_EQ(judged().uncordoned_during_cr, 1u);
 }
 
+cr_sighting sighting(const std::string& kind, const std::string& group) {
+  cr_sighting cr;
+  cr.kind = kind;
+  cr.node = "node-1";
+  cr.group = group;
+  return cr;
+}
+
+// The final state names what was repaired, not how many CRs it took: a
+// fault that arrives with another after an outage is covered by one repair.
+TEST(repaired, a_reboot_covers_the_resets_and_a_gpu_counts_once) {
+  const auto reset_a = sighting("gpuresets", "reset-GPU-a");
+  const auto reset_b = sighting("gpuresets", "reset-GPU-b");
+  const auto reboot = sighting("rebootnodes", "restart");
+  EXPECT_EQ(repaired({reset_a, reboot}), repaired({reboot}));
+  EXPECT_EQ(repaired({reset_a, reset_a}), repaired({reset_a}));
+  EXPECT_EQ(repaired({reboot, reboot}), "rebootnodes");
+  EXPECT_EQ(repaired({reboot, sighting("terminatenodes", "replace")}), "terminatenodes");
+  // What a run did not repair still shows.
+  EXPECT_NE(repaired({reset_a, reset_b}), repaired({reset_a}));
+  EXPECT_NE(repaired({reset_a}), repaired({reboot}));
+}
+
+TEST_F(chaos_audit, the_same_repairs_in_fewer_crs_do_not_diverge_but_are_reported) {
+  create_reset();
+  finish_reset();
+  audit_.poll(store_, 1);
+  const auto once = judged();
+  ASSERT_TRUE(store_
+                .create(*resets_, "",
+                        {{"apiVersion", "vigil.dev/v1alpha1"},
+                         {"kind", "GPUReset"},
+                         {"metadata",
+                          {{"name", "reset-2"},
+                           {"labels", {{"vigil.dev/node", "node-1"}}},
+                           {"annotations", {{"vigil.dev/equivalence-group", "GPU-a"}}}}},
+                         {"spec", json::object()},
+                         {"status", {{"phase", "Succeeded"}}}})
+                .ok());
+  audit_.poll(store_, 2);
+  const auto twice = judged();
+  EXPECT_EQ(diverged(twice, once), 0u);
+  std::vector<std::string> which;
+  EXPECT_EQ(cr_counts_differ(twice, once, &which), 1u);
+  ASSERT_EQ(which.size(), 1u);
+  EXPECT_EQ(which[0], "node-1: clean \"gpuresets=2\", chaos \"gpuresets=1\"");
+}
+
 } // namespace
 } // namespace vigil::chaos

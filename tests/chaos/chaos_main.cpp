@@ -215,7 +215,12 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
                           << "drain: {poll_seconds: 1, namespaces: [{namespace: "
                              "inference, mode: DeleteAfterTimeout, timeout_minutes: "
                              "1}]}\n"
-                          << "remediation: {poll_seconds: 1}\n"
+                          // The trace packs 500 faults into minutes: a
+                          // node's second fault waits out the shipped 300 s
+                          // cooldown past the harness's settle time, and is
+                          // counted stuck though its start is scheduled.
+                          << "remediation: {poll_seconds: 1, cooldown_seconds: 60, "
+                             "backoff_initial_seconds: 30}\n"
                           << "janitor: {poll_seconds: 1}\n";
     replicas.push_back(std::make_unique<test::control_process>(
       o.vigil, config, name, dir + "/" + name + ".log"));
@@ -500,9 +505,11 @@ int main(int argc, char** argv) {
     return usage(clean.error.c_str());
   if (!chaos.error.empty())
     return usage(chaos.error.c_str());
-  std::vector<std::string> differences;
+  std::vector<std::string> differences, count_differences;
   const auto diverged_nodes =
     o.clean_run ? diverged(clean.verdict, chaos.verdict, &differences) : 0;
+  const auto counts_differ =
+    o.clean_run ? cr_counts_differ(clean.verdict, chaos.verdict, &count_differences) : 0;
   const auto& v = chaos.verdict;
   nlohmann::json report = {
     {"seed", o.seed},
@@ -520,6 +527,8 @@ int main(int argc, char** argv) {
     {"stuck_crs", v.stuck_crs},
     {"stuck_nodes", v.stuck_nodes},
     {"diverged", o.clean_run ? nlohmann::json(diverged_nodes) : nlohmann::json(nullptr)},
+    {"cr_counts_differ",
+     o.clean_run ? nlohmann::json(counts_differ) : nlohmann::json(nullptr)},
     {"breaker_excess", v.breaker_excess},
     {"uncordoned_during_cr", v.uncordoned_during_cr},
     {"recover_p50_s", percentile(chaos.recoveries, 0.5)},
@@ -529,8 +538,11 @@ int main(int argc, char** argv) {
     {"seconds", static_cast<int>(side_by_side ? std::max(chaos.seconds, clean.seconds)
                                               : chaos.seconds + clean.seconds)},
   };
-  if (o.json)
+  if (o.json) {
     report["findings"] = v.findings;
+    report["differences"] = differences;
+    report["cr_count_differences"] = count_differences;
+  }
   if (o.json) {
     std::cout << report.dump() << "\n";
   } else {

@@ -216,6 +216,27 @@ struct control_fixture : test_coordinator_fixture<> {
       store->create(*store->find_type("vigil.dev", "v1alpha1", "gpuresets"), "", cr)
         .ok());
   }
+  void add_reboot_node(const std::string& name, const std::string& node) {
+    janitor_namespace();
+    json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+               {"kind", "RebootNode"},
+               {"metadata", {{"name", name}}},
+               {"spec", {{"nodeName", node}}}};
+    CAF_REQUIRE(
+      store->create(*store->find_type("vigil.dev", "v1alpha1", "rebootnodes"), "", cr)
+        .ok());
+  }
+  // The kubelet's part: `node` reports boot ID `id`, Ready or not.
+  void boot(const std::string& node, const std::string& id, const std::string& ready) {
+    CAF_REQUIRE(
+      store
+        ->patch(*nodes(), "", node,
+                json{{"status",
+                      {{"nodeInfo", {{"bootID", id}}},
+                       {"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}},
+                kube::patch_type::merge, true)
+        .ok());
+  }
   // The Job controller's part: the Job's status becomes `status`.
   void job_status(const std::string& name, json status) {
     CAF_REQUIRE(store

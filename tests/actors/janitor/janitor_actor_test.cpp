@@ -279,34 +279,17 @@ CAF_TEST(the_janitor_restores_labels_after_a_failed_reset) {
 CAF_TEST(the_janitor_calls_a_reboot_done_when_the_boot_id_changed_and_the_node_is_ready) {
   jobs_only = true;
   janitor_settings js;
-  auto boot = [&](const std::string& id, const std::string& ready) {
-    CAF_REQUIRE(
-      store
-        ->patch(*nodes(), "", "node-3",
-                json{{"status",
-                      {{"nodeInfo", {{"bootID", id}}},
-                       {"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}},
-                kube::patch_type::merge, true)
-        .ok());
-  };
-  boot("boot-1", "True");
-  janitor_namespace();
-  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
-             {"kind", "RebootNode"},
-             {"metadata", {{"name", "reboot-3"}}},
-             {"spec", {{"nodeName", "node-3"}}}};
-  CAF_REQUIRE(
-    store->create(*store->find_type("vigil.dev", "v1alpha1", "rebootnodes"), "", cr)
-      .ok());
+  boot("node-3", "boot-1", "True");
+  add_reboot_node("reboot-3", "node-3");
   auto janitor = sys.spawn(janitor_controllers, js, gateway, time);
   run();
   auto status = [&] { return crs("rebootnodes")[0]["status"]; };
   CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
   CAF_CHECK_EQUAL(status().value("bootIdBefore", std::string{}), "boot-1");
-  boot("boot-2", "False"); // back, not Ready yet
+  boot("node-3", "boot-2", "False"); // back, not Ready yet
   advance(js.poll);
   CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Rebooting");
-  boot("boot-2", "True");
+  boot("node-3", "boot-2", "True");
   advance(js.poll);
   CAF_CHECK_EQUAL(status().value("phase", std::string{}), "Succeeded");
   CAF_CHECK_EQUAL(status().value("bootIdAfter", std::string{}), "boot-2");
@@ -451,22 +434,8 @@ CAF_TEST(a_job_the_api_server_could_not_create_for_now_is_created_next_pass) {
   jobs_only = true;
   janitor_settings js;
   js.reboot.bug_report.enabled = false;
-  CAF_REQUIRE(
-    store
-      ->patch(*nodes(), "", "node-3",
-              json{{"status",
-                    {{"nodeInfo", {{"bootID", "boot-1"}}},
-                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}},
-              kube::patch_type::merge, true)
-      .ok());
-  janitor_namespace();
-  json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
-             {"kind", "RebootNode"},
-             {"metadata", {{"name", "reboot-3"}}},
-             {"spec", {{"nodeName", "node-3"}}}};
-  CAF_REQUIRE(
-    store->create(*store->find_type("vigil.dev", "v1alpha1", "rebootnodes"), "", cr)
-      .ok());
+  boot("node-3", "boot-1", "True");
+  add_reboot_node("reboot-3", "node-3");
   auto busy = sys.spawn(lossy_gateway, gateway,
                         std::string{"/apis/batch/v1/namespaces/vigil-system/jobs"},
                         std::string{"POST"}, http_error(503, "ServiceUnavailable"));
