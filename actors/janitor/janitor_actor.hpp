@@ -4,10 +4,10 @@
 // first. A node with a CR past Pending is locked: another CR of that node
 // waits until it ends (seed 000 §4.3, "serial node-level operations in
 // Janitor"). One node's CRs are worked on one at a time, in a lane of their
-// own; up to max_concurrent_nodes lanes run at once, so a pass over hundreds
-// of open CRs is not one long line of API round trips. A GPUReset that still holds the
-// janitor's finalizer (being deleted, or finished with the removal lost) is taken up too,
-// whatever its phase.
+// own; up to max_concurrent_nodes lanes run at once, so a pass over
+// hundreds of open CRs is not one long line of API round trips. A GPUReset
+// that still holds the janitor's finalizer (being deleted, or finished with
+// the removal lost) is taken up too, whatever its phase.
 #pragma once
 
 #include <cstdint>
