@@ -37,18 +37,18 @@ protected:
                   .ok());
   }
 
-  void create_reset() {
-    ASSERT_TRUE(
-      store_
-        .create(*resets_, "",
-                {{"apiVersion", "vigil.dev/v1alpha1"},
-                 {"kind", "GPUReset"},
-                 {"metadata",
-                  {{"name", "reset-1"},
-                   {"labels", {{"vigil.dev/node", "node-1"}}},
-                   {"annotations", {{"vigil.dev/equivalence-group", "GPU-a"}}}}},
-                 {"spec", json::object()}})
-        .ok());
+  // A GPUReset of node-1's GPU-a; `status` as the janitor left it.
+  void create_reset(const std::string& name = "reset-1", json status = json::object()) {
+    json cr = {{"apiVersion", "vigil.dev/v1alpha1"},
+               {"kind", "GPUReset"},
+               {"metadata",
+                {{"name", name},
+                 {"labels", {{"vigil.dev/node", "node-1"}}},
+                 {"annotations", {{"vigil.dev/equivalence-group", "GPU-a"}}}}},
+               {"spec", json::object()}};
+    if (!status.empty())
+      cr["status"] = std::move(status);
+    ASSERT_TRUE(store_.create(*resets_, "", cr).ok());
   }
 
   void finish_reset() {
@@ -134,17 +134,7 @@ TEST_F(chaos_audit, the_same_repairs_in_fewer_crs_do_not_diverge_but_are_reporte
   finish_reset();
   audit_.poll(store_, 1);
   const auto once = judged();
-  ASSERT_TRUE(store_
-                .create(*resets_, "",
-                        {{"apiVersion", "vigil.dev/v1alpha1"},
-                         {"kind", "GPUReset"},
-                         {"metadata",
-                          {{"name", "reset-2"},
-                           {"labels", {{"vigil.dev/node", "node-1"}}},
-                           {"annotations", {{"vigil.dev/equivalence-group", "GPU-a"}}}}},
-                         {"spec", json::object()},
-                         {"status", {{"phase", "Succeeded"}}}})
-                .ok());
+  create_reset("reset-2", {{"phase", "Succeeded"}});
   audit_.poll(store_, 2);
   const auto twice = judged();
   EXPECT_EQ(diverged(twice, once), 0u);
