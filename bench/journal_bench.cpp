@@ -200,7 +200,7 @@ std::vector<double> claim_cordons(const std::string& url, int claims, int connec
         cordon_ask ask;
         ask.node = run + "-" + std::to_string(c) + "-" + std::to_string(i);
         ask.now = system_now();
-        ask.counted_after = ask.now - std::chrono::minutes(5);
+        ask.window = std::chrono::minutes(5);
         ask.over_limit = [](std::size_t) { return std::optional<std::string>{}; };
         const auto t0 = bench_clock::now();
         auto claim = (*made)->claim_cordon(ask);

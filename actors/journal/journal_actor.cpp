@@ -184,6 +184,9 @@ journal_timers::behavior_type journal_with_reader(journal_actor* self,
     [=](cordon_claim_atom atom, cordon_ask& ask) -> caf::delegated<cordon_claim> {
       return self->delegate(self->state.writer, atom, std::move(ask));
     },
+    [=](cordon_reset_atom atom) -> caf::delegated<cordon_window_reset> {
+      return self->delegate(self->state.writer, atom);
+    },
     [=](fleet_snapshot_atom atom) -> caf::delegated<fleet_snapshot> {
       return self->delegate(self->state.writer, atom);
     },
@@ -254,6 +257,14 @@ journal_writer(journal_writer_actor*, std::shared_ptr<journal_store> store) {
         return make_error(journal_errc::unavailable, claim.error().to_string());
       }
       return std::move(*claim);
+    },
+    [=](cordon_reset_atom) -> caf::result<cordon_window_reset> {
+      auto reset = store->reset_cordon_window();
+      if (!reset) {
+        store->close();
+        return make_error(journal_errc::unavailable, reset.error().to_string());
+      }
+      return std::move(*reset);
     },
     [=](fleet_snapshot_atom) -> caf::result<fleet_snapshot> {
       auto snapshot = store->latest_fleet_snapshot();

@@ -52,6 +52,10 @@ using slot_list_atom = caf::atom_constant<caf::atom("slotlist")>;
 /// breaker's fleet-wide window, decided in the database across replicas
 /// (journal_store::claim_cordon).
 using cordon_claim_atom = caf::atom_constant<caf::atom("cordclaim")>;
+/// (cordon_reset_atom) → cordon_window_reset: an operator's reset of the
+/// breaker, sharded: the fleet's trip closed and window forgotten in the
+/// database (journal_store::reset_cordon_window).
+using cordon_reset_atom = caf::atom_constant<caf::atom("cordreset")>;
 /// (fleet_snapshot_atom) → fleet_snapshot: the newest one stored (id 0: none).
 using fleet_snapshot_atom = caf::atom_constant<caf::atom("fsnapshot")>;
 using committed_atom = caf::atom_constant<caf::atom("committed")>;
@@ -128,6 +132,7 @@ using journal_handle = caf::typed_actor<
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
   caf::replies_to<slot_list_atom>::with<std::vector<std::string>>,
   caf::replies_to<cordon_claim_atom, cordon_ask>::with<cordon_claim>,
+  caf::replies_to<cordon_reset_atom>::with<cordon_window_reset>,
   caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>,
   caf::replies_to<stats_atom>::with<journal_stats>,
   caf::reacts_to<subscribe_atom, journal_subscriber>>;
@@ -145,6 +150,7 @@ using journal_writer_handle = caf::typed_actor<
   caf::replies_to<slot_free_atom, std::string>::with<bool>,
   caf::replies_to<slot_list_atom>::with<std::vector<std::string>>,
   caf::replies_to<cordon_claim_atom, cordon_ask>::with<cordon_claim>,
+  caf::replies_to<cordon_reset_atom>::with<cordon_window_reset>,
   caf::replies_to<fleet_snapshot_atom>::with<fleet_snapshot>>;
 
 } // namespace vigil
@@ -156,3 +162,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::tail_filter)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::fleet_snapshot)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::cordon_ask)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::cordon_claim)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vigil::cordon_window_reset)

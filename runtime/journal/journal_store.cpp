@@ -55,11 +55,12 @@ expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text) {
   return out;
 }
 
-cordon_claim decide_cordon(const cordon_ask& ask,
+cordon_claim decide_cordon(const cordon_ask& ask, wall_time now,
                            const std::optional<std::pair<wall_time, std::string>>& trip,
                            std::size_t counted, bool holds) {
   cordon_claim claim;
   claim.counted = counted;
+  claim.decided_at = now;
   if (trip) {
     claim.tripped = true;
     claim.tripped_at = trip->first;
@@ -72,7 +73,7 @@ cordon_claim decide_cordon(const cordon_ask& ask,
   }
   if (auto reason = ask.over_limit ? ask.over_limit(counted + 1) : std::nullopt) {
     claim.tripped = claim.trips_now = true;
-    claim.tripped_at = ask.now;
+    claim.tripped_at = now;
     claim.reason = std::move(*reason);
     return claim;
   }

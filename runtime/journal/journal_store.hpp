@@ -3,6 +3,8 @@
 // share one schema: PostgreSQL in production, SQLite embedded.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -139,11 +141,16 @@ using slot_rule = std::function<bool(std::size_t others, bool holds)>;
 /// A new cordon asked of the fleet-wide window (issue 22, sharded).
 struct cordon_ask {
   std::string node;
+  /// The asking replica's clock. A store with a clock of its own (PostgreSQL)
+  /// decides, stamps and moves the window by that clock instead, so a
+  /// replica whose clock is off neither drops the others' cordons from the
+  /// window early nor has its own dropped late.
   wall_time now{};
-  /// Cordons at or before this are out of the window: the window's start,
-  /// or the breaker's last reset when later (a reset forgets them).
-  wall_time counted_after{};
-  /// Trips at or before this were closed by a reset.
+  /// The breaker's window: cordons at or before max(now - window, reset_at)
+  /// are out of it (cordon_window_start).
+  std::chrono::nanoseconds window{};
+  /// Trips at or before this were closed by a reset, and cordons at or
+  /// before it are forgotten.
   wall_time reset_at{};
   /// Why `count` nodes cordoned within the window would pass a limit; none
   /// when they would not (control::cordon_limit_exceeded).
@@ -162,6 +169,20 @@ struct cordon_claim {
   wall_time tripped_at{};
   /// Nodes counted in the window once the ask was decided.
   std::size_t counted = 0;
+  /// When it was decided: the database's clock, or the ask's `now`.
+  wall_time decided_at{};
+};
+
+/// Where the window of an ask decided at `now` starts: cordons at or before
+/// it are not counted (the window's length back, or the last reset).
+inline wall_time cordon_window_start(const cordon_ask& ask, wall_time now) {
+  return std::max(now - ask.window, ask.reset_at);
+}
+
+/// What a reset of the fleet-wide window did: when, by the database's clock
+/// (none: the store has no clock of its own; the replica's is used).
+struct cordon_window_reset {
+  std::optional<wall_time> at;
 };
 
 struct journal_snapshot {
@@ -243,6 +264,10 @@ public:
   /// a cordon over a limit is refused and records the trip. Rows out of
   /// the window are dropped on the way.
   virtual expected<cordon_claim> claim_cordon(const cordon_ask& ask) = 0;
+  /// An operator's reset of the breaker, sharded: under the same lock the
+  /// fleet's trip is closed and its window forgotten, so no replica's next
+  /// ask finds either, whatever its clock or its tail has read.
+  virtual expected<cordon_window_reset> reset_cordon_window() = 0;
 
   /// Deletes old rows no snapshot needs (journal_prune), in one
   /// transaction per round.
@@ -289,7 +314,8 @@ expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text);
 /// claim_cordon's decision, the same in both stores, from what the store read
 /// under its lock: the newest trip after the reset (none: untripped), the
 /// nodes counted in the window and whether `ask.node` is one of them.
-cordon_claim decide_cordon(const cordon_ask& ask,
+/// `now` is when it is decided (the store's clock or the ask's).
+cordon_claim decide_cordon(const cordon_ask& ask, wall_time now,
                            const std::optional<std::pair<wall_time, std::string>>& trip,
                            std::size_t counted, bool holds);
 expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url);

@@ -94,11 +94,20 @@ constexpr const char* slot_claim_sql =
 // The breaker's cordon window (journal_store::claim_cordon): one
 // transaction-scoped advisory lock for the fleet (vigil's breaker key, not a
 // pool's), taken in a statement of its own (a statement's snapshot predates
-// a lock it takes itself); then in one statement the rows out of the window
-// or closed by a reset dropped and what is left read: the count, whether the
-// node is counted, the newest trip (NULLs: none). Its reads filter as the
-// deletes do: they see the statement's snapshot, from before the deletes.
-constexpr const char* cordon_lock_sql = "SELECT pg_advisory_xact_lock(1986948932, 0)";
+// a lock it takes itself), which also reads the database's clock once the
+// lock is held: every replica's cordons and trips are stamped, and the
+// window moved, by that one clock (microseconds, as PostgreSQL keeps it).
+// Then in one statement the rows out of the window or closed by a reset
+// dropped and what is left read: the count, whether the node is counted,
+// the newest trip (NULLs: none). Its reads filter as the deletes do: they
+// see the statement's snapshot, from before the deletes.
+constexpr const char* cordon_lock_sql =
+  "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint "
+  "FROM (SELECT pg_advisory_xact_lock(1986948932, 0)) AS locked";
+// An operator's reset (journal_store::reset_cordon_window), under that lock.
+constexpr const char* cordon_reset_sql =
+  "WITH forgotten AS (DELETE FROM breaker_cordons), "
+  "closed AS (DELETE FROM breaker_trips) SELECT 1";
 constexpr const char* cordon_read_sql =
   "WITH pruned_cordons AS (DELETE FROM breaker_cordons "
   "WHERE cordoned_at_ns <= $1::bigint), "
@@ -382,11 +391,14 @@ public:
       };
       auto ns = [](wall_time t) { return std::to_string(t.time_since_epoch().count()); };
       // Cordons asked at once on several replicas wait for each other.
-      if (auto r = run(cordon_lock_sql, {}, PGRES_TUPLES_OK); !r)
-        return r.error();
-      auto read =
-        run(cordon_read_sql, {ns(ask.counted_after), ns(ask.reset_at), ask.node},
-            PGRES_TUPLES_OK);
+      auto locked = run(cordon_lock_sql, {}, PGRES_TUPLES_OK);
+      if (!locked)
+        return locked.error();
+      const wall_time now{
+        std::chrono::microseconds{std::stoll(PQgetvalue(locked->get(), 0, 0))}};
+      auto read = run(cordon_read_sql,
+                      {ns(cordon_window_start(ask, now)), ns(ask.reset_at), ask.node},
+                      PGRES_TUPLES_OK);
       if (!read)
         return read.error();
       PGresult* r = read->get();
@@ -395,18 +407,32 @@ public:
         trip.emplace(wall_time{std::chrono::nanoseconds{std::stoll(PQgetvalue(r, 0, 2))}},
                      PQgetvalue(r, 0, 3));
       const bool holds = PQgetvalue(r, 0, 1)[0] == 't';
-      auto claim = decide_cordon(ask, trip, std::stoull(PQgetvalue(r, 0, 0)), holds);
+      auto claim = decide_cordon(ask, now, trip, std::stoull(PQgetvalue(r, 0, 0)), holds);
       if (claim.trips_now) {
         if (auto r = run(trip_insert_sql, {ns(claim.tripped_at), claim.reason},
                          PGRES_COMMAND_OK);
             !r)
           return r.error();
       } else if (claim.granted && !holds) {
-        if (auto r = run(cordon_insert_sql, {ask.node, ns(ask.now)}, PGRES_COMMAND_OK);
-            !r)
+        if (auto r = run(cordon_insert_sql, {ask.node, ns(now)}, PGRES_COMMAND_OK); !r)
           return r.error();
       }
       return claim;
+    });
+  }
+
+  expected<cordon_window_reset> reset_cordon_window() override {
+    if (auto st = open(); !st)
+      return st.error();
+    return in_transaction([&]() -> expected<cordon_window_reset> {
+      result_ptr locked{PQexec(conn_, cordon_lock_sql), &PQclear};
+      if (PQresultStatus(locked.get()) != PGRES_TUPLES_OK)
+        return fail("cannot reset the breaker's window");
+      result_ptr reset{PQexec(conn_, cordon_reset_sql), &PQclear};
+      if (PQresultStatus(reset.get()) != PGRES_TUPLES_OK)
+        return fail("cannot reset the breaker's window");
+      return cordon_window_reset{
+        wall_time{std::chrono::microseconds{std::stoll(PQgetvalue(locked.get(), 0, 0))}}};
     });
   }
 

@@ -264,7 +264,8 @@ public:
   }
 
   // The breaker's cordon window (journal_store::claim_cordon), under the
-  // one writer's lock like the slots.
+  // one writer's lock like the slots. One process writes the file: its own
+  // clock, the ask's, is the only one.
   expected<cordon_claim> claim_cordon(const cordon_ask& ask) override {
     if (auto st = open(); !st)
       return st.error();
@@ -272,7 +273,7 @@ public:
       return st.error();
     auto done = [&](statement& st) { return st.ok() && st.step() == SQLITE_DONE; };
     statement prune_cordons(db_, "DELETE FROM breaker_cordons WHERE cordoned_at_ns <= ?");
-    prune_cordons.bind(1, to_ns(ask.counted_after));
+    prune_cordons.bind(1, to_ns(cordon_window_start(ask, ask.now)));
     statement prune_trips(db_, "DELETE FROM breaker_trips WHERE tripped_at_ns <= ?");
     prune_trips.bind(1, to_ns(ask.reset_at));
     if (!done(prune_cordons) || !done(prune_trips))
@@ -295,8 +296,8 @@ public:
     if (count.step() != SQLITE_ROW)
       return rollback("cannot count the breaker's window");
     const bool holds = count.integer(1) != 0;
-    auto claim =
-      decide_cordon(ask, trip, static_cast<std::size_t>(count.integer(0)), holds);
+    auto claim = decide_cordon(ask, ask.now, trip,
+                               static_cast<std::size_t>(count.integer(0)), holds);
     count.reset();
     if (claim.trips_now) {
       statement insert(db_,
@@ -317,6 +318,18 @@ public:
     if (auto st = exec("COMMIT"); !st)
       return rollback("commit failed");
     return claim;
+  }
+
+  expected<cordon_window_reset> reset_cordon_window() override {
+    if (auto st = open(); !st)
+      return st.error();
+    if (auto st = exec("BEGIN IMMEDIATE"); !st)
+      return st.error();
+    if (!exec("DELETE FROM breaker_cordons") || !exec("DELETE FROM breaker_trips"))
+      return rollback("cannot reset the breaker's window");
+    if (auto st = exec("COMMIT"); !st)
+      return rollback("commit failed");
+    return cordon_window_reset{};
   }
 
   expected<journal_pruned> prune(const journal_prune& round) override {

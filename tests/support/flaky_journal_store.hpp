@@ -61,6 +61,13 @@ public:
     }
     return inner_->claim_cordon(ask);
   }
+  expected<cordon_window_reset> reset_cordon_window() override {
+    if (failures > 0) {
+      --failures;
+      return failure{"test", "connection refused"};
+    }
+    return inner_->reset_cordon_window();
+  }
   status put_fleet_snapshot(const fleet_snapshot& s) override {
     return inner_->put_fleet_snapshot(s);
   }

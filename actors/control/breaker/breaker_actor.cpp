@@ -55,6 +55,23 @@ void journal_trip(breaker_actor* self) {
           });
 }
 
+// An operator's reset at `at`: journaled first (an acknowledged reset is
+// never lost on restart), then applied here.
+void journal_reset(breaker_actor* self, wall_time at,
+                   caf::typed_response_promise<std::string> rp) {
+  auto row = reset_row(at);
+  self->state.own_rows.insert(row.idempotency_key);
+  self->request(self->state.journal, caf::infinite, append_atom::value, std::move(row))
+    .then(
+      [=](const append_outcome&) mutable {
+        self->state.breaker.reset(at);
+        self->state.reset_at = std::max(self->state.reset_at, at);
+        component_logger("breaker")->warn("circuit breaker reset by an operator");
+        rp.deliver(std::string("reset"));
+      },
+      [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
 // A new cordon of `node`: "" when granted, else why not (a refusal that
 // trips the breaker journals the trip).
 std::string admit_cordon(breaker_actor* self, const std::string& node) {
@@ -89,7 +106,7 @@ void claim_cordon(breaker_actor* self, const std::string& node,
   cordon_ask ask;
   ask.node = node;
   ask.now = st.time->wall_now();
-  ask.counted_after = std::max(ask.now - config.window, st.reset_at);
+  ask.window = config.window;
   ask.reset_at = st.reset_at;
   ask.over_limit = [config, gpu_nodes = st.fleet_gpu_nodes](std::size_t count) {
     return control::cordon_limit_exceeded(config, count, gpu_nodes);
@@ -101,7 +118,8 @@ void claim_cordon(breaker_actor* self, const std::string& node,
         st.fleet_cordons = claim.counted;
         if (claim.granted) {
           ++st.stats.admitted;
-          st.breaker.restore_cordon(st.time->wall_now(), node); // before the tail has it
+          // Before the tail has it; at the database's time, as it was counted.
+          st.breaker.restore_cordon(claim.decided_at, node);
           rp.deliver(std::string{});
           return;
         }
@@ -309,18 +327,16 @@ breaker_handle::behavior_type breaker(breaker_actor* self, control::breaker_conf
     },
     [=](reset_atom) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();
-      // Journal first: an acknowledged reset is never lost on restart.
-      const auto at = self->state.time->wall_now();
-      auto row = reset_row(at);
-      self->state.own_rows.insert(row.idempotency_key);
-      self
-        ->request(self->state.journal, caf::infinite, append_atom::value, std::move(row))
+      if (!self->state.breaker.config().in_journal) {
+        journal_reset(self, self->state.time->wall_now(), rp);
+        return rp;
+      }
+      // Sharded: the fleet's window and trip go first, in the database, and
+      // the reset is stamped by its clock, the one the window is kept by.
+      self->request(self->state.journal, caf::infinite, cordon_reset_atom::value)
         .then(
-          [=](const append_outcome&) mutable {
-            self->state.breaker.reset(at);
-            self->state.reset_at = std::max(self->state.reset_at, at);
-            component_logger("breaker")->warn("circuit breaker reset by an operator");
-            rp.deliver(std::string("reset"));
+          [=](const cordon_window_reset& reset) mutable {
+            journal_reset(self, reset.at.value_or(self->state.time->wall_now()), rp);
           },
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;

@@ -427,15 +427,17 @@ TEST_P(journal_store_test, replicas_claiming_at_once_never_pass_the_budget) {
 // The breaker's cordon window held in the database (issue 22): a node counts
 // once, a cordon over the limit is refused and records the trip, which every
 // connection (replica) then finds until a reset; a reset and the window's
-// end forget the cordons before them.
+// end forget the cordons before them. PostgreSQL decides by its own clock
+// (the asks' times are the replicas'), so the checks here hold by either.
 namespace {
 cordon_ask ask_cordon(const std::string& node, std::int64_t now_s,
-                      std::int64_t counted_after_s = 0, std::int64_t reset_s = 0) {
+                      std::chrono::nanoseconds window = std::chrono::hours(1),
+                      wall_time reset_at = {}) {
   cordon_ask ask;
   ask.node = node;
   ask.now = from_unix(now_s, 0);
-  ask.counted_after = from_unix(counted_after_s, 0);
-  ask.reset_at = from_unix(reset_s, 0);
+  ask.window = window;
+  ask.reset_at = reset_at;
   ask.over_limit = [](std::size_t count) -> std::optional<std::string> {
     if (count > 2)
       return std::to_string(count) + " over 2";
@@ -443,14 +445,15 @@ cordon_ask ask_cordon(const std::string& node, std::int64_t now_s,
   };
   return ask;
 }
+
+cordon_claim claim(journal_store& store, const cordon_ask& ask) {
+  auto c = store.claim_cordon(ask);
+  EXPECT_TRUE(c.has_value()) << c.error().to_string();
+  return c.has_value() ? *c : cordon_claim{};
+}
 } // namespace
 
 TEST_P(journal_store_test, the_cordon_window_is_decided_across_replicas) {
-  auto claim = [](journal_store& store, const cordon_ask& ask) {
-    auto c = store.claim_cordon(ask);
-    EXPECT_TRUE(c.has_value()) << c.error().to_string();
-    return c.has_value() ? *c : cordon_claim{};
-  };
   auto other = open_store(); // another replica
   EXPECT_TRUE(claim(*store_, ask_cordon("node-1", 1000)).granted);
   auto again = claim(*other, ask_cordon("node-1", 1001)); // counted once
@@ -463,7 +466,7 @@ TEST_P(journal_store_test, the_cordon_window_is_decided_across_replicas) {
   EXPECT_FALSE(third.granted);
   EXPECT_TRUE(third.trips_now);
   EXPECT_EQ(third.reason, "3 over 2");
-  EXPECT_EQ(third.tripped_at, from_unix(1003, 0));
+  EXPECT_EQ(third.tripped_at, third.decided_at);
   // The other replica has not read the trip from the journal yet: the
   // database refuses it all the same, even for a node already counted.
   auto found = claim(*other, ask_cordon("node-1", 1004));
@@ -471,15 +474,42 @@ TEST_P(journal_store_test, the_cordon_window_is_decided_across_replicas) {
   EXPECT_TRUE(found.tripped);
   EXPECT_FALSE(found.trips_now);
   EXPECT_EQ(found.reason, "3 over 2");
-  EXPECT_EQ(found.tripped_at, from_unix(1003, 0));
-  // A reset at 1005 closes the trip and forgets node-1 and node-2.
-  auto after_reset = claim(*other, ask_cordon("node-4", 1006, 1005, 1005));
+  EXPECT_EQ(found.tripped_at, third.tripped_at);
+  // An operator's reset on one replica closes the trip and forgets node-1
+  // and node-2 for every replica, whatever reset time its asks still carry.
+  ASSERT_TRUE(other->reset_cordon_window().has_value());
+  auto after_reset = claim(*store_, ask_cordon("node-4", 1006));
   EXPECT_TRUE(after_reset.granted);
   EXPECT_EQ(after_reset.counted, 1u);
-  // The window moves past node-4's cordon: node-5 is the window's first.
-  auto later = claim(*store_, ask_cordon("node-5", 2000, 1500, 1005));
+  // A reset the asks carry (read from the journal) forgets what was
+  // counted at or before it.
+  auto past_reset = claim(
+    *other, ask_cordon("node-5", 1007, std::chrono::hours(1), after_reset.decided_at));
+  EXPECT_TRUE(past_reset.granted);
+  EXPECT_EQ(past_reset.counted, 1u);
+  // The window moves past node-5's cordon: node-6 is the window's first.
+  auto later = claim(*store_, ask_cordon("node-6", 2000, std::chrono::nanoseconds{0}));
   EXPECT_TRUE(later.granted);
   EXPECT_EQ(later.counted, 1u);
+}
+
+// Replicas whose clocks disagree by minutes still share one window: the
+// database stamps and moves it by its own clock. With the replicas' clocks,
+// the one ahead dropped the others' cordons from the window (its "5 minutes
+// ago" was their "now") and the breaker counted one where there were three.
+TEST_P(journal_store_test, replica_clocks_minutes_apart_share_one_window) {
+  if (GetParam() != "postgresql")
+    GTEST_SKIP() << "SQLite serves one process: one clock";
+  auto ahead = open_store();
+  auto behind = open_store();
+  auto ask = [](const std::string& node, std::int64_t now_s) {
+    auto a = ask_cordon(node, now_s, std::chrono::minutes(5));
+    a.over_limit = [](std::size_t) { return std::optional<std::string>{}; };
+    return a;
+  };
+  EXPECT_EQ(claim(*store_, ask("node-1", 100000)).counted, 1u);
+  EXPECT_EQ(claim(*ahead, ask("node-2", 100000 + 600)).counted, 2u);
+  EXPECT_EQ(claim(*behind, ask("node-3", 100000 - 600)).counted, 3u);
 }
 
 // Replicas asking at once: the fleet-wide lock lets exactly the limit

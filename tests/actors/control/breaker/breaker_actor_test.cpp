@@ -274,6 +274,32 @@ CAF_TEST(replicas_share_one_cordon_window_through_the_journal) {
   run();
 }
 
+// Sharded, an operator's reset closes the fleet's trip in the database at
+// once: a replica that never tripped itself and has not read the reset row
+// from its tail is granted its cordon (it found the old trip there before).
+CAF_TEST(a_reset_frees_every_replica_in_the_database_at_once) {
+  control::breaker_config config;
+  config.max_cordoned_percent = 10;
+  config.in_journal = true;
+  auto a = sys.spawn(vigil::breaker, config, journal, time);
+  auto b = sys.spawn(vigil::breaker, config, journal, time);
+  auto c = sys.spawn(vigil::breaker, config, journal, time);
+  for (auto* replica : {&a, &b, &c})
+    anon_send(*replica, gpunodes_atom::value, std::uint64_t{3}, std::uint64_t{8});
+  run();
+  auto admit = [&](breaker_handle& breaker, const char* node) {
+    return ask(breaker, admit_atom::value, std::string(node));
+  };
+  CAF_CHECK_EQUAL(admit(a, "node-1"), "");
+  CAF_CHECK(admit(b, "node-4").find("trips_now") == 0);
+  CAF_CHECK_EQUAL(ask(a, reset_atom::value), "reset");
+  CAF_CHECK_EQUAL(admit(c, "node-7"), "");            // the fleet window's first again
+  CAF_CHECK(admit(b, "node-5").find("tripped") == 0); // its own trip, until its tail
+  for (auto* replica : {&a, &b, &c})
+    anon_send_exit(*replica, exit_reason::user_shutdown);
+  run();
+}
+
 // Sharded, /metrics' utilisation is the fleet's: each replica's window
 // counts every replica's cordons (its own as decided, the others' from the
 // journal's tail) against the fleet's limits, not its own share.
