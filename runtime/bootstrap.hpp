@@ -62,6 +62,12 @@ struct api_client_limits {
   double burst = 100;
 };
 
+/// The janitor's limits (`janitor.kube_api_qps`, `kube_api_burst`), in
+/// `vigil control` and in `vigil janitor` alike.
+inline api_client_limits janitor_api_limits(const janitor_section& janitor) {
+  return {double(janitor.kube_api_qps), double(janitor.kube_api_burst)};
+}
+
 /// Connects from `kubeconfig` (or the in-cluster ServiceAccount): the main
 /// client with `limits`, the Leases' client and, with `janitor` limits, the
 /// janitor's. Blocks the handled signals first: the clients' I/O threads

@@ -400,15 +400,17 @@ void step_reboot_cr(janitor_actor* self, janitor_lane_ptr lane, janitor::reboot_
                                janitor::reboot_status_json(step.status));
          }
          const bool bug_report_job = step.status.job_name.empty();
-         if (!bug_report_job)
-           logger()->info("RebootNode {}: rebooting node {} (boot ID {})", cr.name,
-                          cr.node_name, step.status.boot_id_before);
          send(self,
               kube::make_request(
                 "POST", kube::resource_path(jobs, st.settings.reboot.job_namespace),
                 *step.create_job),
               [=](const kube::kube_result& created) mutable {
-                if (bug_report_job && !created.ok() && !created.error().conflict()) {
+                // Made now, or by an earlier pass whose answer was lost.
+                const bool made = created.ok() || created.error().conflict();
+                if (!bug_report_job && made)
+                  logger()->info("RebootNode {}: rebooting node {} (boot ID {})", cr.name,
+                                 cr.node_name, step.status.boot_id_before);
+                if (bug_report_job && !made) {
                   // Evidence is worth a try, never a reboot withheld.
                   step.status.bug_report.outcome =
                     "failed: Job not created: " + created.error().to_string();
@@ -417,7 +419,7 @@ void step_reboot_cr(janitor_actor* self, janitor_lane_ptr lane, janitor::reboot_
                   logger()->info("RebootNode {}: collecting nvidia-bug-report.sh on node "
                                  "{} into {} before the reboot",
                                  cr.name, cr.node_name, step.status.bug_report.path);
-                } else if (!created.ok() && created.error().retryable()) {
+                } else if (!made && created.error().retryable()) {
                   // A busy or failing API server (after the client's
                   // retries) is no reason to give up on the node, and a
                   // failed reboot escalates to replacing it: the next pass
@@ -427,7 +429,7 @@ void step_reboot_cr(janitor_actor* self, janitor_lane_ptr lane, janitor::reboot_
                                  cr.name, created.error().to_string());
                   return advance(self, lane);
                 }
-                if (!bug_report_job && !created.ok() && !created.error().conflict()) {
+                if (!bug_report_job && !made) {
                   step.status.phase = janitor::reboot_phase::failed;
                   step.status.failure_reason = "job_create_failed";
                   step.status.message = created.error().to_string();

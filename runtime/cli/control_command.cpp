@@ -92,8 +92,7 @@ int run_control(command_context& ctx) {
     return fail(opened.error());
   std::optional<api_client_limits> janitor_limits;
   if (config.janitor.in_process)
-    janitor_limits = api_client_limits{double(config.janitor.kube_api_qps),
-                                       double(config.janitor.kube_api_burst)};
+    janitor_limits = janitor_api_limits(config.janitor);
   auto api = connect_api_server(
     cc.kubeconfig, api_client_limits{double(cc.kube_api_qps), double(cc.kube_api_burst)},
     janitor_limits);

@@ -36,9 +36,8 @@ int run_janitor(command_context& ctx) {
   auto listen = split_listen(config.janitor.listen, "janitor.listen");
   if (!listen)
     return fail(listen.error());
-  auto api = connect_api_server(config.control.kubeconfig,
-                                api_client_limits{double(config.janitor.kube_api_qps),
-                                                  double(config.janitor.kube_api_burst)});
+  auto api =
+    connect_api_server(config.control.kubeconfig, janitor_api_limits(config.janitor));
   if (!api)
     return fail(api.error());
   std::shared_ptr<kube::kube_client> kube_client = api->client;
