@@ -18,8 +18,10 @@ std::string_view to_string(breaker_refusal refusal) {
 circuit_breaker::circuit_breaker(breaker_config config) : config_(std::move(config)) {}
 
 void circuit_breaker::prune(wall_time now) {
-  while (!cordons_.empty() && cordons_.front().first <= now - config_.window)
+  while (!cordons_.empty() && cordons_.front().first <= now - config_.window) {
+    counted_.erase(cordons_.front().second);
     cordons_.pop_front();
+  }
 }
 
 std::optional<std::string> cordon_limit_exceeded(const breaker_config& config,
@@ -58,9 +60,7 @@ breaker_refusal circuit_breaker::admit_cordon(const std::string& node,
   if (tripped())
     return breaker_refusal::tripped;
   prune(now);
-  auto counted = std::any_of(cordons_.begin(), cordons_.end(),
-                             [&](const auto& c) { return c.second == node; });
-  if (counted)
+  if (counted_.count(node) > 0)
     return breaker_refusal::none;
   if (auto reason = cordon_limit_exceeded(config_, cordons_.size() + 1, gpu_nodes)) {
     tripped_at_ = now;
@@ -68,6 +68,7 @@ breaker_refusal circuit_breaker::admit_cordon(const std::string& node,
     return breaker_refusal::trips_now;
   }
   cordons_.emplace_back(now, node);
+  counted_.insert(node);
   return breaker_refusal::none;
 }
 
@@ -100,6 +101,7 @@ void circuit_breaker::reset(wall_time at) {
   tripped_at_.reset();
   trip_reason_.clear();
   cordons_.clear();
+  counted_.clear();
 }
 
 void circuit_breaker::restore_cordon(wall_time at, const std::string& node) {
@@ -109,12 +111,12 @@ void circuit_breaker::restore_cordon(wall_time at, const std::string& node) {
   // row stamped by a replica whose clock runs ahead prunes by that much
   // early: milliseconds against minutes).
   prune(at);
-  if (std::any_of(cordons_.begin(), cordons_.end(),
-                  [&](const auto& c) { return c.second == node; }))
+  if (counted_.count(node) > 0)
     return;
   auto later = std::upper_bound(cordons_.begin(), cordons_.end(), at,
                                 [](wall_time t, const auto& c) { return t < c.first; });
   cordons_.emplace(later, at, node);
+  counted_.insert(node);
 }
 
 void circuit_breaker::restore_trip(wall_time at, std::string reason) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "messages/wall_time.hpp"
 
@@ -106,7 +107,10 @@ private:
 
   breaker_config config_;
   std::deque<std::pair<wall_time, std::string>> cordons_; ///< oldest first
-  std::map<std::string, std::string> in_flight_;          ///< node → pool
+  /// The nodes of cordons_, each once: a cordon asks whether its node is
+  /// counted, which a scan of the window made quadratic in a mass event.
+  std::unordered_set<std::string> counted_;
+  std::map<std::string, std::string> in_flight_; ///< node → pool
   std::optional<wall_time> tripped_at_;
   wall_time reset_at_{};
   std::string trip_reason_;

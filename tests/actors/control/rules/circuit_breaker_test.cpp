@@ -98,6 +98,24 @@ TEST(circuit_breaker, the_same_node_counts_once) {
   EXPECT_EQ(breaker.cordons_in_window(t0 + 10s), 1u);
 }
 
+// A node whose cordon left the window counts again, once, when cordoned
+// anew; after a reset too (restored or admitted).
+TEST(circuit_breaker, a_node_out_of_the_window_counts_again) {
+  circuit_breaker breaker;
+  breaker.admit_cordon(node(0), 100, t0);
+  breaker.admit_cordon(node(0), 100, t0 + 6min);
+  breaker.admit_cordon(node(0), 100, t0 + 7min);
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 7min), 1u);
+  breaker.reset(t0 + 8min);
+  breaker.restore_cordon(t0 + 9min, node(0));
+  breaker.restore_cordon(t0 + 9min, node(0));
+  breaker.admit_cordon(node(0), 100, t0 + 10min);
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 10min), 1u);
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 14min), 0u);
+  breaker.admit_cordon(node(0), 100, t0 + 15min);
+  EXPECT_EQ(breaker.cordons_in_window(t0 + 15min), 1u);
+}
+
 TEST(circuit_breaker, tripped_is_sticky_and_blocks_everything_until_reset) {
   breaker_config config;
   config.max_cordoned_nodes = 0;
