@@ -11,6 +11,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "messages/user_regex.hpp"
+
 namespace vigil {
 
 namespace {
@@ -362,6 +364,10 @@ void read_breaker(section_reader s, breaker_settings& c) {
 
 // A whole-name regex the drain matches namespaces with; names the key when bad.
 void check_regex(section_reader& s, const char* key, const std::string& pattern) {
+  if (auto problem = user_regex_problem(pattern)) {
+    s.error(key, "'" + pattern.substr(0, 80) + "' is not accepted: " + *problem);
+    return;
+  }
   try {
     std::regex re(pattern);
   } catch (const std::regex_error& e) {

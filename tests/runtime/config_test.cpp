@@ -311,6 +311,29 @@ correlation:
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 
+// A name pattern std::regex would take but libstdc++ cannot compile safely
+// (a long back-reference or repetition count overflows; found by the
+// config_yaml fuzzer) is refused with the key and the reason.
+TEST(config, regexes_past_what_a_name_pattern_needs_are_refused) {
+  auto bad = parse_config(R"(
+drain:
+  namespaces:
+    - {namespace: "a{1,99999999999999999999}", mode: AllowCompletion}
+  system_namespaces: "kube-\\5555555555555555555555"
+)");
+  ASSERT_FALSE(bad.has_value());
+  const auto text = bad.error().to_string();
+  EXPECT_NE(text.find("drain.namespaces[0].namespace"), std::string::npos) << text;
+  EXPECT_NE(text.find("repetition count"), std::string::npos) << text;
+  EXPECT_NE(text.find("drain.system_namespaces"), std::string::npos) << text;
+  EXPECT_NE(text.find("back-references"), std::string::npos) << text;
+  auto good = parse_config(R"(
+drain:
+  system_namespaces: "kube-.*|team-20261128|a{2,3}|\\.x"
+)");
+  EXPECT_TRUE(good.has_value()) << good.error().to_string();
+}
+
 TEST(config, control_quarantine_and_breaker_errors_name_the_key) {
   auto bad = parse_config(R"(
 control:

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "actors/agent/nic/nic_sysfs.hpp"
+#include "messages/user_regex.hpp"
 
 namespace vigil::agent {
 
@@ -309,6 +310,8 @@ expected<std::vector<std::regex>> compile_name_patterns(std::string_view flag,
                                                         std::string_view csv) {
   std::vector<std::regex> out;
   for (auto pattern : split_commas(csv)) {
+    if (auto problem = user_regex_problem(pattern))
+      return failure{std::string(flag), "pattern not accepted: " + *problem};
     try {
       out.emplace_back(std::string(pattern), std::regex::ECMAScript);
     } catch (const std::regex_error& e) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <regex>
 
+#include "messages/user_regex.hpp"
+
 namespace vigil::control {
 
 namespace {
@@ -126,6 +128,8 @@ std::string_view to_string(drain_status status) {
 
 status validate(const drain_config& config) {
   auto check = [](const std::string& pattern, std::string where) -> status {
+    if (auto problem = user_regex_problem(pattern))
+      return failure{std::move(where), "regex not accepted: " + *problem};
     try {
       std::regex re(pattern);
       return ok();
