@@ -4,10 +4,13 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <charconv>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/journal/journal_schema.hpp"
 #include "runtime/journal/journal_store.hpp"
@@ -62,22 +65,71 @@ constexpr const char* read_sql =
   "AND ($4 = '' OR node = $4) AND (txid, seq) <= ($6::bigint, $7::bigint) "
   "ORDER BY seq LIMIT $5";
 // The tail (journal_store::tail): the horizon first, the oldest transaction
-// still running (the snapshot's xmin); then the rows after the cursor of
-// transactions before it, in (txid, seq) order. Two statements, so that the
-// rows' query is a range scan of journal_txid_seq: with the horizon computed
-// in the same statement the planner scanned and sorted the whole journal for
-// every page. A transaction before the horizon had ended when it was read,
-// so the second statement sees all of its rows. A filter ($5 shards > 1)
-// leaves out the rows of shards not in $6 (rows without a shard, or taken
-// under another shard count, are read).
-constexpr const char* tail_horizon_sql =
-  "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+// of this database still running (tail_horizon); then the rows after the
+// cursor of transactions before it, in (txid, seq) order. Separate
+// statements, so that the rows' query is a range scan of journal_txid_seq:
+// with the horizon computed in the same statement the planner scanned and
+// sorted the whole journal for every page. A transaction before the horizon
+// had ended when it was read, so the rows' statement sees all of its rows.
+// A filter ($5 shards > 1) leaves out the rows of shards not in $6 (rows
+// without a shard, or taken under another shard count, are read).
+//
+// The snapshot's own xmin would be the oldest transaction of the whole
+// server: a long transaction in another database (a report, a migration, a
+// dump) would hold every replica's tail back for as long as it ran. Only
+// this database's transactions can write the journal, so the horizon is the
+// oldest of the snapshot's running transactions that this database's
+// sessions (or its prepared transactions) hold; they are read in a second
+// statement, after the snapshot, so that a transaction running at both
+// moments cannot be missed (pg_stat_activity shows each session's xid to
+// every role).
+constexpr const char* tail_snapshot_sql = "SELECT pg_current_snapshot()::text";
+constexpr const char* tail_running_sql =
+  "SELECT backend_xid::text FROM pg_stat_activity "
+  "WHERE datname = current_database() AND backend_xid IS NOT NULL "
+  "UNION ALL SELECT transaction::text FROM pg_prepared_xacts "
+  "WHERE database = current_database()";
 constexpr const char* tail_sql =
   "SELECT seq, recorded_at_ns, node, kind, idempotency_key, body::text, txid "
   "FROM journal WHERE (txid, seq) > ($1::bigint, $2::bigint) AND txid < $4::bigint "
   "AND ($5::integer <= 1 OR shard IS NULL OR shard_count <> $5::integer "
   "OR shard = ANY($6::integer[])) "
   "ORDER BY txid, seq LIMIT $3";
+
+// The tail's horizon from a snapshot as pg_current_snapshot() writes it
+// ("xmin:xmax:xip,xip,...", 64-bit transaction ids) and the 32-bit ids of
+// this database's running transactions: the oldest running transaction that
+// is this database's, or xmax when none is. Two running transactions share
+// their low 32 bits only 2^32 ids apart, past what wraparound protection
+// lets a cluster reach. nullopt: text that is not a snapshot.
+std::optional<std::int64_t> tail_horizon(std::string_view snapshot,
+                                         const std::vector<std::uint32_t>& running_here) {
+  auto number = [](std::string_view text) -> std::optional<std::int64_t> {
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size() || value < 0)
+      return std::nullopt;
+    return value;
+  };
+  const auto first = snapshot.find(':');
+  const auto second = snapshot.find(':', first == std::string_view::npos ? 0 : first + 1);
+  if (first == std::string_view::npos || second == std::string_view::npos)
+    return std::nullopt;
+  auto horizon = number(snapshot.substr(first + 1, second - first - 1)); // xmax
+  if (!horizon)
+    return std::nullopt;
+  for (auto xip = snapshot.substr(second + 1); !xip.empty();) {
+    const auto comma = xip.find(',');
+    const auto xid = number(xip.substr(0, comma));
+    if (!xid)
+      return std::nullopt;
+    const auto low = static_cast<std::uint32_t>(*xid & 0xffffffff);
+    if (std::find(running_here.begin(), running_here.end(), low) != running_here.end())
+      horizon = std::min(*horizon, *xid);
+    xip = comma == std::string_view::npos ? std::string_view{} : xip.substr(comma + 1);
+  }
+  return horizon;
+}
 
 // Remediation slots (journal_store::claim_slot): a transaction-scoped
 // advisory lock per pool (the first key names vigil's slot locks), its
@@ -488,10 +540,21 @@ public:
                                    const tail_filter& filter) override {
     if (auto st = open(); !st)
       return st.error();
-    result_ptr horizon_res{PQexec(conn_, tail_horizon_sql), &PQclear};
-    if (PQresultStatus(horizon_res.get()) != PGRES_TUPLES_OK)
+    result_ptr snapshot_res{PQexec(conn_, tail_snapshot_sql), &PQclear};
+    if (PQresultStatus(snapshot_res.get()) != PGRES_TUPLES_OK)
       return fail("tail read failed");
-    const std::int64_t horizon = std::stoll(PQgetvalue(horizon_res.get(), 0, 0));
+    result_ptr running_res{PQexec(conn_, tail_running_sql), &PQclear};
+    if (PQresultStatus(running_res.get()) != PGRES_TUPLES_OK)
+      return fail("tail read failed");
+    std::vector<std::uint32_t> running_here;
+    for (int row = 0; row < PQntuples(running_res.get()); ++row)
+      running_here.push_back(
+        static_cast<std::uint32_t>(std::stoul(PQgetvalue(running_res.get(), row, 0))));
+    const auto found = tail_horizon(PQgetvalue(snapshot_res.get(), 0, 0), running_here);
+    if (!found)
+      return failure{description_, std::string("tail read failed: not a snapshot: ")
+                                     + PQgetvalue(snapshot_res.get(), 0, 0)};
+    const std::int64_t horizon = *found;
     const auto txid = std::to_string(after.txid);
     const auto seq = std::to_string(after.seq);
     const auto n = std::to_string(std::max<std::size_t>(limit, 1));

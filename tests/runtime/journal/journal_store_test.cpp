@@ -269,6 +269,24 @@ TEST_P(journal_store_test, the_tail_waits_for_a_transaction_still_running) {
   EXPECT_EQ(tail_keys(*store_, at, 10), (std::vector<std::string>{"slow", "quick"}));
 }
 
+// A long transaction in another database of the same server (a report, a
+// dump, another application) holds no row of this journal: the tail reads
+// past it. Before, the horizon was the server's oldest transaction, and
+// every replica's tail stood still until it ended.
+TEST_P(journal_store_test, a_transaction_in_another_database_does_not_hold_the_tail) {
+  if (GetParam() != "postgresql")
+    GTEST_SKIP() << "SQLite has one writer";
+  PGconn* elsewhere = PQconnectdb(test::fresh_postgres_database().c_str());
+  ASSERT_EQ(PQstatus(elsewhere), CONNECTION_OK);
+  PQclear(PQexec(elsewhere, "BEGIN"));
+  PQclear(PQexec(elsewhere, "SELECT pg_current_xact_id()")); // takes an id, runs on
+  append({make_record("after-the-long-one")});
+  journal_position at;
+  EXPECT_EQ(tail_keys(*store_, at, 10), (std::vector<std::string>{"after-the-long-one"}));
+  PQclear(PQexec(elsewhere, "COMMIT"));
+  PQfinish(elsewhere);
+}
+
 // Sharded (issue 22): rows are stored with their node's shard, and a
 // replica's tail reads only its shards' rows, the rows every replica reads
 // (no shard) and those written before routing (no shard either); the
