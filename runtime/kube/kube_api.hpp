@@ -47,6 +47,10 @@ struct kube_request {
   /// 429 is retried inside the client unless the caller handles it itself: an
   /// eviction refused by a PodDisruptionBudget is the drain's to retry.
   bool retry_throttled = true;
+  /// Sent before every request that is not: the cordon and taints that take
+  /// a failing node out of scheduling must not wait behind drains, Events and
+  /// status updates when the client is at its connection or rate limit.
+  bool urgent = false;
   /// GET, PUT, PATCH and DELETE are retried on 5xx and timeouts; POST only
   /// on 429 and connection failures before anything was sent.
   bool idempotent() const { return verb != "POST"; }

@@ -106,7 +106,7 @@ public:
   curl_client(kube_connection connection, kube_client_options options)
     : conn_(std::move(connection)), options_(options),
       limiter_(options.qps, options.burst), multi_(curl_multi_init()) {
-    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, 16L);
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, max_connections);
     thread_ = std::thread([this] { run(); });
   }
 
@@ -160,6 +160,7 @@ private:
       int running = 0;
       curl_multi_perform(multi_, &running);
       finish_done();
+      start_due(); // on the connections just freed (a new handle ends the poll at once)
       curl_multi_poll(multi_, nullptr, 0, poll_timeout_ms(), nullptr);
     }
     shut_down();
@@ -173,46 +174,62 @@ private:
       fresh.swap(inbox_);
       cancelled.swap(cancelled_);
     }
-    for (auto& t : fresh)
-      waiting_.push_back(std::move(t));
+    for (auto& t : fresh) {
+      if (t->is_watch())
+        start(std::move(t)); // a watch holds its connection for minutes: no queue
+      else
+        lane(*t).push_back(std::move(t));
+    }
     for (auto id : cancelled)
       cancel(id);
   }
 
+  // Stops a watch (stop_watch); watches start as they arrive, never queued.
   void cancel(std::uint64_t id) {
     if (auto it = active_.find(id); it != active_.end()) {
       it->second->cancelled = true;
       release(*it->second);
       active_.erase(it);
-      return;
     }
-    for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
-      if ((*it)->id == id) {
-        waiting_.erase(it);
-        return;
-      }
   }
 
-  // Starts every waiting transfer that is due and, for requests, has a token.
+  std::deque<std::unique_ptr<transfer>>& lane(const transfer& t) {
+    return t.request.urgent ? urgent_ : waiting_;
+  }
+
+  // Starts waiting requests, the urgent lane's first, each lane in order,
+  // while they are due, have a token and a connection is free. The rest wait
+  // here, not in libcurl: libcurl keeps the transfers that found no
+  // connection in a list it walks on every removal, which took a third of a
+  // core at 5,000 cordons a second (BENCHMARKS.md "The API client's queue").
   void start_due() {
     const auto now = pacing_clock::now();
     next_due_ = pacing_clock::time_point::max();
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (start_due(urgent_, now))
+      start_due(waiting_, now);
+  }
+
+  // One lane; false when the limit or the rate stopped it (nothing after it
+  // may start either).
+  bool start_due(std::deque<std::unique_ptr<transfer>>& lane,
+                 pacing_clock::time_point now) {
+    for (auto it = lane.begin(); it != lane.end();) {
       auto& t = **it;
-      if (t.not_before > now) {
+      if (t.not_before > now) { // a retry's backoff
         next_due_ = std::min(next_due_, t.not_before);
         ++it;
         continue;
       }
-      if (!t.is_watch()) {
-        if (auto wait = limiter_.try_take(now); wait.count() > 0) {
-          next_due_ = std::min(next_due_, now + wait);
-          break; // keep order: later requests wait behind this one
-        }
+      if (requests_active_ >= in_flight_limit())
+        return false; // finish_done starts the next one
+      if (auto wait = limiter_.try_take(now); wait.count() > 0) {
+        next_due_ = std::min(next_due_, now + wait);
+        return false; // keep order: later requests wait behind this one
       }
       start(std::move(*it));
-      it = waiting_.erase(it);
+      it = lane.erase(it);
     }
+    return true;
   }
 
   long poll_timeout_ms() const {
@@ -283,6 +300,7 @@ private:
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
     curl_multi_add_handle(multi_, e);
+    requests_active_ += t.is_watch() ? 0 : 1;
     active_.emplace(t.id, std::move(owned));
   }
 
@@ -313,6 +331,7 @@ private:
     if (t.easy != nullptr) {
       curl_multi_remove_handle(multi_, t.easy);
       curl_easy_cleanup(t.easy);
+      requests_active_ -= t.is_watch() ? 0 : 1;
     }
     curl_slist_free_all(t.headers);
     t.easy = nullptr;
@@ -333,6 +352,9 @@ private:
       active_.erase(it);
       long status = 0;
       curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+      long version = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version);
+      multiplexed_ = multiplexed_ || version == CURL_HTTP_VERSION_2_0;
       const CURLcode code = msg->data.result;
       release(*t);
       if (t->is_watch())
@@ -387,7 +409,7 @@ private:
         retry_delay(options_.backoff, t->attempt, result.error().retry_after, jitter_());
       t->not_before = pacing_clock::now() + delay;
       next_due_ = std::min(next_due_, t->not_before); // the poll must wake for it
-      waiting_.push_back(std::move(t));
+      lane(*t).push_back(std::move(t));
       return;
     }
     t->done(std::move(result));
@@ -400,11 +422,18 @@ private:
         t->done(kube_error{0, "Transport", "client stopped", {}});
     }
     active_.clear();
-    take_inbox();
-    for (auto& t : waiting_)
-      if (!t->is_watch())
+    {
+      std::lock_guard<std::mutex> guard(inbox_mutex_);
+      for (auto& t : inbox_)
+        if (!t->is_watch()) // a watch ends without a word, as a cancelled one
+          waiting_.push_back(std::move(t));
+      inbox_.clear();
+    }
+    for (auto* lane : {&urgent_, &waiting_}) {
+      for (auto& t : *lane)
         t->done(kube_error{0, "Transport", "client stopped", {}});
-    waiting_.clear();
+      lane->clear();
+    }
   }
 
   double jitter_() { return std::uniform_real_distribution<double>(0.0, 1.0)(random_); }
@@ -421,8 +450,18 @@ private:
   std::vector<std::uint64_t> cancelled_;
   std::uint64_t last_id_ = 0;
 
+  // Connections to the API server. Over HTTP/1.1 a request beyond them
+  // waits for one; over HTTP/2 (TLS to a real API server) they carry many
+  // streams each, and up to max_streams requests are in flight.
+  static constexpr long max_connections = 16;
+  static constexpr long max_streams = 100; // the API server allows more per connection
+  long in_flight_limit() const { return multiplexed_ ? max_streams : max_connections; }
+
   // I/O thread only.
-  std::deque<std::unique_ptr<transfer>> waiting_;
+  std::deque<std::unique_ptr<transfer>> urgent_;  ///< urgent requests, in order
+  std::deque<std::unique_ptr<transfer>> waiting_; ///< the others, in order
+  long requests_active_ = 0;                      ///< requests handed to libcurl
+  bool multiplexed_ = false;                      ///< the server answered over HTTP/2
   std::map<std::uint64_t, std::unique_ptr<transfer>> active_;
   pacing_clock::time_point next_due_ = pacing_clock::time_point::max();
   std::string token_;

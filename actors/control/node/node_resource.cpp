@@ -203,6 +203,7 @@ std::optional<kube::kube_request> spec_patch_request(const std::string& node,
     return std::nullopt;
   auto r = kube::make_request("PATCH", kube::resource_path(nodes, {}, node), patch);
   r.content_type = kube::content_type::merge_patch;
+  r.urgent = true; // cordon, taints, uncordon: before drains and Events
   return r;
 }
 

@@ -1,8 +1,10 @@
 // The client against the API test server, over real sockets: every verb,
 // pagination, conflicts, throttling and retries, TLS with a CA made here,
 // token rotation, and garbage from the server.
+#include <algorithm>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -220,6 +222,42 @@ TEST_F(client_conformance, throttling_and_errors_are_retried_then_reported) {
     ok += call("GET", resource_path(nodes, "", "gpu-1")).ok() ? 1 : 0;
   EXPECT_GE(ok, 15); // 1 - 0.5^3 of them, give or take the dice
   server_->set_faults({});
+}
+
+// More requests than the client has connections wait in the client, and an
+// urgent one (a cordon) starts before those still waiting: here 40 GETs on
+// 16 connections, each answered after 50 ms, go in three waves, and the
+// urgent GET sent after them is in the second.
+TEST_F(client_conformance, an_urgent_request_goes_before_the_waiting_ones) {
+  start();
+  call("POST", resource_path(nodes), node("gpu-1").dump());
+  test_server_faults slow;
+  slow.latency = std::chrono::milliseconds{50};
+  server_->set_faults(slow);
+  std::mutex mutex;
+  std::vector<std::string> finished;
+  std::promise<void> all;
+  const std::size_t total = 41;
+  auto record = [&](std::string name) {
+    return [&, name](kube_result r) {
+      EXPECT_TRUE(r.ok()) << name;
+      std::lock_guard<std::mutex> guard(mutex);
+      finished.push_back(name);
+      if (finished.size() == total)
+        all.set_value();
+    };
+  };
+  for (int i = 0; i < 40; ++i)
+    client_->send(make_request("GET", resource_path(nodes, "", "gpu-1")),
+                  record("waiting-" + std::to_string(i)));
+  auto urgent = make_request("GET", resource_path(nodes, "", "gpu-1"));
+  urgent.urgent = true;
+  client_->send(std::move(urgent), record("urgent"));
+  all.get_future().wait();
+  server_->set_faults({});
+  const auto at =
+    std::find(finished.begin(), finished.end(), "urgent") - finished.begin();
+  EXPECT_LT(at, 32) << "the urgent request waited behind requests sent before it";
 }
 
 TEST_F(client_conformance, injected_node_conflicts_hit_only_writes_based_on_a_version) {
