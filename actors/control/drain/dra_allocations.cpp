@@ -29,8 +29,10 @@ std::string dra_path(std::string_view version, const char* plural) {
 
 } // namespace
 
-kube::kube_request resource_claims_request(std::string_view version) {
-  return kube::make_request("GET", dra_path(version, "resourceclaims"));
+kube::kube_request resource_claims_request(std::string_view version,
+                                           const std::string& ns) {
+  return kube::make_request("GET", "/apis/resource.k8s.io/" + std::string(version)
+                                     + "/namespaces/" + ns + "/resourceclaims");
 }
 
 kube::kube_request resource_slices_request(std::string_view version,
@@ -57,12 +59,17 @@ std::string device_gpu_uuid(const json& device) {
   return "";
 }
 
-expected<gpu_allocations> dra_gpu_allocations(const std::string& claim_list_json,
+expected<gpu_allocations> dra_gpu_allocations(const std::vector<std::string>& claim_lists,
                                               const std::string& slice_list_json,
                                               const std::string& node) {
-  auto claims = list_items(claim_list_json, "ResourceClaimList");
-  if (!claims)
-    return claims.error();
+  json claims = json::array();
+  for (const auto& list : claim_lists) {
+    auto items = list_items(list, "ResourceClaimList");
+    if (!items)
+      return items.error();
+    for (auto& claim : *items)
+      claims.push_back(std::move(claim));
+  }
   auto slices = list_items(slice_list_json, "ResourceSliceList");
   if (!slices)
     return slices.error();
@@ -81,7 +88,7 @@ expected<gpu_allocations> dra_gpu_allocations(const std::string& claim_list_json
   gpu_allocations report;
   report.node = node;
   report.source = "dra";
-  for (const auto& claim : *claims) {
+  for (const auto& claim : claims) {
     const json* results = json_at(claim, {"status", "allocation", "devices", "results"});
     const json* users = json_at(claim, {"status", "reservedFor"});
     if (results == nullptr || !results->is_array() || users == nullptr

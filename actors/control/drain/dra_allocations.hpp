@@ -9,6 +9,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -21,8 +22,12 @@ namespace vigil::control {
 /// The resource.k8s.io versions tried, newest first.
 inline constexpr std::string_view dra_versions[] = {"v1", "v1beta1"};
 
-/// GET /apis/resource.k8s.io/<version>/resourceclaims (all namespaces).
-kube::kube_request resource_claims_request(std::string_view version);
+/// GET /apis/resource.k8s.io/<version>/namespaces/<ns>/resourceclaims: the
+/// claims of one namespace whose pods on the node claim resources. Never the
+/// whole cluster's: a drain's cost must not grow with the cluster (issue 22;
+/// thousands of drains in a mass event each listed every claim).
+kube::kube_request resource_claims_request(std::string_view version,
+                                           const std::string& ns);
 
 /// GET …/resourceslices?fieldSelector=spec.nodeName=<node>.
 kube::kube_request resource_slices_request(std::string_view version,
@@ -35,8 +40,9 @@ std::string device_gpu_uuid(const nlohmann::json& device);
 /// The pods holding this node's DRA devices, as gpu_allocations (source
 /// "dra", resource "dra:<driver>"). Devices of the claim that are in this
 /// node's slices count; a device there without a UUID is unresolved, so
-/// that pod's GPUs are unknown. Fails naming a body that is not a List.
-expected<gpu_allocations> dra_gpu_allocations(const std::string& claim_list_json,
+/// that pod's GPUs are unknown. `claim_lists`: one ResourceClaimList per
+/// namespace read. Fails naming a body that is not a List.
+expected<gpu_allocations> dra_gpu_allocations(const std::vector<std::string>& claim_lists,
                                               const std::string& slice_list_json,
                                               const std::string& node);
 

@@ -38,8 +38,8 @@ journal_record drain_record(const drain_state& st, const nlohmann::json& body) {
 }
 
 void list_pods(drain_actor* self);
-void read_dra(drain_actor* self, std::vector<control::pod_info> pods,
-              std::size_t version);
+void read_dra(drain_actor* self, std::vector<control::pod_info> pods, std::size_t version,
+              std::vector<std::string> namespaces, std::vector<std::string> claim_lists);
 void send_due(drain_actor* self);
 
 // Journals the outcome row, then reports to the node actor and quits. A failed
@@ -216,43 +216,62 @@ void plan_with_allocations(drain_actor* self, std::vector<control::pod_info> pod
   start(self, std::move(pods));
 }
 
-// The node's DRA allocations before the plan: ResourceClaims, then this
+// The namespaces whose ResourceClaims the plan needs: those of the node's
+// pods that claim resources (spec.resourceClaims). None: nothing on the node
+// holds a device through DRA, and nothing is read.
+std::vector<std::string> claiming_namespaces(const std::vector<control::pod_info>& pods) {
+  std::set<std::string> namespaces;
+  for (const auto& pod : pods)
+    if (pod.claims_resources)
+      namespaces.insert(pod.ns);
+  return {namespaces.begin(), namespaces.end()};
+}
+
+// The node's DRA allocations before the plan: the ResourceClaims of each
+// namespace in `namespaces` (claim_lists holds those read so far), then this
 // node's ResourceSlices, at the newest resource.k8s.io version served. A
 // cluster without DRA (404 at every version) or a failed read plans without
 // them: pods whose GPUs are then unknown make the drain full.
-void read_dra(drain_actor* self, std::vector<control::pod_info> pods,
-              std::size_t version) {
+void read_dra(drain_actor* self, std::vector<control::pod_info> pods, std::size_t version,
+              std::vector<std::string> namespaces, std::vector<std::string> claim_lists) {
   auto& st = self->state;
-  if (!st.settings->read_dra || version >= std::size(control::dra_versions))
+  if (!st.settings->read_dra || namespaces.empty()
+      || version >= std::size(control::dra_versions))
     return plan_with_allocations(self, std::move(pods));
   const auto api = control::dra_versions[version];
-  self->request(st.gateway, caf::infinite, control::resource_claims_request(api))
-    .then([=](const kube::kube_result& claims) mutable {
-      if (!claims.ok() && claims.error().not_found())
-        return read_dra(self, std::move(pods), version + 1);
-      if (!claims.ok()) {
-        logger()->warn("node {}: ResourceClaims not read ({}); planning without them",
-                       self->state.node_name, claims.error().to_string());
-        return plan_with_allocations(self, std::move(pods));
-      }
+  if (claim_lists.size() < namespaces.size()) {
+    const auto ns = namespaces[claim_lists.size()];
+    self->request(st.gateway, caf::infinite, control::resource_claims_request(api, ns))
+      .then([=](const kube::kube_result& claims) mutable {
+        if (!claims.ok() && claims.error().not_found())
+          return read_dra(self, std::move(pods), version + 1, std::move(namespaces), {});
+        if (!claims.ok()) {
+          logger()->warn("node {}: ResourceClaims of {} not read ({}); planning without "
+                         "them",
+                         self->state.node_name, ns, claims.error().to_string());
+          return plan_with_allocations(self, std::move(pods));
+        }
+        claim_lists.push_back(claims.response().body);
+        read_dra(self, std::move(pods), version, std::move(namespaces),
+                 std::move(claim_lists));
+      });
+    return;
+  }
+  self
+    ->request(st.gateway, caf::infinite,
+              control::resource_slices_request(api, st.node_name))
+    .then([=](const kube::kube_result& slices) mutable {
       auto& st = self->state;
-      self
-        ->request(st.gateway, caf::infinite,
-                  control::resource_slices_request(api, st.node_name))
-        .then([=](const kube::kube_result& slices) mutable {
-          auto& st = self->state;
-          auto dra = slices.ok() ? control::dra_gpu_allocations(
-                       claims.response().body, slices.response().body, st.node_name)
-                                 : expected<gpu_allocations>(
-                                   failure{"ResourceSlices", slices.error().to_string()});
-          if (dra)
-            st.dra = std::move(*dra);
-          else
-            logger()->warn(
-              "node {}: DRA allocations not read ({}); planning without them",
-              st.node_name, dra.error().to_string());
-          plan_with_allocations(self, std::move(pods));
-        });
+      auto dra = slices.ok() ? control::dra_gpu_allocations(
+                   claim_lists, slices.response().body, st.node_name)
+                             : expected<gpu_allocations>(
+                               failure{"ResourceSlices", slices.error().to_string()});
+      if (dra)
+        st.dra = std::move(*dra);
+      else
+        logger()->warn("node {}: DRA allocations not read ({}); planning without them",
+                       st.node_name, dra.error().to_string());
+      plan_with_allocations(self, std::move(pods));
     });
 }
 
@@ -275,7 +294,8 @@ void list_pods(drain_actor* self) {
       st.backoff = {};
       if (!st.progress) {
         st.planning = true; // until the plan is journaled (or fails to be)
-        return read_dra(self, std::move(*pods), 0);
+        auto namespaces = claiming_namespaces(*pods);
+        return read_dra(self, std::move(*pods), 0, std::move(namespaces), {});
       }
       take_listing(self, *pods);
     });

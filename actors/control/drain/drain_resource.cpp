@@ -112,6 +112,9 @@ expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json)
     const auto phase = text_at(member(item, "status"), "phase");
     pod.finished = phase == "Succeeded" || phase == "Failed";
     pod.requests_gpu = requests_gpu(member(item, "spec"));
+    const auto& spec = member(item, "spec");
+    const auto claims = spec.find("resourceClaims");
+    pod.claims_resources = claims != spec.end() && claims->is_array() && !claims->empty();
     if (auto devices = annotations.find(gpu_devices_annotation);
         devices != annotations.end() && devices->is_string()) {
       pod.gpu_uuids = gpu_uuids_from_annotation(devices->get<std::string>());

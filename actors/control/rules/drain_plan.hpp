@@ -68,6 +68,9 @@ struct pod_info {
   std::string gpu_source; ///< "kubelet", "annotation", "no GPU request", or ""
   bool pdb_protected = false;
   std::map<std::string, std::string> labels; ///< metadata.labels
+  /// spec.resourceClaims is not empty: the pod may hold devices through
+  /// Dynamic Resource Allocation, and its namespace's ResourceClaims say which.
+  bool claims_resources = false;
 };
 
 /// The label vigil puts on its own Jobs and their pod templates (the janitor's

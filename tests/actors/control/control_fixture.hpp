@@ -388,6 +388,14 @@ struct control_fixture : test_coordinator_fixture<> {
       std::count_if(seen.begin(), seen.end(),
                     [&](const kube::kube_request& r) { return r.verb == verb; }));
   }
+  /// Requests whose path contains `part`.
+  std::size_t requests_to(const std::string& part) {
+    auto& seen = deref<fake_gateway_actor>(gateway).state.seen;
+    return static_cast<std::size_t>(
+      std::count_if(seen.begin(), seen.end(), [&](const kube::kube_request& r) {
+        return r.path.find(part) != std::string::npos;
+      }));
+  }
   // Asks an actor and runs the scheduler until it answered with a string.
   template <class Handle, class... Ts>
   std::string ask(const Handle& whom, Ts... xs) {

@@ -52,13 +52,14 @@ TEST(dra_allocations, claims_map_to_the_gpu_uuids_of_this_nodes_slices) {
                             {gpu_device("gpu-0", "GPU-a"), gpu_device("gpu-1", "GPU-b"),
                              json{{"name", "gpu-2"}}}),
                       slice("node-2", "node-2", {gpu_device("gpu-0", "GPU-z")})});
-  auto claims = list({
-    claim("team-a", "train-gpus", {result("node-1", "gpu-0"), result("node-1", "gpu-1")},
-          {"train-0"}),
-    claim("team-b", "infer-gpu", {result("node-2", "gpu-0")}, {"infer-0"}), // node-2
-    claim("team-c", "odd", {result("node-1", "gpu-2")}, {"odd-0"}), // no uuid attribute
-    claim("team-d", "unused", {result("node-1", "gpu-1")}, json::array()),
-  });
+  // One list per namespace read, as the drain reads them.
+  std::vector<std::string> claims = {
+    list({claim("team-a", "train-gpus",
+                {result("node-1", "gpu-0"), result("node-1", "gpu-1")}, {"train-0"})}),
+    list({claim("team-b", "infer-gpu", {result("node-2", "gpu-0")}, {"infer-0"})}),
+    list({claim("team-c", "odd", {result("node-1", "gpu-2")}, {"odd-0"}), // no uuid
+          claim("team-c", "unused", {result("node-1", "gpu-1")}, json::array())}),
+  };
   auto report = dra_gpu_allocations(claims, slices, "node-1");
   ASSERT_TRUE(report.has_value()) << report.error().to_string();
   EXPECT_EQ(report->source, "dra");
@@ -80,26 +81,29 @@ TEST(dra_allocations, reads_v1beta1_basic_attributes_and_qualified_names) {
     device_gpu_uuid(json{{"name", "x"}, {"attributes", {{"uuid", {{"int", 7}}}}}}), "");
   EXPECT_EQ(device_gpu_uuid(json::array()), "");
   auto report =
-    dra_gpu_allocations(list({claim("a", "c", {result("p", "gpu-0")}, {"pod"})}),
+    dra_gpu_allocations({list({claim("a", "c", {result("p", "gpu-0")}, {"pod"})})},
                         list({slice("node-1", "p", {beta})}), "node-1");
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(gpus_held_by(*report, "a", "pod"), std::vector<std::string>{"GPU-q"});
 }
 
 TEST(dra_allocations, names_a_body_that_is_not_a_list_and_skips_odd_claims) {
-  auto bad = dra_gpu_allocations("{}", list(json::array()), "node-1");
+  auto bad =
+    dra_gpu_allocations({list(json::array()), "{}"}, list(json::array()), "node-1");
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().where, "ResourceClaimList");
-  bad = dra_gpu_allocations(list(json::array()), "garbage", "node-1");
+  bad = dra_gpu_allocations({list(json::array())}, "garbage", "node-1");
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().where, "ResourceSliceList");
   auto odd = dra_gpu_allocations(
-    list({json(7), json{{"status", {{"allocation", "x"}}}}, json::object()}),
+    {list({json(7), json{{"status", {{"allocation", "x"}}}}, json::object()})},
     list({json(1), json{{"spec", {{"devices", 3}}}}}), "node-1");
   ASSERT_TRUE(odd.has_value());
   EXPECT_TRUE(odd->allocations.empty());
   EXPECT_EQ(resource_slices_request("v1beta1", "node-1").path,
             "/apis/resource.k8s.io/v1beta1/resourceslices");
+  EXPECT_EQ(resource_claims_request("v1", "team-a").path,
+            "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims");
 }
 
 } // namespace

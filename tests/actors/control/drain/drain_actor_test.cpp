@@ -104,8 +104,12 @@ CAF_TEST(without_the_kubelets_allocations_the_drain_is_full_and_says_why) {
 // holders itself: the pod's ResourceClaim names a device of the node's
 // ResourceSlice, whose uuid attribute is the failing GPU.
 CAF_TEST(dra_claims_make_the_drain_partial_without_the_agent) {
-  add_pod("train", unannotated_pod("job-a", {"GPU-a"}));
-  add_pod("train", unannotated_pod("job-b", {"GPU-b"}));
+  for (const auto* name : {"job-a", "job-b"}) {
+    auto pod = unannotated_pod(name, {});
+    pod["spec"]["resourceClaims"] =
+      json::array({{{"name", "gpu"}, {"resourceClaimName", std::string(name) + "-gpu"}}});
+    add_pod("train", pod);
+  }
   const auto* slices = store->find_type("resource.k8s.io", "v1", "resourceslices");
   const auto* claims = store->find_type("resource.k8s.io", "v1", "resourceclaims");
   CAF_REQUIRE(slices != nullptr && claims != nullptr);
@@ -141,6 +145,25 @@ CAF_TEST(dra_claims_make_the_drain_partial_without_the_agent) {
   auto started = drain_started_row();
   CAF_CHECK_EQUAL(started["scope"], "partial");
   CAF_CHECK_EQUAL(started["evict"][0]["gpuSource"], "dra");
+  // Only the namespace of the pods that claim resources was read.
+  CAF_CHECK_EQUAL(requests_to("/resourceclaims"), 1u);
+  CAF_CHECK_EQUAL(requests_to("/apis/resource.k8s.io/v1/namespaces/train/resourceclaims"),
+                  1u);
+}
+
+// A drain reads ResourceClaims only where the node's pods claim resources:
+// none here (device-plugin GPUs), so no claim or slice is read. Listing
+// every claim of the cluster for each drain made a mass event's drains cost
+// what the cluster holds (issue 22).
+CAF_TEST(a_node_whose_pods_claim_nothing_reads_no_resource_claims) {
+  add_pod("train", unannotated_pod("job-a", {"GPU-a"}));
+  add_pod("train", pod_object("web", "node-1"));
+  start();
+  post({reboot_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("train", "job-a"));
+  CAF_CHECK_EQUAL(drain_rows("started"), 1u);
+  CAF_CHECK_EQUAL(requests_to("/resourceclaims"), 0u);
+  CAF_CHECK_EQUAL(requests_to("/resourceslices"), 0u);
 }
 
 CAF_TEST(a_full_drain_waits_for_the_disruption_budget_and_skips_daemonsets) {
