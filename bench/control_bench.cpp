@@ -89,6 +89,7 @@ std::string node_name(std::size_t i) {
 struct patch_times {
   explicit patch_times(std::size_t nodes) : at(nodes) {}
   std::vector<std::atomic<std::int64_t>> at;
+  std::atomic<std::size_t> sent{0}, answered{0}; ///< API requests
 };
 
 // Sits in front of the gateway: records cordon PATCHes, passes everything on;
@@ -108,9 +109,13 @@ gateway_tap::behavior_type tap(gateway_tap::pointer self, kube_gateway_handle ga
         if (i < times->at.size())
           times->at[i].compare_exchange_strong(zero, now_ns());
       }
+      ++times->sent;
       auto rp = self->make_response_promise<kube::kube_result>();
       self->request(gateway, caf::infinite, std::move(request))
-        .then([=](const kube::kube_result& result) mutable { rp.deliver(result); });
+        .then([=](const kube::kube_result& result) mutable {
+          ++times->answered;
+          rp.deliver(result);
+        });
       return rp;
     },
     [=](watch_atom, kube_watch_spec& spec) -> caf::result<std::uint64_t> {
@@ -304,7 +309,8 @@ int main(int argc, char** argv) {
   jc.batch_max_events = 1000;
   jc.queue_capacity = 400000;
   auto writer = sys.spawn<caf::detached>(journal_writer, store);
-  auto journal_actor = sys.spawn(journal, jc, writer);
+  // As vigil control spawns them (control_plane_options::own_threads).
+  auto journal_actor = sys.spawn<caf::detached>(journal, jc, writer);
   auto gateway =
     sys.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)),
               std::make_shared<kube_gateway_stats>());
@@ -408,7 +414,7 @@ int main(int argc, char** argv) {
   }
 
   auto ingest_actor =
-    sys.spawn(ingest, ingest_settings{}, journal_actor, fleet_actor, time);
+    sys.spawn<caf::detached>(ingest, ingest_settings{}, journal_actor, fleet_actor, time);
   caf::actor feed;
   std::vector<std::shared_ptr<counting_stream>> streams;
   if (stream_count > 0) {
@@ -454,15 +460,17 @@ int main(int argc, char** argv) {
 
   // 3. Latency, ingest → cordon PATCH, at RATE events/s.
   {
+    const std::size_t sent_before = times->sent, answered_before = times->answered;
     std::vector<std::int64_t> submitted(probes);
+    auto acked = std::make_shared<std::vector<std::atomic<std::int64_t>>>(probes);
     const auto t0 = bench_clock::now();
     for (std::size_t i = 0; i < probes; ++i) {
       std::this_thread::sleep_until(
         t0 + std::chrono::nanoseconds(1'000'000'000ull * i / rate));
       ingest_request request;
       request.items.push_back({1, make_event(events + i, i, true, run), {}});
-      request.reply = [](control::ingest_reply) {};
       submitted[i] = now_ns();
+      request.reply = [acked, i](control::ingest_reply) { (*acked)[i] = now_ns(); };
       caf::anon_send(ingest_actor, ingest_atom::value, std::move(request));
     }
     const auto deadline = bench_clock::now() + std::chrono::seconds(30);
@@ -472,14 +480,21 @@ int main(int argc, char** argv) {
     };
     while (!done() && bench_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::vector<double> ms;
-    for (std::size_t i = 0; i < probes; ++i)
+    std::vector<double> ms, ack_ms;
+    for (std::size_t i = 0; i < probes; ++i) {
       if (auto at = times->at[i].load(); at != 0)
         ms.push_back(static_cast<double>(at - submitted[i]) / 1e6);
-    std::printf("%zu fatal XIDs at %zu events/s: %zu cordon PATCHes sent; ingest → PATCH "
-                "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-                probes, rate, ms.size(), percentile(ms, 0.5), percentile(ms, 0.99),
-                percentile(ms, 1.0));
+      if (auto at = (*acked)[i].load(); at != 0)
+        ack_ms.push_back(static_cast<double>(at - submitted[i]) / 1e6);
+    }
+    const auto phase_s = std::chrono::duration<double>(bench_clock::now() - t0).count();
+    std::printf(
+      "%zu fatal XIDs at %zu events/s: %zu cordon PATCHes sent; ingest → PATCH "
+      "p50 %.2f ms, p99 %.2f ms, max %.2f ms; ingest → acknowledged p50 %.2f ms, "
+      "p99 %.2f ms; %zu API requests sent, %zu answered in the phase's %.1f s\n",
+      probes, rate, ms.size(), percentile(ms, 0.5), percentile(ms, 0.99),
+      percentile(ms, 1.0), percentile(ack_ms, 0.5), percentile(ack_ms, 0.99),
+      times->sent - sent_before, times->answered - answered_before, phase_s);
   }
   if (!streams.empty()) {
     std::this_thread::sleep_for(std::chrono::seconds(1)); // the last batches

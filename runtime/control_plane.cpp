@@ -258,17 +258,19 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
 
   control_plane plane;
   auto& actors = plane.actors;
-  auto writer = options.detach_journal_writer
-                  ? system.spawn<caf::detached>(journal_writer, journal_db)
-                  : system.spawn(journal_writer, journal_db);
+  // Spawns `f` on a thread of its own where options.own_threads says so.
+  auto spawn = [&](auto f, auto&&... xs) {
+    return options.own_threads
+             ? system.spawn<caf::detached>(f, std::forward<decltype(xs)>(xs)...)
+             : system.spawn(f, std::forward<decltype(xs)>(xs)...);
+  };
+  auto writer = spawn(journal_writer, journal_db);
   journal_writer_handle reader;
   if (options.journal_tail_db) {
-    reader = options.detach_journal_writer
-               ? system.spawn<caf::detached>(journal_writer, options.journal_tail_db)
-               : system.spawn(journal_writer, options.journal_tail_db);
-    actors.journal = system.spawn(journal_with_reader, config.journal, writer, reader);
+    reader = spawn(journal_writer, options.journal_tail_db);
+    actors.journal = spawn(journal_with_reader, config.journal, writer, reader);
   } else {
-    actors.journal = system.spawn(journal, config.journal, writer);
+    actors.journal = spawn(journal, config.journal, writer);
   }
   auto gateway_stats = std::make_shared<kube_gateway_stats>();
   actors.gateway_figures = gateway_stats;
@@ -282,8 +284,7 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   actors.fleet =
     system.spawn(fleet, std::shared_ptr<const node_settings>(settings), gateway,
                  actors.journal, actors.breaker, time, true, cc.leader_election);
-  actors.ingest =
-    system.spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
+  actors.ingest = spawn(ingest, ingest_options, actors.journal, actors.fleet, time);
   caf::actor snapshots;
   if (config.journal.retention_days > 0 && cc.snapshot_interval_seconds == 0)
     component_logger("snapshot")

@@ -34,9 +34,14 @@ struct control_plane {
 };
 
 struct control_plane_options {
-  /// The journal writer blocks on the database: its own thread in production;
-  /// false under CAF's test coordinator, where everything runs on one thread.
-  bool detach_journal_writer = true;
+  /// Threads of their own, in production, for the journal writer (it blocks
+  /// on the database) and for the intake: the journal and ingest actors,
+  /// which every agent's acknowledgement waits on, must not wait for a CAF
+  /// worker behind the fleet's follow-up work (drains, watch events); at
+  /// 5,000 cordons a second on two cores they waited seconds (BENCHMARKS.md
+  /// "Cordons a second on two cores"). False under CAF's test coordinator,
+  /// where everything runs on one thread.
+  bool own_threads = true;
   std::string replica_identity = "vigil-control"; ///< the Lease holder's name
   /// The client the leader and shard electors write their Leases through
   /// (api_server::coordination); null: the main client's gateway.

@@ -276,7 +276,7 @@ public:
       populate(s, sim.spec);
     });
     control_plane_options plane_options;
-    plane_options.detach_journal_writer = false;
+    plane_options.own_threads = false;
     plane_options.replica_identity = "vigil-demo";
     auto plane = spawn_control_plane(system_, config_, journal_, api_.client(), time_,
                                      plane_options);
