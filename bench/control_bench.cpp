@@ -25,7 +25,10 @@
 // 3. Latency: RATE fatal XIDs per second for SECONDS, one ingest request per
 //    event, each on a node not yet quarantined; from handing the request to
 //    the ingest actor until the node actor's cordon PATCH leaves for the
-//    gateway (a tap in front of the gateway records it).
+//    gateway (a tap in front of the gateway records it); also until the
+//    ingest request is acknowledged (journaled), and how many API requests
+//    the tap passed on and got answers to in the phase: a phase whose
+//    answers fall behind has a backlog the latency does not show.
 // 4. With STREAMS > 0, that many console streams (the console feed actor,
 //    subscribed to the journal, writing Server-Sent Events to streams that
 //    count what they get) are open throughout: compare the figures with a
