@@ -1,6 +1,7 @@
 #include "actors/gateway/kube_gateway.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -97,11 +98,12 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
         return;
       }
       w.resource_version = meta.value("resourceVersion", "");
-      json list = {{"kind", progress->kind},
-                   {"metadata", {{"resourceVersion", w.resource_version}}},
-                   {"items", std::move(progress->items)}};
+      auto list = std::make_shared<const json>(
+        json{{"kind", progress->kind},
+             {"metadata", {{"resourceVersion", w.resource_version}}},
+             {"items", std::move(progress->items)}});
       self->send(w.subscriber,
-                 kube_watch_event{id, "LISTED", list.dump(), w.resource_version});
+                 kube_watch_event{id, "LISTED", std::move(list), w.resource_version});
       start_stream(self, id);
     });
 }
@@ -160,8 +162,10 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
   if (!event->resource_version.empty())
     sub.resource_version = event->resource_version;
   ++self->state.stats->watch_events;
-  self->send(sub.subscriber, kube_watch_event{id, event->type, event->object.dump(),
-                                              sub.resource_version});
+  self->send(sub.subscriber,
+             kube_watch_event{id, event->type,
+                              std::make_shared<const json>(std::move(event->object)),
+                              sub.resource_version});
 }
 
 } // namespace

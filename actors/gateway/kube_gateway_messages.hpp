@@ -11,6 +11,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "actors/protocol/shared_json.hpp"
 #include "runtime/kube/kube_api.hpp"
 
 namespace vigil {
@@ -37,11 +38,11 @@ struct kube_watch_spec {
 /// One watch event for a subscriber. After the initial list and after every
 /// relist (410 Gone) comes type "LISTED" with `object` holding the whole
 /// List; then "ADDED", "MODIFIED", "DELETED" and "BOOKMARK" as the server
-/// sends them, with `object` one object's JSON.
+/// sends them, with `object` one object. Never null.
 struct kube_watch_event {
   std::uint64_t watch_id = 0;
   std::string type;
-  std::string object;
+  shared_json object;
   std::string resource_version;
 };
 

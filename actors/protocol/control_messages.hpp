@@ -10,6 +10,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/protocol/health_event_message.hpp"
+#include "actors/protocol/shared_json.hpp"
 #include "messages/agent_gpu_facts.hpp"
 #include "messages/gpu_allocations.hpp"
 #include "messages/health_event.hpp"
@@ -19,7 +20,8 @@ namespace vigil {
 /// (route_atom, health_event, seq) to the fleet, then to the event's node
 /// actor: the event is journaled (seq is its row) and not a duplicate.
 using route_atom = caf::atom_constant<caf::atom("route")>;
-/// (observe_atom, node JSON) to a node actor: the Node as the API server has it.
+/// (observe_atom, shared_json) to a node actor: the Node as the API server has
+/// it, parsed once by the gateway.
 using observe_atom = caf::atom_constant<caf::atom("observe")>;
 /// (replay_atom, vector<health_event>, vector<replay_mark>) to a node actor:
 /// its journaled events, oldest first, and the completed drains and fabric

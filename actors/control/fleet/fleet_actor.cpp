@@ -135,8 +135,11 @@ void publish_gpu_count(fleet_actor* self, std::size_t before) {
     send_gpu_count(self);
 }
 
-void observe(fleet_actor* self, const json& object) {
+// `node` is the Node itself, or one item of a shared List: the node actor
+// reads it in place (shared_json's aliasing keeps the List alive).
+void observe(fleet_actor* self, const shared_json& node) {
   auto& st = self->state;
+  const json& object = *node;
   auto name = name_of(object);
   if (name.empty())
     return;
@@ -152,7 +155,7 @@ void observe(fleet_actor* self, const json& object) {
     st.liveness.forget(name);
   }
   if (mine)
-    self->send(node_for(self, name), observe_atom::value, object.dump());
+    self->send(node_for(self, name), observe_atom::value, node);
 }
 
 void on_watch_event(fleet_actor* self, const kube_watch_event& event) {
@@ -160,18 +163,18 @@ void on_watch_event(fleet_actor* self, const kube_watch_event& event) {
   ++st.stats.watch_events;
   if (event.type == "BOOKMARK")
     return;
-  auto object = json::parse(event.object, nullptr, false);
-  if (!object.is_object()) {
+  if (!event.object || !event.object->is_object()) {
     logger()->warn("Node watch: unreadable {} object", event.type);
     return;
   }
+  const json& object = *event.object;
   const auto before = st.gpu_nodes.size();
   if (event.type == "LISTED") {
     st.gpu_nodes.clear();
     auto items = object.find("items");
     if (items != object.end() && items->is_array())
       for (const auto& item : *items)
-        observe(self, item);
+        observe(self, shared_json(event.object, &item));
     publish_gpu_count(self, before);
     if (!st.listed)
       logger()->info("Node list seen: {} nodes, {} GPU nodes", st.nodes.size(),
@@ -187,7 +190,7 @@ void on_watch_event(fleet_actor* self, const kube_watch_event& event) {
     // under the same name; it waits for the watch to show the Node again.
     st.gpu_nodes.erase(name_of(object));
   } else {
-    observe(self, object);
+    observe(self, event.object);
   }
   publish_gpu_count(self, before);
 }

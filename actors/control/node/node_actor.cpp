@@ -362,8 +362,8 @@ node_timers::behavior_type node(node_actor* self, std::string name,
       if (dropped > 0 || !st.fabric.ports().empty())
         reconcile(self);
     },
-    [=](observe_atom, const std::string& node_json) {
-      if (!take_node(self, node_json))
+    [=](observe_atom, const shared_json& node) {
+      if (!take_node(self, *node))
         return;
       check_conditions(self);
       reconcile(self);

@@ -214,7 +214,7 @@ struct node_state {
 };
 
 /// The node actor's protocol, which the compiler checks at every send:
-/// (route_atom, health_event, seq); (observe_atom, node JSON);
+/// (route_atom, health_event, seq); (observe_atom, shared_json Node);
 /// (replay_atom, vector<health_event>, vector<replay_mark>); (history_atom):
 /// a replay is coming, no reconcile until it is in;
 /// (summary_atom) → JSON; (tile_atom) → its fleet tile's fields as JSON;
@@ -234,7 +234,7 @@ using node_handle = caf::typed_actor<
   caf::reacts_to<route_atom, health_event, std::int64_t>,
   caf::reacts_to<replay_atom, std::vector<health_event>, std::vector<replay_mark>>,
   caf::reacts_to<history_atom>, caf::reacts_to<nicdrop_atom, health_event>,
-  caf::reacts_to<fabric_atom>, caf::reacts_to<observe_atom, std::string>,
+  caf::reacts_to<fabric_atom>, caf::reacts_to<observe_atom, shared_json>,
   caf::reacts_to<allocations_atom, gpu_allocations>,
   caf::reacts_to<gpu_facts_atom, agent_gpu_facts>,
   caf::reacts_to<agent_quiet_atom, bool, std::int64_t>,

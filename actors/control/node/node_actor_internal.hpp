@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "actors/control/node/node_actor.hpp"
 
 namespace spdlog {
@@ -33,8 +35,10 @@ void reconcile(node_actor* self);
 /// A failed request: try again after a doubling delay, never in a tight loop.
 void retry_later(node_actor* self, const std::string& what);
 
-/// Reads a Node from a response body into the observation.
-bool take_node(node_actor* self, const std::string& json);
+/// Reads a Node (from the watch) into the observation.
+bool take_node(node_actor* self, const nlohmann::json& node);
+/// The same from a GET or PATCH response's body.
+bool take_node_body(node_actor* self, const std::string& body);
 
 // node_condition_watch.cpp
 

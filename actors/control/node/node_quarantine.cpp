@@ -113,7 +113,7 @@ void fetch_node(node_actor* self) {
     .then([=](const kube::kube_result& result) {
       if (!result.ok())
         return on_request_failure(self, result.error(), "GET");
-      if (!take_node(self, result.response().body))
+      if (!take_node_body(self, result.response().body))
         return retry_later(self, "GET returned an unreadable Node");
       self->state.busy = false;
       reconcile(self);
@@ -145,7 +145,7 @@ void patch_status(node_actor* self, quarantine_decision d, std::string summary) 
       if (!result.ok())
         return on_request_failure(self, result.error(), "PATCH status");
       ++self->state.stats.patches;
-      take_node(self, result.response().body);
+      take_node_body(self, result.response().body);
       applied(self, d, summary);
     });
 }
@@ -168,7 +168,7 @@ void send_decision(node_actor* self, quarantine_decision d, std::string summary)
       st.stats.uncordons += d.uncordon ? 1 : 0;
       st.settings->counters->cordons += d.cordon ? 1 : 0;
       st.settings->counters->uncordons += d.uncordon ? 1 : 0;
-      take_node(self, result.response().body);
+      take_node_body(self, result.response().body);
       patch_status(self, d, summary);
     });
 }
@@ -213,10 +213,10 @@ void retry_later(node_actor* self, const std::string& what) {
   }
 }
 
-bool take_node(node_actor* self, const std::string& json) {
+namespace {
+
+bool take_observed(node_actor* self, expected<control::observed_node> observed) {
   auto& st = self->state;
-  auto observed =
-    control::observe_node(json, st.settings->quarantine, st.settings->gpu_nodes);
   if (!observed) {
     logger()->error("node {}: unreadable Node from the API server: {}", st.node_name,
                     observed.error().to_string());
@@ -224,6 +224,20 @@ bool take_node(node_actor* self, const std::string& json) {
   }
   st.node = std::move(*observed);
   return true;
+}
+
+} // namespace
+
+bool take_node(node_actor* self, const nlohmann::json& node) {
+  const auto& settings = *self->state.settings;
+  return take_observed(
+    self, control::observe_node(node, settings.quarantine, settings.gpu_nodes));
+}
+
+bool take_node_body(node_actor* self, const std::string& body) {
+  const auto& settings = *self->state.settings;
+  return take_observed(
+    self, control::observe_node_body(body, settings.quarantine, settings.gpu_nodes));
 }
 
 void reconcile(node_actor* self) {

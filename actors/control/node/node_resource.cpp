@@ -73,10 +73,14 @@ std::string taint_text(const taint& t) {
 
 } // namespace
 
-expected<observed_node> observe_node(const std::string& node_json,
-                                     const quarantine_policy& policy,
+expected<observed_node> observe_node_body(const std::string& body,
+                                          const quarantine_policy& policy,
+                                          const label_selector& gpu_nodes) {
+  return observe_node(json::parse(body, nullptr, false), policy, gpu_nodes);
+}
+
+expected<observed_node> observe_node(const json& doc, const quarantine_policy& policy,
                                      const label_selector& gpu_nodes) {
-  auto doc = json::parse(node_json, nullptr, false);
   if (doc.is_discarded() || !doc.is_object())
     return failure{"node", "not a JSON object"};
   if (string_at(doc, "kind") != "" && string_at(doc, "kind") != "Node")

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "actors/control/rules/label_selector.hpp"
 #include "actors/control/rules/node_conditions.hpp"
 #include "actors/control/rules/quarantine_rules.hpp"
@@ -37,11 +39,16 @@ struct observed_node {
   std::vector<kube_condition> conditions;
 };
 
-/// Reads a Node's JSON. Conditions are read for the types `policy` manages
-/// only. A body that is not a Node fails naming what is missing.
-expected<observed_node> observe_node(const std::string& node_json,
+/// Reads a Node object (a watch event's, parsed once by the gateway).
+/// Conditions are read for the types `policy` manages only. What is not a
+/// Node fails naming what is missing.
+expected<observed_node> observe_node(const nlohmann::json& node,
                                      const quarantine_policy& policy,
                                      const label_selector& gpu_nodes = {});
+/// The same from a response body; a body that is not JSON fails too.
+expected<observed_node> observe_node_body(const std::string& body,
+                                          const quarantine_policy& policy,
+                                          const label_selector& gpu_nodes = {});
 
 /// The merge patch for metadata and spec: cordon, the whole taint list (taints
 /// are replaced whole by the API server, so the patch carries the observed

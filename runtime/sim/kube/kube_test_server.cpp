@@ -10,6 +10,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string>
+#include <string_view>
 #include <sys/socket.h>
 #include <thread>
 #include <vector>
@@ -31,6 +33,12 @@ using tcp = asio::ip::tcp;
 namespace {
 
 using request_t = http::request<http::string_body>;
+
+// One line of a watch stream, as kube-apiserver writes it: the type first.
+// The object is written out in place, not copied into a new document.
+std::string watch_line(std::string_view type, const json& object) {
+  return R"({"type":")" + std::string(type) + R"(","object":)" + object.dump() + "}\n";
+}
 
 } // namespace
 
@@ -340,6 +348,10 @@ private:
     for (;;) {
       if (stopping_ || drop_generation_ != drop_at_start)
         return; // cut mid-stream, as a dropped connection is
+      // Taken before the changes are read: a change committed while this
+      // thread writes (unlocked) wakes the wait below, and is sent next.
+      const auto seen = generation_;
+      const auto seen_bookmark = bookmark_generation_;
       api_status error;
       auto events =
         expired ? std::nullopt
@@ -350,34 +362,33 @@ private:
       if (first && rv == 0)
         rv = store_.current_resource_version();
       first = false;
-      std::string out;
-      if (!events) {
-        out = json{{"type", "ERROR"}, {"object", error.to_json()}}.dump() + "\n";
-      } else {
-        for (auto& e : *events) {
-          out += json{{"type", e.type}, {"object", e.object}}.dump() + "\n";
+      std::optional<json> bookmark;
+      if (events) {
+        for (const auto& e : *events)
           rv = std::max(rv, e.resource_version);
-        }
         if (bookmarks && bookmark_generation_ != bookmark_seen) {
           bookmark_seen = bookmark_generation_;
           rv = std::max(rv, store_.current_resource_version());
-          json object = {{"kind", target->type->kind},
-                         {"apiVersion", target->type->api_version()},
-                         {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
-          out += json{{"type", "BOOKMARK"}, {"object", object}}.dump() + "\n";
+          bookmark = json{{"kind", target->type->kind},
+                          {"apiVersion", target->type->api_version()},
+                          {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
         }
       }
-      if (!out.empty()) {
-        guard.unlock();
-        const bool written = write_chunk(stream, out);
-        guard.lock();
-        if (!written || !events)
-          break;
+      // Written out without the store's lock: requests go on meanwhile.
+      guard.unlock();
+      std::string out;
+      if (!events) {
+        out = watch_line("ERROR", error.to_json());
+      } else {
+        for (const auto& e : *events)
+          out += watch_line(e.type, e.object);
+        if (bookmark)
+          out += watch_line("BOOKMARK", *bookmark);
       }
-      if (!events)
+      const bool written = out.empty() || write_chunk(stream, out);
+      guard.lock();
+      if (!written || !events)
         break;
-      const auto seen = generation_;
-      const auto seen_bookmark = bookmark_generation_;
       if (!changed_.wait_until(guard, deadline, [&] {
             return stopping_ || generation_ != seen || drop_generation_ != drop_at_start
                    || bookmark_generation_ != seen_bookmark;

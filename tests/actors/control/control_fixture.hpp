@@ -340,7 +340,8 @@ struct control_fixture : test_coordinator_fixture<> {
   void list_nodes() {
     auto list = store->list(*nodes(), "", {});
     CAF_REQUIRE(list.ok());
-    self->send(fleet, kube_watch_event{1, "LISTED", list.value->dump(), ""});
+    self->send(fleet, kube_watch_event{1, "LISTED",
+                                       std::make_shared<const json>(*list.value), ""});
     run();
   }
 

@@ -91,7 +91,8 @@ CAF_TEST(a_gpu_node_that_stops_talking_gets_a_reboot_event_and_is_cleared_when_r
   auto conditions = [&](json list) {
     auto n = node("node-1");
     n["status"]["conditions"] = std::move(list);
-    self->send(fleet, kube_watch_event{1, "MODIFIED", n.dump(), ""});
+    self->send(fleet,
+               kube_watch_event{1, "MODIFIED", std::make_shared<const json>(n), ""});
     run();
   };
   auto ready = [&](const std::string& status) {
@@ -137,7 +138,8 @@ CAF_TEST(a_gpu_node_that_stops_talking_gets_a_reboot_event_and_is_cleared_when_r
   auto cpu = node("node-2");
   cpu["metadata"]["labels"] = json::object();
   cpu["status"]["conditions"] = json::array({ready("False")});
-  self->send(fleet, kube_watch_event{1, "MODIFIED", cpu.dump(), ""});
+  self->send(fleet,
+             kube_watch_event{1, "MODIFIED", std::make_shared<const json>(cpu), ""});
   advance(std::chrono::seconds{600});
   CAF_CHECK_EQUAL(journal_rows("event"), 4u);
 }

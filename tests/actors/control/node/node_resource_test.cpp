@@ -58,7 +58,7 @@ struct node_resource_test : ::testing::Test {
 
   observed_node observe() {
     auto r = store.get(*nodes, "", "node-1");
-    auto o = observe_node(r.value->dump(), policy(),
+    auto o = observe_node(*r.value, policy(),
                           *label_selector::parse("nvidia.com/gpu.present=true"));
     EXPECT_TRUE(o.has_value());
     return *o;
@@ -145,15 +145,15 @@ TEST_F(node_resource_test, a_stale_observation_is_a_conflict_not_an_overwrite) {
 }
 
 TEST_F(node_resource_test, garbage_is_an_error_naming_the_problem) {
-  EXPECT_FALSE(observe_node("not json", policy()).has_value());
-  EXPECT_FALSE(observe_node("[]", policy()).has_value());
-  auto missing = observe_node(R"({"kind":"Node","metadata":{}})", policy());
+  EXPECT_FALSE(observe_node_body("not json", policy()).has_value());
+  EXPECT_FALSE(observe_node_body("[]", policy()).has_value());
+  auto missing = observe_node_body(R"({"kind":"Node","metadata":{}})", policy());
   ASSERT_FALSE(missing.has_value());
   EXPECT_NE(missing.error().to_string().find("metadata.name"), std::string::npos);
-  auto pod = observe_node(R"({"kind":"Pod","metadata":{"name":"p"}})", policy());
+  auto pod = observe_node_body(R"({"kind":"Pod","metadata":{"name":"p"}})", policy());
   ASSERT_FALSE(pod.has_value());
   // Odd field types are ignored, not fatal.
-  auto odd = observe_node(
+  auto odd = observe_node_body(
     R"({"kind":"Node","metadata":{"name":"n","labels":7,"annotations":{"vigil.dev/owned-taints":"{"}},"spec":{"taints":"x","unschedulable":"yes"}})",
     policy());
   ASSERT_TRUE(odd.has_value());
