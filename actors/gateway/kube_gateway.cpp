@@ -15,12 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// A watch's list pages are gathered here until the last one arrives.
-struct list_progress {
-  json items = json::array();
-  std::string kind;
-};
-
 constexpr int list_page_size = 500;
 constexpr int watch_timeout_seconds = 300;
 
@@ -45,7 +39,7 @@ caf::timespan rewatch_delay(int failures) {
 }
 
 void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
-                std::shared_ptr<list_progress> progress);
+                std::size_t page);
 void start_stream(kube_gateway_actor* self, std::uint64_t id);
 
 void relist(kube_gateway_actor* self, std::uint64_t id) {
@@ -54,13 +48,14 @@ void relist(kube_gateway_actor* self, std::uint64_t id) {
     return;
   ++self->state.stats->relists;
   it->second.resource_version.clear();
-  start_list(self, id, "", std::make_shared<list_progress>());
+  start_list(self, id, "", 0);
 }
 
-// LIST in pages; when the last page is in, hand the subscriber the whole list
-// and open the stream from the list's resourceVersion.
+// LIST in pages, each handed to the subscriber as it comes (numbered from 0,
+// the last one marked); after the last, open the stream from the list's
+// resourceVersion.
 void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
-                std::shared_ptr<list_progress> progress) {
+                std::size_t page_number) {
   auto& sub = self->state.watches.at(id);
   kube::kube_request request;
   request.path = kube::resource_path(sub.spec.resource, sub.spec.ns);
@@ -88,22 +83,24 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
                            w.generation);
         return;
       }
-      for (auto& item : page["items"])
-        progress->items.push_back(std::move(item));
-      progress->kind = page.value("kind", "List");
+      // Each page goes to the subscriber as it comes: a 100,000-Node list
+      // is 200 pages, and a subscriber that spawns an actor per item gets
+      // its CAF worker back between them (BENCHMARKS.md "A Node parsed once").
       auto meta = page.value("metadata", json::object());
       const std::string next = meta.value("continue", "");
+      const std::string version = meta.value("resourceVersion", "");
+      if (next.empty())
+        w.resource_version = version;
+      auto items =
+        std::make_shared<const json>(json{{"kind", page.value("kind", "List")},
+                                          {"metadata", {{"resourceVersion", version}}},
+                                          {"items", std::move(page["items"])}});
+      self->send(w.subscriber, kube_watch_event{id, "LISTED", std::move(items), version,
+                                                page_number, next.empty()});
       if (!next.empty()) {
-        start_list(self, id, next, progress);
+        start_list(self, id, next, page_number + 1);
         return;
       }
-      w.resource_version = meta.value("resourceVersion", "");
-      auto list = std::make_shared<const json>(
-        json{{"kind", progress->kind},
-             {"metadata", {{"resourceVersion", w.resource_version}}},
-             {"items", std::move(progress->items)}});
-      self->send(w.subscriber,
-                 kube_watch_event{id, "LISTED", std::move(list), w.resource_version});
       start_stream(self, id);
     });
 }
@@ -206,7 +203,7 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
       sub.spec = std::move(spec);
       sub.subscriber = caf::actor_cast<kube_watch_subscriber>(self->current_sender());
       self->state.watches.emplace(id, std::move(sub));
-      start_list(self, id, "", std::make_shared<list_progress>());
+      start_list(self, id, "", 0);
       return id;
     },
     [=](unwatch_atom, std::uint64_t id) {
@@ -243,7 +240,7 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
       if (it == self->state.watches.end() || it->second.generation != generation)
         return;
       if (it->second.resource_version.empty())
-        start_list(self, id, "", std::make_shared<list_progress>());
+        start_list(self, id, "", 0);
       else
         start_stream(self, id);
     },

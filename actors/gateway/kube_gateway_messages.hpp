@@ -35,15 +35,19 @@ struct kube_watch_spec {
   std::string field_selector;
 };
 
-/// One watch event for a subscriber. After the initial list and after every
-/// relist (410 Gone) comes type "LISTED" with `object` holding the whole
-/// List; then "ADDED", "MODIFIED", "DELETED" and "BOOKMARK" as the server
-/// sends them, with `object` one object. Never null.
+/// One watch event for a subscriber. The initial list, and every relist (410
+/// Gone), comes as type "LISTED", one event per page of the List as the API
+/// server gives it (`object` a List of that page's items), numbered from 0,
+/// the last one marked; a list that failed part way starts again at page 0.
+/// Then "ADDED", "MODIFIED", "DELETED" and "BOOKMARK" as the server sends
+/// them, with `object` one object. `object` is never null.
 struct kube_watch_event {
   std::uint64_t watch_id = 0;
   std::string type;
   shared_json object;
   std::string resource_version;
+  std::size_t list_page = 0; ///< LISTED: this page's number, from 0
+  bool last_page = true;     ///< LISTED: the list is complete with this page
 };
 
 /// A watch's subscriber (whoever asked for the watch) as the gateway sees it.

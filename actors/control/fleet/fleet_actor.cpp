@@ -170,12 +170,22 @@ void on_watch_event(fleet_actor* self, const kube_watch_event& event) {
   const json& object = *event.object;
   const auto before = st.gpu_nodes.size();
   if (event.type == "LISTED") {
-    st.gpu_nodes.clear();
+    // One page of the list: its Nodes are observed now (their actors run
+    // while the next page is read); the count is published at the last.
+    if (event.list_page == 0)
+      st.listing.clear();
     auto items = object.find("items");
     if (items != object.end() && items->is_array())
-      for (const auto& item : *items)
+      for (const auto& item : *items) {
+        st.listing.insert(name_of(item));
         observe(self, shared_json(event.object, &item));
-    publish_gpu_count(self, before);
+      }
+    if (!event.last_page)
+      return;
+    for (auto it = st.gpu_nodes.begin(); it != st.gpu_nodes.end();)
+      it = st.listing.count(*it) > 0 ? std::next(it) : st.gpu_nodes.erase(it);
+    st.listing.clear();
+    send_gpu_count(self); // earlier pages may have changed it too
     if (!st.listed)
       logger()->info("Node list seen: {} nodes, {} GPU nodes", st.nodes.size(),
                      st.gpu_nodes.size());

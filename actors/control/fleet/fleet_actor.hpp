@@ -61,6 +61,9 @@ struct fleet_state {
   /// Node actors restarted after a crash: how often, and the last reason.
   std::map<std::string, node_crashes> crashes;
   std::set<std::string> gpu_nodes;
+  /// The Nodes the list in progress has shown so far (it comes in pages):
+  /// at its last page, GPU nodes it did not show are gone.
+  std::set<std::string> listing;
   /// Events routed while the startup rebuild runs; those at or below the
   /// rebuilt seq are already in it.
   std::vector<std::pair<health_event, std::int64_t>> held;

@@ -4,6 +4,9 @@
 // threads, so a real actor system; every wait has a timeout instead of a sleep.
 #include "actors/gateway/kube_gateway.hpp"
 
+#include <set>
+#include <string>
+
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -133,6 +136,35 @@ TEST_F(gateway_test, watch_lists_then_streams_resumes_and_relists) {
   add_node("gpu-4");
   EXPECT_EQ(next_event(self).type, "ADDED");
   self->send(gateway_, unwatch_atom::value, id);
+}
+
+// A list past one page (500) reaches the subscriber page by page, as the
+// API server gives them: numbered, the last marked, and the stream after.
+TEST_F(gateway_test, a_long_list_arrives_page_by_page) {
+  for (int i = 2; i <= 1201; ++i)
+    add_node("gpu-" + std::to_string(i));
+  caf::scoped_actor self{system_};
+  kube_watch_spec all_nodes;
+  all_nodes.resource = nodes;
+  self->request(gateway_, 10s, watch_atom::value, all_nodes)
+    .receive([](std::uint64_t) {},
+             [](const caf::error& e) { FAIL() << caf::to_string(e); });
+
+  std::set<std::string> names;
+  for (std::size_t page = 0; page < 3; ++page) {
+    auto listed = next_event(self);
+    ASSERT_EQ(listed.type, "LISTED");
+    EXPECT_EQ(listed.list_page, page);
+    EXPECT_EQ(listed.last_page, page == 2);
+    EXPECT_EQ((*listed.object)["items"].size(), page < 2 ? 500u : 201u);
+    for (const auto& item : (*listed.object)["items"])
+      names.insert(item["metadata"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(names.size(), 1201u);
+  add_node("gpu-1202");
+  auto added = next_event(self);
+  EXPECT_EQ(added.type, "ADDED");
+  EXPECT_EQ((*added.object)["metadata"]["name"], "gpu-1202");
 }
 
 } // namespace

@@ -145,4 +145,34 @@ CAF_TEST(a_held_link_down_is_claimed_by_the_fabric_incident_that_forms) {
   CAF_CHECK_EQUAL(drain_rows("started"), 1u); // node-4's only
 }
 
+// The Node list comes page by page (the gateway hands each on as the API
+// server gives it): a page's Nodes get their actors at once, and the GPU-node
+// count goes to the breaker when the last page is in, without the GPU nodes
+// the list no longer shows.
+CAF_TEST(a_node_list_in_pages_is_counted_when_its_last_page_is_in) {
+  start();
+  auto gpu_nodes = [](const std::string& summary) {
+    return json::parse(summary)["gpuNodes"].get<std::size_t>();
+  };
+  const auto all = gpu_nodes(ask(fleet, summary_atom::value));
+  CAF_REQUIRE_GREATER_OR_EQUAL(all, 3u);
+  CAF_CHECK_EQUAL(gpu_nodes(ask(breaker, summary_atom::value)), all);
+  // A relist in which the next-to-last Node is gone.
+  const auto items = (*store->list(*nodes(), "", {}).value)["items"];
+  json first = json::array();
+  for (std::size_t i = 0; i + 2 < items.size(); ++i)
+    first.push_back(items[i]);
+  auto page = [&](json part, std::size_t number, bool last) {
+    auto list = std::make_shared<const json>(json{
+      {"kind", "NodeList"}, {"metadata", json::object()}, {"items", std::move(part)}});
+    self->send(fleet, kube_watch_event{1, "LISTED", std::move(list), "", number, last});
+    run();
+  };
+  page(first, 0, false);
+  CAF_CHECK_EQUAL(gpu_nodes(ask(breaker, summary_atom::value)), all);
+  page(json::array({items.back()}), 1, true);
+  CAF_CHECK_EQUAL(gpu_nodes(ask(fleet, summary_atom::value)), all - 1);
+  CAF_CHECK_EQUAL(gpu_nodes(ask(breaker, summary_atom::value)), all - 1);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
