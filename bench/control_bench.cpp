@@ -129,7 +129,8 @@ gateway_tap::behavior_type tap(gateway_tap::pointer self, kube_gateway_handle ga
       return rp;
     },
     [=](unwatch_atom, std::uint64_t id) { self->send(gateway, unwatch_atom::value, id); },
-    [=](const kube_watch_event& event) { self->send(*watcher, event); },
+    // delegate, so that a list page's request is answered by the watcher.
+    [=](kube_watch_event& event) { return self->delegate(*watcher, std::move(event)); },
   };
 }
 

@@ -51,9 +51,9 @@ void relist(kube_gateway_actor* self, std::uint64_t id) {
   start_list(self, id, "", 0);
 }
 
-// LIST in pages, each handed to the subscriber as it comes (numbered from 0,
-// the last one marked); after the last, open the stream from the list's
-// resourceVersion.
+// LIST in pages, each handed to the subscriber (numbered from 0, the last
+// one marked), the next read once the subscriber has taken the one before;
+// after the last, open the stream from the list's resourceVersion.
 void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
                 std::size_t page_number) {
   auto& sub = self->state.watches.at(id);
@@ -83,9 +83,6 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
                            w.generation);
         return;
       }
-      // Each page goes to the subscriber as it comes: a 100,000-Node list
-      // is 200 pages, and a subscriber that spawns an actor per item gets
-      // its CAF worker back between them (BENCHMARKS.md "A Node parsed once").
       auto meta = page.value("metadata", json::object());
       const std::string next = meta.value("continue", "");
       const std::string version = meta.value("resourceVersion", "");
@@ -95,13 +92,34 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
         std::make_shared<const json>(json{{"kind", page.value("kind", "List")},
                                           {"metadata", {{"resourceVersion", version}}},
                                           {"items", std::move(page["items"])}});
-      self->send(w.subscriber, kube_watch_event{id, "LISTED", std::move(items), version,
-                                                page_number, next.empty()});
-      if (!next.empty()) {
-        start_list(self, id, next, page_number + 1);
+      kube_watch_event listed{id,      "LISTED",    std::move(items),
+                              version, page_number, next.empty()};
+      if (next.empty()) {
+        self->send(w.subscriber, std::move(listed));
+        start_stream(self, id);
         return;
       }
-      start_stream(self, id);
+      // A page that is not the last goes as a request, and the next page is
+      // read once the subscriber has taken this one. A 100,000-Node list is
+      // 200 pages; a subscriber that spawns an actor per item would
+      // otherwise get them back to back, and its CAF worker's queue of
+      // launched actors would grow with the whole list (BENCHMARKS.md
+      // "A Node list read as fast as it is taken").
+      const std::string plural = w.spec.resource.plural;
+      self->request(w.subscriber, caf::infinite, std::move(listed))
+        .then(
+          [=]() {
+            auto it = self->state.watches.find(id);
+            if (it != self->state.watches.end() && it->second.generation == generation)
+              start_list(self, id, next, page_number + 1);
+          },
+          [=](const caf::error& why) {
+            // The subscriber is gone: nobody is left to read this watch.
+            component_logger("gateway")->info(
+              "watch {}: subscriber gone while listing ({}); watch ended", plural,
+              caf::to_string(why));
+            self->state.watches.erase(id);
+          });
     });
 }
 

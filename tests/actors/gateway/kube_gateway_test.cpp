@@ -167,5 +167,45 @@ TEST_F(gateway_test, a_long_list_arrives_page_by_page) {
   EXPECT_EQ((*added.object)["metadata"]["name"], "gpu-1202");
 }
 
+// The next page is read only once the subscriber has taken the one before:
+// a subscriber still busy with page 0 holds the list there (a fleet that
+// spawns an actor per Node is not handed 100,000 of them at once).
+TEST_F(gateway_test, the_next_page_is_read_once_the_subscriber_took_the_last) {
+  for (int i = 2; i <= 1001; ++i)
+    add_node("gpu-" + std::to_string(i));
+  caf::scoped_actor self{system_};
+  kube_watch_spec all_nodes;
+  all_nodes.resource = nodes;
+  self->request(gateway_, 10s, watch_atom::value, all_nodes)
+    .receive([](std::uint64_t) {},
+             [](const caf::error& e) { FAIL() << caf::to_string(e); });
+
+  // Take page 0 without answering it yet (the promise is held).
+  caf::response_promise busy;
+  self->receive(
+    [&](kube_watch_event& e) {
+      EXPECT_EQ(e.list_page, 0u);
+      busy = self->make_response_promise();
+    },
+    caf::after(10s) >> [] { ADD_FAILURE() << "no first page"; });
+  ASSERT_FALSE(busy.async()) << "page 0 came as a plain message, not a request";
+
+  // One more request through the gateway; the server has served the first
+  // page's LIST and this GET, and no second page.
+  kube::kube_request get;
+  get.path = kube::resource_path(nodes, "", "gpu-1");
+  self->request(gateway_, 10s, get)
+    .receive([](const kube::kube_result& r) { EXPECT_TRUE(r.ok()); },
+             [](const caf::error& e) { FAIL() << caf::to_string(e); });
+  EXPECT_EQ(server_->requests_served("GET"), 2u);
+
+  busy.deliver(caf::unit);
+  for (std::size_t page = 1; page < 3; ++page) {
+    auto listed = next_event(self);
+    ASSERT_EQ(listed.type, "LISTED");
+    EXPECT_EQ(listed.list_page, page);
+  }
+}
+
 } // namespace
 } // namespace vigil
