@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <malloc.h>
+
 #include <caf/all.hpp>
 
 #include "actors/control/rules/circuit_breaker.hpp"
@@ -68,6 +70,14 @@ void write_in_flight(journal_actor* self) {
         }
         st.stats.committed += st.in_flight.size();
         st.in_flight.clear();
+        if (st.backlog.ended(st.queue.size())) {
+          // The outage's appends and the requests that waited on them are
+          // freed; glibc would keep their pages (backlog_release.hpp).
+          ++st.stats.memory_releases;
+          component_logger("journal")->info(
+            "backlog over ({} appends waiting); free memory {}", st.queue.size(),
+            release_free_memory() ? "returned to the system" : "checked, none to return");
+        }
         if (!st.stats.available)
           component_logger("journal")->info("journal available again");
         st.stats.available = true;
@@ -113,6 +123,10 @@ journal_stats current_stats(journal_actor* self) {
 
 } // namespace
 
+bool release_free_memory() {
+  return malloc_trim(0) != 0;
+}
+
 journal_timers::behavior_type journal(journal_actor* self, journal_config config,
                                       journal_writer_handle writer) {
   auto reader = writer;
@@ -125,6 +139,9 @@ journal_timers::behavior_type journal_with_reader(journal_actor* self,
                                                   journal_writer_handle writer,
                                                   journal_writer_handle reader) {
   self->state.config = config;
+  // A backlog: an eighth of the queue's bound; over at one batch waiting.
+  self->state.backlog =
+    backlog_release(config.queue_capacity / 8, config.batch_max_events);
   self->state.writer = std::move(writer);
   self->state.reader = std::move(reader);
   self->state.backoff = ms(config.reconnect_initial_ms);
@@ -145,6 +162,7 @@ journal_timers::behavior_type journal_with_reader(journal_actor* self,
       }
       auto promise = self->make_response_promise();
       st.queue.push_back({std::move(record), promise, self->clock().now()});
+      st.backlog.note(st.queue.size() + st.in_flight.size());
       schedule_flush(self);
       return promise;
     },

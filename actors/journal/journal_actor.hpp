@@ -15,6 +15,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/journal/backlog_release.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/supervisor/message_stats.hpp"
 #include "runtime/clock.hpp"
@@ -40,6 +41,7 @@ struct journal_state {
   std::uint64_t flush_generation = 0;    ///< stale flush timers are ignored
   bool flush_armed = false;
   caf::timespan backoff{};
+  backlog_release backlog{1, 0}; ///< set from the config when spawned
   journal_stats stats;
   std::vector<journal_subscriber> subscribers; ///< told of each committed batch
   static inline const char* name = "journal";

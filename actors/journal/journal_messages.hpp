@@ -89,8 +89,9 @@ struct journal_stats {
   std::uint64_t duplicates = 0;  ///< of those, already stored before
   std::uint64_t refused = 0;     ///< appends refused as overloaded
   std::uint64_t write_failures = 0;
-  bool available = true;           ///< false while the database is failing
-  std::uint64_t mailbox_depth = 0; ///< messages waiting in the actor's mailbox
+  std::uint64_t memory_releases = 0; ///< backlogs over, free memory handed back
+  bool available = true;             ///< false while the database is failing
+  std::uint64_t mailbox_depth = 0;   ///< messages waiting in the actor's mailbox
 };
 
 template <class Inspector>
@@ -107,8 +108,8 @@ typename Inspector::result_type inspect(Inspector& f, append_outcome& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
   return f(caf::meta::type_name("journal_stats"), x.queue_depth, x.in_flight, x.lag_ns,
-           x.committed, x.duplicates, x.refused, x.write_failures, x.available,
-           x.mailbox_depth);
+           x.committed, x.duplicates, x.refused, x.write_failures, x.memory_releases,
+           x.available, x.mailbox_depth);
 }
 
 /// A watcher of the journal: told of the rows of each committed batch.

@@ -23,16 +23,18 @@ expected<json> list_items(const std::string& body, const char* what) {
   return doc["items"];
 }
 
-std::string dra_path(std::string_view version, const char* plural) {
-  return "/apis/resource.k8s.io/" + std::string(version) + "/" + plural;
+// A resource.k8s.io collection: ResourceSlices (cluster-scoped), or
+// ResourceClaims across the cluster or in namespace `ns`.
+std::string dra_path(std::string_view version, const char* plural,
+                     const std::string& ns = {}) {
+  return kube::resource_path({"resource.k8s.io", std::string(version), plural}, ns);
 }
 
 } // namespace
 
 kube::kube_request resource_claims_request(std::string_view version,
                                            const std::string& ns) {
-  return kube::make_request("GET", "/apis/resource.k8s.io/" + std::string(version)
-                                     + "/namespaces/" + ns + "/resourceclaims");
+  return kube::make_request("GET", dra_path(version, "resourceclaims", ns));
 }
 
 kube::kube_request resource_slices_request(std::string_view version,

@@ -111,8 +111,8 @@ expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json)
     pod.mirror = annotations.contains("kubernetes.io/config.mirror");
     const auto phase = text_at(member(item, "status"), "phase");
     pod.finished = phase == "Succeeded" || phase == "Failed";
-    pod.requests_gpu = requests_gpu(member(item, "spec"));
     const auto& spec = member(item, "spec");
+    pod.requests_gpu = requests_gpu(spec);
     const auto claims = spec.find("resourceClaims");
     pod.claims_resources = claims != spec.end() && claims->is_array() && !claims->empty();
     if (auto devices = annotations.find(gpu_devices_annotation);

@@ -255,6 +255,10 @@ metrics::family_list control_metric_families(const std::string& ingest_stats,
   out.push_back(metrics::counter("vigil_journal_write_failures_total",
                                  "batches the database failed to commit (retried)",
                                  static_cast<double>(journal.write_failures)));
+  out.push_back(metrics::counter("vigil_journal_memory_releases_total",
+                                 "backlogs over after which free memory was handed back "
+                                 "to the system",
+                                 static_cast<double>(journal.memory_releases)));
   out.push_back(metrics::gauge("vigil_nodes", "node actors", number(fleet, "nodes")));
   metrics::family_builder mailboxes("vigil_mailbox_depth",
                                     "messages waiting in an actor's mailbox",

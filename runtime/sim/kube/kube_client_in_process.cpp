@@ -34,7 +34,7 @@ struct in_process_api::state {
       auto changes = store.changes_since(*w.target.type, w.target.ns, w.resource_version,
                                          w.target.selectors, error);
       if (!changes) {
-        w.on_line(json{{"type", "ERROR"}, {"object", error.to_json()}}.dump());
+        w.on_line(watch_event_line("ERROR", error.to_json()));
         auto on_end = std::move(w.on_end);
         it = watches.erase(it);
         on_end(std::nullopt);
@@ -44,7 +44,7 @@ struct in_process_api::state {
         w.resource_version = store.current_resource_version();
       for (auto& change : *changes) {
         w.resource_version = std::max(w.resource_version, change.resource_version);
-        w.on_line(json{{"type", change.type}, {"object", change.object}}.dump());
+        w.on_line(watch_event_line(change.type, change.object));
       }
       ++it;
     }

@@ -170,6 +170,10 @@ rest_reply error_reply(int code, const std::string& reason, const std::string& m
   return status_reply(api_status{code, reason, message, {}});
 }
 
+std::string watch_event_line(std::string_view type, const json& object) {
+  return R"({"type":)" + json(type).dump() + R"(,"object":)" + object.dump() + "}";
+}
+
 std::map<std::string, std::string> parse_query(std::string_view query) {
   std::map<std::string, std::string> out;
   while (!query.empty()) {

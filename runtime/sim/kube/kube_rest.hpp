@@ -55,6 +55,11 @@ std::optional<watch_target> resolve_watch(const object_store& store,
                                           const std::map<std::string, std::string>& query,
                                           api_status& error);
 
+/// One event of a watch stream as kube-apiserver writes it, type first,
+/// without the line's newline: {"type":"ADDED","object":{...}}. The object
+/// is written out in place, not copied into a new document.
+std::string watch_event_line(std::string_view type, const json& object);
+
 /// "a=1&b=%2F" → {a: "1", b: "/"}; '+' reads as a space.
 std::map<std::string, std::string> parse_query(std::string_view query);
 /// A query's "watch" is "true" or "1".

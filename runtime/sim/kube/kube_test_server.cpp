@@ -34,10 +34,9 @@ namespace {
 
 using request_t = http::request<http::string_body>;
 
-// One line of a watch stream, as kube-apiserver writes it: the type first.
-// The object is written out in place, not copied into a new document.
+// One line of a watch stream.
 std::string watch_line(std::string_view type, const json& object) {
-  return R"({"type":")" + std::string(type) + R"(","object":)" + object.dump() + "}\n";
+  return watch_event_line(type, object) + "\n";
 }
 
 } // namespace

@@ -104,11 +104,15 @@ CAF_TEST(an_outage_is_retried_with_backoff_and_nothing_acknowledged_is_lost) {
   advance_time(std::chrono::milliseconds{199});
   sched.run();
   CAF_CHECK_EQUAL(stored(), 0u); // the second backoff doubled to 200 ms
+  CAF_CHECK_EQUAL(state().stats.memory_releases, 0u);
   advance_time(std::chrono::milliseconds{1});
   sched.run();
   CAF_CHECK_EQUAL(stored(), 3u);
   CAF_CHECK(state().stats.available);
   CAF_CHECK_EQUAL(state().stats.committed, 3u);
+  // The backlog (this fixture's queue holds 4, so 1 waiting is one) is over:
+  // its memory was handed back, once.
+  CAF_CHECK_EQUAL(state().stats.memory_releases, 1u);
   size_t acked = 0;
   for (int i = 0; i < 3; ++i)
     self->receive([&](append_outcome&) { ++acked; }, [&](error&) {});
@@ -148,3 +152,19 @@ CAF_TEST(stats_report_depth_and_lag_on_the_actor_clock) {
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
+
+// The rule alone: a backlog begins at the high mark, ends at the low one,
+// once; a queue that never reached the high mark is no backlog.
+CAF_TEST(a_backlog_ends_once_below_its_low_mark) {
+  backlog_release backlog{100, 10};
+  backlog.note(99);
+  CAF_CHECK(!backlog.ended(0));
+  backlog.note(100);
+  CAF_CHECK(!backlog.ended(60)); // draining, above the low mark
+  backlog.note(80);              // growing again, still the same backlog
+  CAF_CHECK(backlog.ended(10));
+  CAF_CHECK(!backlog.ended(0)); // once
+  CAF_CHECK(!backlog.ended(50));
+  CAF_CHECK(backlog.ended(150) == false);
+  CAF_CHECK(backlog.ended(0)); // a second backlog (150 waiting), over
+}
