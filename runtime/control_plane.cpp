@@ -247,6 +247,9 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   const bool sharded = cc.leader_election && cc.shards > 1;
   ingest_options.await_leadership = cc.leader_election && !sharded;
   ingest_options.admission.max_in_flight = config.ingest.max_pending_events;
+  // Past half the deadline, new appends would not commit in time: shed at
+  // the gate instead of answering 503 after the work (ingest_logic.hpp).
+  ingest_options.admission.max_oldest_age = ingest_options.deadline / 2;
   ingest_options.gate = std::make_shared<ingest_gate>();
   control::lease_config lease;
   lease.ns = cc.lease_namespace;

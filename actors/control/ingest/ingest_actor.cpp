@@ -129,15 +129,17 @@ control::append_pressure pressure(ingest_actor* self) {
   return p;
 }
 
-// Tells the HTTP handler whether one more new event would be shed now.
+// Tells the HTTP handler whether one more new event would be shed now, by
+// both limits: the count, and the oldest append's age (judged when ingest
+// last heard of the journal or of a request, which is often while it is
+// busy; a request it finds past the age is shed here and shuts the gate).
 void refresh_gate(ingest_actor* self) {
   auto& st = self->state;
   if (!st.settings.gate)
     return;
-  const auto limits = control::admission_limits{st.settings.admission.max_in_flight,
-                                                std::chrono::nanoseconds::max()};
-  st.settings.gate->shedding.store(!control::admit_request(pressure(self), 1, limits),
-                                   std::memory_order_relaxed);
+  st.settings.gate->shedding.store(
+    !control::admit_request(pressure(self), 1, st.settings.admission),
+    std::memory_order_relaxed);
 }
 
 // The request is answered 503 at once, nothing appended: the journal has
@@ -167,6 +169,7 @@ void shed(ingest_actor* self, std::uint64_t id, pending_ingest& pending) {
                       ? std::string()
                       : " (limit " + ms(limits.max_oldest_age) + " ms)"));
   answer(self, id);
+  refresh_gate(self); // past the age limit, the next requests go unread
 }
 
 } // namespace

@@ -118,10 +118,10 @@ struct admission_limits {
   std::size_t max_in_flight = 32768; ///< ingest.max_pending_events: bounds memory
   /// The oldest append may have waited this long: past it, appends started
   /// now would not commit before their request's deadline, so the agent would
-  /// get a 503 after the work was done anyway. Off by default: at half the
-  /// deadline it shed in the steady phase of the 10,000 events/s load run on
-  /// 2 cores and the agents' backlog grew without bound (RELIABILITY.md,
-  /// "Load"), because a shed request is parsed in full before it is refused.
+  /// get a 503 after the work was done anyway, resend, and the journal would
+  /// do it again. `vigil control` sets half the deadline; it is judged at the
+  /// gate too, before a body is parsed (RELIABILITY.md "The age limit at the
+  /// gate"). Off when max() (the default here, for tests of the count).
   std::chrono::nanoseconds max_oldest_age = std::chrono::nanoseconds::max();
 };
 

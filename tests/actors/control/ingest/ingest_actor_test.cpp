@@ -145,4 +145,27 @@ CAF_TEST(a_request_is_shed_while_the_oldest_append_has_waited_half_the_deadline)
   CAF_CHECK_EQUAL(journal_rows("event"), 3u);
 }
 
+// The gate judges the age as well: the first request that finds the oldest
+// append past the limit is shed by ingest, and the HTTP handler refuses the
+// next ones before reading them, until the journal catches up.
+CAF_TEST(past_the_age_limit_the_gate_refuses_before_parsing) {
+  ingest_options.admission.max_oldest_age = std::chrono::milliseconds{2500};
+  auto gate = std::make_shared<ingest_gate>();
+  ingest_options.gate = gate;
+  start();
+  journal_db->failures = 1000;
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK(!gate->shedding); // one append, just started
+  advance(std::chrono::seconds{3});
+  post({xid("node-2", "GPU-b")});
+  CAF_CHECK_EQUAL(ingest_figures().value("shed", -1), 1);
+  CAF_CHECK(gate->shedding);
+  journal_db->failures = 0;
+  advance(std::chrono::seconds{30});
+  CAF_CHECK(!gate->shedding);
+  post({xid("node-2", "GPU-b")});
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK_EQUAL(journal_rows("event"), 2u);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
