@@ -350,12 +350,17 @@ TEST_F(shard_integration_with_a_pool_budget, the_replicas_together_keep_to_it) {
   // CR without an outcome even when the fault cleared in the history it
   // replays), and keep their slots.
   post_all(survivor, true, "healthy");
-  EXPECT_TRUE(eventually([&] {
+  auto wrong = [&] { // the nodes not yet as they should end
+    std::string out;
     for (int i = 1; i <= node_count; ++i)
       if (cordoned(i) != (rebooting.count(node_name(i)) > 0))
-        return false;
-    return true;
-  }));
+        out += " " + node_name(i) + (cordoned(i) ? " (cordoned)" : " (schedulable)");
+    return out;
+  };
+  // 120 s: a takeover, a rebuild and every held node's recovery, on two
+  // cores under ASan beside other tests (60 s ran out once there).
+  EXPECT_TRUE(eventually([&] { return wrong().empty(); }, 120))
+    << "not as they should end:" << wrong();
   EXPECT_EQ(reboot_crs(), pool_budget_);
   EXPECT_EQ(slots_held(), pool_budget_);
 }
