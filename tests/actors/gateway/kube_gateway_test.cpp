@@ -53,6 +53,17 @@ protected:
     });
   }
 
+  // Watches every Node from `self`; returns the watch's id.
+  std::uint64_t watch_all_nodes(caf::scoped_actor& self) {
+    kube_watch_spec all_nodes;
+    all_nodes.resource = nodes;
+    std::uint64_t id = 0;
+    self->request(gateway_, 10s, watch_atom::value, all_nodes)
+      .receive([&](std::uint64_t watch) { id = watch; },
+               [](const caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+    return id;
+  }
+
   // The next watch event, skipping bookmarks unless asked for.
   kube_watch_event next_event(caf::scoped_actor& self, bool bookmarks = false) {
     kube_watch_event out;
@@ -91,12 +102,7 @@ TEST_F(gateway_test, requests_come_back_as_replies) {
 
 TEST_F(gateway_test, watch_lists_then_streams_resumes_and_relists) {
   caf::scoped_actor self{system_};
-  std::uint64_t id = 0;
-  kube_watch_spec all_nodes;
-  all_nodes.resource = nodes;
-  self->request(gateway_, 10s, watch_atom::value, all_nodes)
-    .receive([&](std::uint64_t watch) { id = watch; },
-             [](const caf::error& e) { FAIL() << caf::to_string(e); });
+  const std::uint64_t id = watch_all_nodes(self);
 
   auto listed = next_event(self);
   EXPECT_EQ(listed.watch_id, id);
@@ -144,11 +150,7 @@ TEST_F(gateway_test, a_long_list_arrives_page_by_page) {
   for (int i = 2; i <= 1201; ++i)
     add_node("gpu-" + std::to_string(i));
   caf::scoped_actor self{system_};
-  kube_watch_spec all_nodes;
-  all_nodes.resource = nodes;
-  self->request(gateway_, 10s, watch_atom::value, all_nodes)
-    .receive([](std::uint64_t) {},
-             [](const caf::error& e) { FAIL() << caf::to_string(e); });
+  watch_all_nodes(self);
 
   std::set<std::string> names;
   for (std::size_t page = 0; page < 3; ++page) {
@@ -174,11 +176,7 @@ TEST_F(gateway_test, the_next_page_is_read_once_the_subscriber_took_the_last) {
   for (int i = 2; i <= 1001; ++i)
     add_node("gpu-" + std::to_string(i));
   caf::scoped_actor self{system_};
-  kube_watch_spec all_nodes;
-  all_nodes.resource = nodes;
-  self->request(gateway_, 10s, watch_atom::value, all_nodes)
-    .receive([](std::uint64_t) {},
-             [](const caf::error& e) { FAIL() << caf::to_string(e); });
+  watch_all_nodes(self);
 
   // Take page 0 without answering it yet (the promise is held).
   caf::response_promise busy;
