@@ -31,7 +31,11 @@ journal_record drain_record(const drain_state& st, const nlohmann::json& body) {
   row.kind = control::drain_row;
   row.body = body.dump();
   // One row per phase of one drain run: the run is named by its start time.
+  // Without it a second drain of the node with the same key and the same
+  // body (nothing to evict, say) was a "duplicate" and never stored: a
+  // restart's replay then missed that the node's quarantine was drained.
   row.idempotency_key = st.node_name + "/drain/" + st.key + "/"
+                        + std::to_string(st.started.time_since_epoch().count()) + "/"
                         + body.value("phase", std::string{}) + "/"
                         + std::to_string(std::hash<std::string>{}(row.body));
   return row;
@@ -353,6 +357,7 @@ caf::behavior drain(drain_actor* self, std::string node, control::drain_request 
   st.journal = std::move(journal);
   st.owner = owner.address();
   st.time = std::move(time);
+  st.started = st.time->wall_now();
   list_pods(self);
   return {
     [=](cancel_atom, const std::string& why) {

@@ -58,6 +58,7 @@ struct drain_state {
   /// drain, and a cycle of strong handles would keep both alive for ever.
   caf::actor_addr owner;
   std::shared_ptr<const clock> time;
+  wall_time started{}; ///< names this run in its journal rows' keys
   std::optional<control::drain_progress> progress; ///< set once planned and journaled
   std::size_t evictions = 0;                       ///< evictions the API server accepted
   std::size_t deletions = 0;                       ///< deletions after a timeout

@@ -152,7 +152,13 @@ void on_drained(node_actor* self, const std::string& key, const std::string& out
   } else {
     ++(outcome == "succeeded" ? st.stats.drains_succeeded : st.stats.drains_skipped);
     ++(outcome == "succeeded" ? counters.drains_succeeded : counters.drains_skipped);
-    note_drained(st, key);
+    // seed 000 §3.1 counts a drain within its quarantine. One that ends after
+    // the quarantine was released (its cancel crossed the drain's end) drained
+    // for an episode that is over: remembered, it would keep the node's next
+    // quarantine from draining before remediation. A replay skips its row the
+    // same way (take_marks).
+    if (!st.active.empty())
+      note_drained(st, key);
     if (outcome == "succeeded")
       post_drain_event(self, "Drained",
                        "drain " + key + " completed (" + std::to_string(evictions)
