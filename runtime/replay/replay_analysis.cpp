@@ -87,6 +87,11 @@ std::string decide(node_replay& node, health_event e, const decision_policy& pol
   const auto out = node.correlator.observe(e, e.generated.value_or(wall_time{}));
   if (out.repeat)
     return notes + "repeat: counted once";
+  for (const auto& due : out.due) { // a drop whose deadline passed before this event
+    node.active.apply(due, policy.quarantine);
+    notes += "nic-drop fired before it (" + due.check_name + " "
+             + std::string(to_string(due.action)) + "), ";
+  }
   if (out.escalate) {
     e.action = *out.escalate;
     notes +=

@@ -179,13 +179,10 @@ private:
     if (event.is_healthy)
       carry_out(node, st.epoch, st.machine.on_healthy_event(event, now));
     auto outcome = st.correlator.observe(event, now);
-    std::vector<health_event> events{std::move(event)};
-    if (outcome.escalate && !events.front().is_healthy) {
+    world_.outcome().rule_firings += static_cast<int>(outcome.due.size());
+    if (outcome.escalate && !event.is_healthy)
       ++world_.outcome().rule_firings;
-      events.front().action = *outcome.escalate;
-    }
-    for (auto& derived : outcome.derived)
-      events.push_back(std::move(derived));
+    const auto events = control::events_in_order(event, std::move(outcome));
     bool changed = false;
     for (const auto& e : events)
       changed = st.active.apply(e, quarantine_).changed || changed;

@@ -254,11 +254,9 @@ void snapshot_builder::add_event(node_history& h, row_ref ref, const journal_rec
   if (!h.rows.empty() && at_rest(h, at, row.recorded_at))
     rest(h);
   // The node actor's path (node_correlation.cpp): the correlator's verdict,
-  // the event (escalated or not) and what the rules derived, applied in turn.
-  auto outcome = h.correlator.observe(event, row.recorded_at);
-  std::vector<health_event> applied{event};
-  for (auto& derived : outcome.derived)
-    applied.push_back(std::move(derived));
+  // then the events it makes, applied in turn.
+  const auto applied =
+    control::events_in_order(event, h.correlator.observe(event, row.recorded_at));
   for (const auto& e : applied) {
     h.active.apply(tracked(e), policy_);
     h.fabric.observe(e);

@@ -8,7 +8,7 @@ caf::behavior gpu(gpu_actor* self, std::string uuid, control::correlation_config
   self->state.uuid = std::move(uuid);
   self->state.history = control::gpu_xid_history(config);
   return {
-    [=](correlate_atom, const health_event& event, std::int64_t at_ns) {
+    [=](correlate_atom, const health_event& event, std::int64_t at_ns, bool) {
       auto& st = self->state;
       return control::observe_gpu(st.history, st.uuid, event,
                                   wall_time{std::chrono::nanoseconds{at_ns}});

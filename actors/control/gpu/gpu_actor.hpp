@@ -25,7 +25,7 @@ struct gpu_state {
 
 using gpu_actor = caf::stateful_actor<gpu_state, observed<caf::event_based_actor>>;
 
-/// (correlate_atom, health_event, event time in ns since the epoch) →
+/// (correlate_atom, health_event, event time in ns since the epoch, live) →
 /// control::correlation_outcome; (summary_atom) → JSON: its history and figures.
 caf::behavior gpu(gpu_actor* self, std::string uuid, control::correlation_config config);
 

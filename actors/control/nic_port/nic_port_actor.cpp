@@ -34,15 +34,33 @@ caf::behavior nic_port(nic_port_actor* self, std::string node_name, std::string 
   st.parent = std::move(parent);
   st.time = std::move(time);
   return {
-    [=](correlate_atom, const health_event& event, std::int64_t at_ns) {
+    [=](correlate_atom, const health_event& event, std::int64_t at_ns, bool live) {
       auto& st = self->state;
       const wall_time at{std::chrono::nanoseconds{at_ns}};
       control::note_port_report(st.report, event, at);
       auto outcome = control::observe_port(st.history, st.port, event, at);
-      arm_drop_check(self);
+      // A replayed event is followed by the rest of the history, which may
+      // bring the port back before its deadline: the timer waits for the
+      // node's nicdrop_atom at the replay's end (drops between replayed
+      // events come in the outcome's `due`, in order).
+      if (live)
+        arm_drop_check(self);
       return outcome;
     },
     [=](fabric_atom) { self->state.history.explain_down(); },
+    // The node's replay is over: the drop due by now, if any (stamped at its
+    // deadline), and the timer armed for the next.
+    [=](replay_atom) {
+      auto& st = self->state;
+      std::vector<health_event> dropped;
+      if (auto drop =
+            control::due_drop(st.history, st.node_name, st.port, st.time->wall_now()))
+        dropped.push_back(std::move(*drop));
+      arm_drop_check(self);
+      return dropped;
+    },
+    // Its timer: a drop due by now is sent to the node (stamped at its
+    // deadline), and the timer armed for the next.
     [=](nicdrop_atom) {
       auto& st = self->state;
       st.drop_check_armed = false;

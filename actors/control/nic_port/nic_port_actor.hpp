@@ -3,7 +3,8 @@
 // (ARCHITECTURE.md §3). It owns the port's state and link_downed history: the
 // flap rule (seed 002 §6.3) answers each event, which the node actor awaits;
 // the drop rule (§6.2) runs on the port's own timer while the port is DOWN,
-// and a drop is sent to the node as a derived event.
+// and a drop is sent to the node as a derived event; an event that comes
+// after the drop's deadline finds it due and answers it first.
 #pragma once
 
 #include <memory>
@@ -39,10 +40,13 @@ using nic_port_actor =
 /// The node actor as its NIC ports see it: told when a port is found dropped.
 using nic_port_owner = caf::typed_actor<caf::reacts_to<nicdrop_atom, health_event>>;
 
-/// (correlate_atom, health_event, event time in ns) → control::correlation_outcome;
+/// (correlate_atom, health_event, event time in ns, live) →
+/// control::correlation_outcome, with a drop that fell due before the event;
 /// (fabric_atom): a fabric incident explains the port's DOWN (no drop verdict);
+/// (replay_atom) → vector<health_event>: the node's replay is over (replayed
+/// events arm no timer): the drop due by now, and the timer armed;
 /// (nicdrop_atom): its own timer. Sends (nicdrop_atom, health_event) to the
-/// node actor when the port is found dropped. (summary_atom) → JSON: the
+/// node actor when the timer finds the port dropped. (summary_atom) → JSON: the
 /// port's state, role and link_downed history, and its figures.
 caf::behavior nic_port(nic_port_actor* self, std::string node_name, std::string port,
                        control::correlation_config config, caf::actor_addr parent,

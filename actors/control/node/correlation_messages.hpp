@@ -9,9 +9,11 @@
 
 namespace vigil {
 
-/// (correlate_atom, health_event, event time in ns since the epoch) from a
-/// node actor to the gpu or nic_port actor the event concerns →
-/// control::correlation_outcome: what that entity's rules make of it.
+/// (correlate_atom, health_event, event time in ns since the epoch, live)
+/// from a node actor to the gpu or nic_port actor the event concerns →
+/// control::correlation_outcome: what that entity's rules make of it. `live`
+/// is false for a restart's replay of the journal: no timer runs on replayed
+/// history until the node says the replay is over (replay_atom to a nic_port).
 using correlate_atom = caf::atom_constant<caf::atom("correlate")>;
 
 } // namespace vigil

@@ -61,6 +61,26 @@ void replay_applied(node_actor* self, replay_job& job, std::size_t i,
   take_marks(self, job, i + 1);
 }
 
+// The history is in: each NIC port answers the drop that fell due after its
+// last event (seed 002 §6.2, stamped at its deadline as live) and arms its
+// timer; the node takes them in turn and reconciles once, so that the Node is
+// not patched for a state short of them.
+void end_replay(node_actor* self, std::shared_ptr<std::vector<caf::actor>> ports,
+                std::size_t i) {
+  if (i < ports->size()) {
+    self->request((*ports)[i], caf::infinite, replay_atom::value)
+      .await([=](const std::vector<health_event>& dropped) {
+        for (const auto& drop : dropped)
+          journal_firing(self, "nic-drop", drop, drop.message); // once, by its id
+        apply_events(self, dropped);
+        end_replay(self, ports, i + 1);
+      });
+    return;
+  }
+  self->state.awaiting_history = false;
+  reconcile(self);
+}
+
 // Replays from event i on; an event awaiting its entity's actor resumes the
 // replay from its answer (a fresh stack: no recursion over the events).
 void replay_from(node_actor* self, std::shared_ptr<replay_job> job, std::size_t i) {
@@ -74,8 +94,10 @@ void replay_from(node_actor* self, std::shared_ptr<replay_job> job, std::size_t 
       return;
     replay_applied(self, *job, i, *now);
   }
-  self->state.awaiting_history = false;
-  reconcile(self);
+  auto ports = std::make_shared<std::vector<caf::actor>>();
+  for (const auto& [key, port] : self->state.ports)
+    ports->push_back(port);
+  end_replay(self, std::move(ports), 0);
 }
 
 // The node's GPUs as the console lists them: every GPU the node actor knows

@@ -32,25 +32,25 @@ caf::actor entity_actor(node_actor* self, const control::correlation_subject& su
   return slot;
 }
 
-// What the rules' outcome makes of the event: the event (escalated or not)
-// first, then what the rules derived. A firing is logged, counted and, when
-// live (not replayed), journaled. The escalation follows from journaled
-// events in event time, so a replay reaches it again; the correlation row
-// records why it happened.
+// What the rules' outcome makes of the event (events_in_order): a drop that
+// fell due before it, the event (escalated or not), then what the rules
+// derived. A firing is logged, counted and, when live (not replayed),
+// journaled. The verdicts follow from journaled events in event time, so a
+// replay reaches them again; the correlation row records why they happened.
 std::vector<health_event> correlated(node_actor* self, const health_event& event,
-                                     control::correlation_outcome outcome, bool live) {
-  std::vector<health_event> out{event};
-  if (outcome.escalate && !event.is_healthy) {
-    auto& escalated = out.front();
-    escalated.action = *outcome.escalate;
-    escalated.message = outcome.message + " (" + event.message + ")";
-    if (live)
-      journal_firing(self, outcome.rule, escalated, outcome.message);
-  } else if (!outcome.rule.empty() && !outcome.derived.empty() && live) {
-    journal_firing(self, outcome.rule, outcome.derived.front(), outcome.message);
-  }
-  for (auto& derived : outcome.derived)
-    out.push_back(std::move(derived));
+                                     const control::correlation_outcome& outcome,
+                                     bool live) {
+  auto out = control::events_in_order(event, outcome);
+  if (!live)
+    return out;
+  // In `out`: the drops due first, then the event, then what was derived.
+  const auto at_event = outcome.due.size();
+  for (std::size_t i = 0; i < at_event; ++i)
+    journal_firing(self, "nic-drop", out[i], out[i].message);
+  if (outcome.escalate && !event.is_healthy)
+    journal_firing(self, outcome.rule, out[at_event], outcome.message);
+  else if (!outcome.rule.empty() && !outcome.derived.empty())
+    journal_firing(self, outcome.rule, out[at_event + 1], outcome.message);
   return out;
 }
 
@@ -107,10 +107,10 @@ std::optional<std::vector<health_event>> correlate(node_actor* self,
     return std::vector<health_event>{event};
   self
     ->request(entity_actor(self, subject), caf::infinite, correlate_atom::value, event,
-              static_cast<std::int64_t>(at.time_since_epoch().count()))
+              static_cast<std::int64_t>(at.time_since_epoch().count()), live)
     .await(
       [=](control::correlation_outcome& outcome) {
-        then(correlated(self, event, std::move(outcome), live));
+        then(correlated(self, event, outcome, live));
       },
       [=](const caf::error& err) {
         // Not reached while linked (its crash ends this actor too).

@@ -445,6 +445,11 @@ void note_port_report(nic_port_report& report, const health_event& e, wall_time 
 correlation_outcome observe_port(nic_port_history& history, const std::string& port,
                                  const health_event& e, wall_time at) {
   correlation_outcome out;
+  // seed 002 §6.2 in event time: a port DOWN past the drop window before this
+  // event was dropped then, whatever this event says (a link_downed rise
+  // after the window does not undo a drop that happened).
+  if (auto drop = due_drop(history, e.node_name, port, at))
+    out.due.push_back(std::move(*drop));
   if (auto delta = link_downed_delta(e)) {
     if (auto verdict =
           history.on_link_downed(delta, at, e.generated ? e.check_name : std::string{})) {
@@ -480,16 +485,32 @@ correlation_outcome observe_port(nic_port_history& history, const std::string& p
   return out;
 }
 
+std::vector<health_event> events_in_order(const health_event& event,
+                                          correlation_outcome outcome) {
+  auto out = std::move(outcome.due);
+  out.push_back(event);
+  if (outcome.escalate && !event.is_healthy) {
+    auto& escalated = out.back();
+    escalated.action = *outcome.escalate;
+    escalated.message = outcome.message + " (" + event.message + ")";
+  }
+  for (auto& derived : outcome.derived)
+    out.push_back(std::move(derived));
+  return out;
+}
+
 std::optional<health_event> due_drop(nic_port_history& history, const std::string& node,
                                      const std::string& port, wall_time now) {
+  const auto deadline = history.next_check();
   auto verdict = history.evaluate(now);
-  if (!verdict)
+  if (!verdict || !deadline)
     return std::nullopt;
   const auto slash = port.rfind('/');
   auto e = dropped_event(
-    node, {{"NIC", port.substr(0, slash)}, {"NICPort", port.substr(slash + 1)}}, now);
+    node, {{"NIC", port.substr(0, slash)}, {"NICPort", port.substr(slash + 1)}},
+    *deadline);
   e.id = node + "-" + port + "-" + nic_port_dropped_check + "-"
-         + std::to_string(unix_seconds(now));
+         + std::to_string(unix_seconds(*deadline));
   e.action = verdict->action;
   e.message = "NIC port " + port + ": " + verdict->message;
   return e;

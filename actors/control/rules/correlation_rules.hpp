@@ -218,7 +218,19 @@ struct correlation_outcome {
   /// Events the rules derive: a flapping port's NICPortFlapping record, a
   /// dropped port coming back up: its healthy twin.
   std::vector<health_event> derived;
+  /// Verdicts that fell due before this event and come before it: a drop
+  /// whose deadline the event's time is past (rule "nic-drop"), when no timer
+  /// reported it first (a replay, or a busy mailbox).
+  std::vector<health_event> due;
 };
+
+/// What a node's active set takes from one event and the rules' outcome, in
+/// order: the verdicts that fell due before it, the event (with the escalated
+/// action, and why in its message, when the rules escalated it), then what the
+/// rules derived. The node actor, the snapshot builder and the simulation
+/// apply exactly this.
+std::vector<health_event> events_in_order(const health_event& event,
+                                          correlation_outcome outcome);
 
 /// Whose history an event (past dedup) goes to: the gpu actor of its GPU, the
 /// nic_port actor of its port, or nobody's (ARCHITECTURE.md §3).
@@ -235,14 +247,19 @@ correlation_outcome observe_gpu(gpu_xid_history& history, const std::string& uui
                                 const health_event& event, wall_time at);
 
 /// The nic_port actor's rules over one event of its port (`port` is
-/// "device/port") at event time `at`: the flap rule's verdict, and the drop
-/// rule's bookkeeping (a dropped port coming back up derives its healthy twin).
+/// "device/port") at event time `at`: a drop that fell due before `at` (in
+/// `due`), the flap rule's verdict, and the drop rule's bookkeeping (a
+/// dropped port coming back up derives its healthy twin).
 correlation_outcome observe_port(nic_port_history& history, const std::string& port,
                                  const health_event& event, wall_time at);
 
 /// seed 002 §6.2 for one port: the derived NICPortDropped event when the port
 /// has been DOWN for nic_drop_after with no recovery attempt (once per DOWN
-/// period); nullopt otherwise.
+/// period); nullopt otherwise. The drop happened at its deadline (down since +
+/// nic_drop_after), so that is its time and its id's, however late `now` is:
+/// a timer that fires late, an event that comes after the deadline, and a
+/// replay of the journal all make the same event (its firing is journaled
+/// once, and the Node's condition is not patched again at a restart).
 std::optional<health_event> due_drop(nic_port_history& history, const std::string& node,
                                      const std::string& port, wall_time now);
 

@@ -327,6 +327,56 @@ TEST(node_correlator, a_port_down_for_four_minutes_without_recovery_is_dropped) 
   EXPECT_EQ(up.derived[0].check_name, nic_port_dropped_check);
 }
 
+// seed 002 §6.2 in event time: the drop happened at its deadline. A timer
+// that fires late, or a replay that evaluates the rule only after the whole
+// history, makes the same event (time and id) as a timer on time.
+TEST(node_correlator, a_drop_is_stamped_at_its_deadline_however_late_it_is_seen) {
+  using namespace std::chrono_literals;
+  auto drop_seen_at = [](wall_time when) {
+    node_correlator rules;
+    rules.observe(nic_state("1", false), start);
+    auto drops = rules.due_drops("node-1", when);
+    EXPECT_EQ(drops.size(), 1u);
+    return drops.empty() ? health_event{} : drops.front();
+  };
+  const auto on_time = drop_seen_at(start + 4min);
+  const auto late = drop_seen_at(start + 3h);
+  EXPECT_EQ(on_time.generated, start + 4min);
+  EXPECT_EQ(late.generated, on_time.generated);
+  EXPECT_EQ(late.id, on_time.id);
+  EXPECT_EQ(encode_health_event(late), encode_health_event(on_time));
+}
+
+// An event after the deadline finds the drop due and it comes first: a
+// link_downed rise 10 minutes into the DOWN does not undo the drop at 4
+// minutes, and the port coming back up then clears it.
+TEST(node_correlator, an_event_past_the_deadline_comes_after_the_drop) {
+  node_correlator rules;
+  using namespace std::chrono_literals;
+  rules.observe(nic_state("1", false), start);
+  auto rise = nic_state("1", false);
+  rise.check_name = "InfiniBandDegradationCheck";
+  rise.error_codes = {"link_downed"};
+  rise.metadata = {{"previous", "4"}, {"current", "5"}};
+  auto after = rules.observe(rise, start + 10min);
+  ASSERT_EQ(after.due.size(), 1u);
+  EXPECT_EQ(after.due[0].check_name, nic_port_dropped_check);
+  EXPECT_EQ(after.due[0].generated, start + 4min);
+  const auto in_order = events_in_order(rise, after);
+  ASSERT_EQ(in_order.size(), 2u);
+  EXPECT_EQ(in_order[0].check_name, nic_port_dropped_check);
+  EXPECT_EQ(in_order[1].check_name, "InfiniBandDegradationCheck");
+  EXPECT_TRUE(rules.due_drops("node-1", start + 11min).empty()); // reported once
+  auto up = rules.observe(nic_state("1", true), start + 12min);
+  EXPECT_TRUE(up.due.empty());
+  ASSERT_EQ(up.derived.size(), 1u);
+  EXPECT_TRUE(up.derived[0].is_healthy);
+  // Before the deadline an event finds nothing due.
+  node_correlator early;
+  early.observe(nic_state("1", false), start);
+  EXPECT_TRUE(early.observe(rise, start + 3min).due.empty());
+}
+
 TEST(node_correlator, recovery_attempts_or_a_fabric_incident_are_not_a_drop) {
   node_correlator rules;
   using namespace std::chrono_literals;
