@@ -93,13 +93,18 @@ void settle(ingest_actor* self, const std::string& event_id,
 void append(ingest_actor* self, const std::shared_ptr<pending_ingest>& pending,
             std::uint64_t id, std::size_t index) {
   auto& st = self->state;
-  const auto& event = *pending->request.items[index].event;
+  auto& event = *pending->request.items[index].event;
   auto [entry, fresh] = st.in_flight.try_emplace(event.id);
   entry->second.waiters.push_back({pending, id, index});
   if (!fresh) {
     ++st.stats.coalesced;
     return;
   }
+  // An event without its sender's time happened, for the rules, when it
+  // came: journaled and routed with that time, a restart's replay judges it
+  // at the same moment the live node actor did (not at the restart).
+  if (!event.generated)
+    event.generated = st.time->wall_now();
   entry->second.started = st.time->now();
   st.append_order.emplace_back(entry->second.started, event.id);
   self

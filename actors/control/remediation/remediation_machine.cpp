@@ -284,7 +284,7 @@ void remediation_machine::replan_after_reboot(context& c) {
       || step_ == remediation_step::following || step_ == remediation_step::validating)
     return;
   for (const auto& record : c.node().records)
-    if (record.generated && *record.generated >= *reboot_began_)
+    if (record.generated && *record.generated > *reboot_began_)
       handled_.erase(record.event_id);
   reboot_began_.reset();
   if (ready(*c.view))

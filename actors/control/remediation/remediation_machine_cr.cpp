@@ -202,12 +202,12 @@ void remediation_machine::finished(context& c, const cr_progress& progress) {
       escalation_.expect_healthy(request.plan.action, request.plan.gpu_uuid, c.now);
     if (request.plan.kind == remediation_kind::reboot_node) {
       // The boot ID changed and the node is Ready (the janitor checked both):
-      // what was reported before the reboot began is gone with the old boot;
-      // a fault reported since belongs to the new one and stays.
+      // what was reported up to the moment the reboot began is gone with the
+      // old boot; a fault reported after it belongs to the new one and stays.
       const auto boot_began = progress.started_at.value_or(cr_created_);
       std::vector<active_record> predating;
       for (const auto& record : c.node().records)
-        if (!record.generated || *record.generated < boot_began)
+        if (!record.generated || *record.generated <= boot_began)
           predating.push_back(record);
       reboot_began_ = boot_began;
       if (!predating.empty())

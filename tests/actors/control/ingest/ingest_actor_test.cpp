@@ -27,6 +27,27 @@ CAF_TEST(a_duplicate_event_is_acknowledged_and_not_processed_again) {
   CAF_CHECK_EQUAL(journal_rows("event"), 2u);
 }
 
+// An event without generatedTimestamp is journaled with the time it came,
+// so a replay judges it then, as the live node actor did.
+CAF_TEST(an_event_without_its_senders_time_is_journaled_with_its_arrival) {
+  start();
+  advance(std::chrono::minutes{3});
+  const auto arrived = time->wall_now();
+  auto event = xid("node-1", "GPU-a");
+  CAF_REQUIRE(!event.generated);
+  post({event});
+  auto rows = journal_db->read({});
+  CAF_REQUIRE(rows.has_value());
+  std::size_t stamped = 0;
+  for (const auto& row : *rows)
+    if (row.kind == "event") {
+      auto stored = decode_health_event(row.body);
+      CAF_REQUIRE(stored.has_value());
+      stamped += stored->generated == arrived ? 1 : 0;
+    }
+  CAF_CHECK_EQUAL(stamped, 1u);
+}
+
 CAF_TEST(invalid_items_are_rejected_and_valid_ones_of_the_same_request_accepted) {
   start();
   ingest_request request;
