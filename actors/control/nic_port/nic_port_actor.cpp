@@ -41,7 +41,7 @@ caf::behavior nic_port(nic_port_actor* self, std::string node_name, std::string 
       auto outcome = control::observe_port(st.history, st.port, event, at);
       // A replayed event is followed by the rest of the history, which may
       // bring the port back before its deadline: the timer waits for the
-      // node's nicdrop_atom at the replay's end (drops between replayed
+      // node's replay_atom at the replay's end (drops between replayed
       // events come in the outcome's `due`, in order).
       if (live)
         arm_drop_check(self);
