@@ -208,6 +208,16 @@ health_event gpu_xid(const std::string& gpu) {
   return e;
 }
 
+// The degradation check's report of the port's link_downed counter rising
+// by one: a recovery attempt.
+health_event link_downed_rise(const std::string& port) {
+  auto e = nic_state(port, false);
+  e.check_name = "InfiniBandDegradationCheck";
+  e.error_codes = {"link_downed"};
+  e.metadata = {{"previous", "4"}, {"current", "5"}};
+  return e;
+}
+
 const wall_time start = from_unix(1'800'000'000, 0);
 
 TEST(node_correlator, a_port_down_three_times_in_ten_minutes_is_a_flap) {
@@ -354,10 +364,7 @@ TEST(node_correlator, an_event_past_the_deadline_comes_after_the_drop) {
   node_correlator rules;
   using namespace std::chrono_literals;
   rules.observe(nic_state("1", false), start);
-  auto rise = nic_state("1", false);
-  rise.check_name = "InfiniBandDegradationCheck";
-  rise.error_codes = {"link_downed"};
-  rise.metadata = {{"previous", "4"}, {"current", "5"}};
+  const auto rise = link_downed_rise("1");
   auto after = rules.observe(rise, start + 10min);
   ASSERT_EQ(after.due.size(), 1u);
   EXPECT_EQ(after.due[0].check_name, nic_port_dropped_check);
@@ -381,10 +388,7 @@ TEST(node_correlator, recovery_attempts_or_a_fabric_incident_are_not_a_drop) {
   node_correlator rules;
   using namespace std::chrono_literals;
   rules.observe(nic_state("1", false), start);
-  auto counter = nic_state("1", false);
-  counter.check_name = "InfiniBandDegradationCheck";
-  counter.error_codes = {"link_downed"};
-  counter.metadata = {{"previous", "4"}, {"current", "5"}};
+  const auto counter = link_downed_rise("1");
   rules.observe(counter, start + 1min); // the port tries to come back: a flap
   EXPECT_TRUE(rules.due_drops("node-1", start + 5min).empty());
 
