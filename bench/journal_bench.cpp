@@ -7,7 +7,10 @@
 // at once.
 //
 //   bench_journal URL [EVENTS=1000000] [RATE=10000] [SECONDS=10]
-//                 [BATCH_DELAY_MS=5] [CORDONS=0]
+//                 [BATCH_DELAY_MS=5] [CORDONS=0] [RESENT_PERCENT=0]
+//
+// With RESENT_PERCENT > 0 it then appends EVENTS more, that share of them
+// keys already stored (spread evenly), as agents resend after a 503.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -102,6 +105,22 @@ double append_through_actor(caf::actor_system& sys, const journal_handle& jrnl,
   rows.reserve(static_cast<size_t>(total));
   for (std::int64_t i = 0; i < total; ++i)
     rows.push_back(make_row(i, run));
+  caf::scoped_actor self{sys};
+  const auto t0 = bench_clock::now();
+  sys.spawn(append_driver, jrnl, std::move(rows), caf::actor_cast<caf::actor>(self));
+  self->receive([](caf::ok_atom) {});
+  return seconds_since(t0);
+}
+
+// `total` appends of which every `every`th re-sends a key of `stored` (the
+// run that stored rows 0..total-1), as agents resend requests answered 503.
+double append_with_resends(caf::actor_system& sys, const journal_handle& jrnl,
+                           std::int64_t total, int every, const std::string& stored,
+                           const std::string& run) {
+  std::vector<journal_record> rows;
+  rows.reserve(static_cast<size_t>(total));
+  for (std::int64_t i = 0; i < total; ++i)
+    rows.push_back(i % every == 0 ? make_row(i, stored) : make_row(i, run));
   caf::scoped_actor self{sys};
   const auto t0 = bench_clock::now();
   sys.spawn(append_driver, jrnl, std::move(rows), caf::actor_cast<caf::actor>(self));
@@ -218,7 +237,8 @@ std::vector<double> claim_cordons(const std::string& url, int claims, int connec
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: bench_journal URL [EVENTS] [RATE] [SECONDS] [BATCH_DELAY_MS]\n";
+    std::cerr << "usage: bench_journal URL [EVENTS] [RATE] [SECONDS] [BATCH_DELAY_MS] "
+                 "[CORDONS] [RESENT_PERCENT]\n";
     return 2;
   }
   const std::string url = argv[1];
@@ -227,6 +247,7 @@ int main(int argc, char** argv) {
   const int seconds = argc > 4 ? std::stoi(argv[4]) : 10;
   const int delay_ms = argc > 5 ? std::stoi(argv[5]) : 5;
   const int cordons = argc > 6 ? std::stoi(argv[6]) : 0;
+  const int resent_percent = argc > 7 ? std::stoi(argv[7]) : 0;
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
   if (cordons > 0) {
     for (int connections : {1, 4}) {
@@ -288,6 +309,13 @@ int main(int argc, char** argv) {
               actor_rate);
   std::printf("psql \\copy (raw COPY):       %.2f s, %.0f events/s\n", copy_s, copy_rate);
   std::printf("ratio: %.2f\n", actor_rate / copy_rate);
+  if (resent_percent > 0) {
+    const double resend_s =
+      append_with_resends(sys, jrnl, events, 100 / resent_percent, run, run + "r");
+    std::printf("journal actor -> PostgreSQL, %d%% of appends resent: %.2f s, %.0f "
+                "events/s\n",
+                resent_percent, resend_s, static_cast<double>(events) / resend_s);
+  }
 
   caf::anon_send_exit(jrnl, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);

@@ -235,6 +235,10 @@ metrics::family_list control_metric_families(const std::string& ingest_stats,
     "vigil_events_coalesced_total",
     "events resent while their first journal append was in flight (appended once)",
     number(in, "coalesced")));
+  out.push_back(metrics::counter(
+    "vigil_events_resent_stored_total",
+    "events resent after a 503 although stored, answered duplicate without the journal",
+    number(in, "resentStored")));
   out.push_back(metrics::gauge("vigil_ingest_appends_in_flight",
                                "journal appends ingest is waiting on",
                                number(in, "appendsInFlight")));

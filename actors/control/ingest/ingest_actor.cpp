@@ -23,8 +23,17 @@ void answer(ingest_actor* self, std::uint64_t id) {
   auto& p = *i->second;
   if (!p.answered) {
     p.answered = true;
+    std::uint64_t unavailable = 0;
     for (const auto& r : p.results)
-      st.stats.unavailable += r.status == control::item_status::unavailable ? 1 : 0;
+      unavailable += r.status == control::item_status::unavailable ? 1 : 0;
+    st.stats.unavailable += unavailable;
+    // A 503 brings the whole request back: what of it is stored will be
+    // answered from memory (the rest is remembered as it commits, in settle).
+    if (unavailable > 0)
+      for (const auto& r : p.results)
+        if (r.status == control::item_status::accepted
+            || r.status == control::item_status::duplicate)
+          st.resent.remember(r.id);
     p.request.reply(
       control::build_ingest_reply(p.results, st.settings.retry_after_seconds));
   }
@@ -81,6 +90,8 @@ void settle(ingest_actor* self, const std::string& event_id,
       pending.results[waiters[i].index].status = outcome->duplicate || i > 0
                                                    ? control::item_status::duplicate
                                                    : control::item_status::accepted;
+    else if (outcome != nullptr) // stored after its request was answered 503
+      st.resent.remember(event_id);
     if (--pending.remaining == 0)
       answer(self, waiters[i].request_id);
   }
@@ -197,6 +208,7 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handl
   st.journal = std::move(journal);
   st.fleet = std::move(fleet);
   st.time = std::move(time);
+  st.resent = control::resent_ids{settings.remembered_resends};
   return {
     [=](leader_atom, bool leading) { self->state.standby = !leading; },
     [=](ingest_atom, ingest_request& request) {
@@ -215,6 +227,11 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handl
           r.status = control::item_status::unavailable;
           r.error = "this replica is not the leader; retry";
           ++st.stats.unavailable;
+        } else if (item.event && st.resent.contains(item.event->id)) {
+          r.id = item.event->id;
+          r.status = control::item_status::duplicate; // stored: the journal said so
+          ++st.stats.duplicates;
+          ++st.stats.resent_stored;
         } else if (item.event) {
           r.id = item.event->id;
           r.status = control::item_status::unavailable; // until the journal says
@@ -230,12 +247,17 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handl
       if (pending->remaining == 0)
         return answer(self, id);
       std::size_t new_appends = 0;
-      for (const auto& item : items)
-        new_appends += item.event && st.in_flight.count(item.event->id) == 0 ? 1 : 0;
+      auto waits_on_journal = [&](std::size_t i) {
+        return items[i].event
+               && pending->results[i].status == control::item_status::unavailable;
+      };
+      for (std::size_t i = 0; i < items.size(); ++i)
+        new_appends +=
+          waits_on_journal(i) && st.in_flight.count(items[i].event->id) == 0 ? 1 : 0;
       if (!control::admit_request(pressure(self), new_appends, st.settings.admission))
         return shed(self, id, *pending);
       for (std::size_t i = 0; i < items.size(); ++i)
-        if (items[i].event)
+        if (waits_on_journal(i))
           append(self, pending, id, i);
       refresh_gate(self);
       self->delayed_send(self, st.settings.deadline, deadline_atom::value, id);
@@ -254,6 +276,7 @@ caf::behavior ingest(ingest_actor* self, ingest_settings settings, journal_handl
         {"requestsShedUnread",
          self->state.settings.gate ? self->state.settings.gate->shed_requests.load() : 0},
         {"coalesced", s.coalesced},
+        {"resentStored", s.resent_stored},
         {"refused", s.refused},
         {"pending", self->state.pending.size()},
         {"appendsInFlight", self->state.in_flight.size()},

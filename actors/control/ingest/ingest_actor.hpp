@@ -65,6 +65,10 @@ struct ingest_settings {
   caf::timespan refusal_log_interval = std::chrono::seconds{10};
   /// Published for the HTTP handler; null: none.
   std::shared_ptr<ingest_gate> gate;
+  /// Ids of stored events answered 503 that ingest answers itself when they
+  /// are resent (control::resent_ids): about 100 bytes each, kept only while
+  /// requests miss their deadline.
+  std::size_t remembered_resends = 131072;
 };
 
 struct ingest_stats {
@@ -76,7 +80,9 @@ struct ingest_stats {
   std::uint64_t unavailable = 0; ///< answered 503 for these
   std::uint64_t shed = 0;      ///< of those: answered at once, too many appends in flight
   std::uint64_t coalesced = 0; ///< resent while their first append was in flight
-  std::uint64_t refused = 0;   ///< appends the journal refused or failed
+  /// Of the duplicates: resent after their 503, answered without the journal.
+  std::uint64_t resent_stored = 0;
+  std::uint64_t refused = 0; ///< appends the journal refused or failed
 };
 
 struct pending_ingest {
@@ -119,7 +125,8 @@ struct ingest_state {
   /// Appends in the order they started (answered ones are skipped lazily):
   /// the front is the oldest still in flight.
   std::deque<std::pair<steady_time, std::string>> append_order;
-  bool standby = false; ///< another replica leads: answer 503, journal nothing
+  control::resent_ids resent{0}; ///< sized from the settings
+  bool standby = false;          ///< another replica leads: answer 503, journal nothing
   ingest_stats stats;
   refusal_tally refusals;
   static inline const char* name = "ingest";

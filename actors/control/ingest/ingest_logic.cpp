@@ -368,6 +368,19 @@ bool admit_request(const append_pressure& pressure, std::size_t new_appends,
          && pressure.oldest_age <= limits.max_oldest_age;
 }
 
+void resent_ids::remember(const std::string& id) {
+  if (capacity_ == 0)
+    return;
+  auto [at, fresh] = ids_.insert(id);
+  if (!fresh)
+    return;
+  order_.push_back(&*at);
+  if (order_.size() > capacity_) {
+    ids_.erase(ids_.find(*order_.front())); // by position: the key is the node's
+    order_.pop_front();
+  }
+}
+
 ingest_reply error_reply(int http_status, std::string_view message) {
   ingest_reply reply;
   reply.http_status = http_status;

@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "messages/expected.hpp"
@@ -135,6 +137,28 @@ struct admission_limits {
 /// is in flight, however large: it could never pass otherwise.
 bool admit_request(const append_pressure& pressure, std::size_t new_appends,
                    const admission_limits& limits);
+
+/// The ids of events stored whose request was answered 503 (their append
+/// committed past the deadline, or beside an event that did): the agent
+/// resends the whole request, and ingest answers those ids "duplicate" itself,
+/// as the journal would, without another append. After a slow spell the
+/// resends would otherwise go back through the journal's queue and crowd out
+/// new events. Only ids the journal confirmed are kept, so no answer claims
+/// more than is stored; the newest `capacity` of them, the oldest forgotten
+/// first (a forgotten one goes to the journal, which answers it too).
+class resent_ids {
+public:
+  explicit resent_ids(std::size_t capacity) : capacity_(capacity) {}
+
+  void remember(const std::string& id);
+  bool contains(const std::string& id) const { return ids_.count(id) != 0; }
+  std::size_t size() const { return ids_.size(); }
+
+private:
+  std::size_t capacity_;
+  std::unordered_set<std::string> ids_;
+  std::deque<const std::string*> order_; ///< into ids_ (its nodes never move)
+};
 
 /// A whole-request error: {"error":"…"} with the given status (400, 401, 413, 415).
 ingest_reply error_reply(int http_status, std::string_view message);

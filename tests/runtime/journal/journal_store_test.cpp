@@ -96,6 +96,33 @@ TEST_P(journal_store_test, resent_keys_are_stored_once) {
   EXPECT_EQ(read().size(), 3u);
 }
 
+// After a resend the PostgreSQL store takes the next batches the checked way
+// first, then the fast way again: the outcomes are the same either way.
+TEST_P(journal_store_test, batches_after_a_resend_are_stored_alike) {
+  auto first = append({make_record("a"), make_record("b")});
+  auto resent = append({make_record("b"), make_record("c")});
+  ASSERT_EQ(resent.size(), 2u);
+  EXPECT_TRUE(resent[0].duplicate);
+  EXPECT_EQ(resent[0].seq, first[1].seq);
+  auto clean = append({make_record("d")});
+  ASSERT_EQ(clean.size(), 1u);
+  EXPECT_FALSE(clean[0].duplicate);
+  EXPECT_GT(clean[0].seq, resent[1].seq);
+  auto again = append({make_record("c"), make_record("e")});
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_TRUE(again[0].duplicate);
+  EXPECT_EQ(again[0].seq, resent[1].seq);
+  EXPECT_FALSE(again[1].duplicate);
+  for (int i = 0; i < 70; ++i) // past the checked run, back on the fast way
+    EXPECT_FALSE(append({make_record("f" + std::to_string(i))}).at(0).duplicate);
+  auto late = append({make_record("a"), make_record("g")});
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_TRUE(late[0].duplicate);
+  EXPECT_EQ(late[0].seq, first[0].seq);
+  EXPECT_FALSE(late[1].duplicate);
+  EXPECT_EQ(read().size(), 76u);
+}
+
 // COPY's text format gives backslash, tab and newline a meaning: values
 // holding them must come back byte for byte.
 TEST_P(journal_store_test, values_with_copy_control_characters_round_trip) {

@@ -9,7 +9,7 @@ namespace {
 
 TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
   auto text = render_metrics(
-    R"({"received":7,"rejected":1,"shed":12,"requestsShedUnread":5,"coalesced":4,"appendsInFlight":30})",
+    R"({"received":7,"rejected":1,"shed":12,"requestsShedUnread":5,"coalesced":4,"resentStored":8,"appendsInFlight":30})",
     R"({"nodes":4,"cordons":2,"drainsStarted":3,"drainsStartedPartial":1,"drainsSucceeded":1,"drainsCancelled":2,"evictions":5,"podDeletions":1,"ruleFiringsNicFlap":2,"mailboxDepth":9,"nodeMailboxHigh":3})",
     R"({"tripped":true,"utilisation":0.8,"mailboxDepth":4})", [] {
       journal_stats j;
@@ -26,6 +26,7 @@ TEST(render_metrics, reports_quarantine_drain_and_journal_figures) {
                                "vigil_events_shed_total 12",
                                "vigil_ingest_requests_shed_unread_total 5",
                                "vigil_events_coalesced_total 4",
+                               "vigil_events_resent_stored_total 8",
                                "vigil_ingest_appends_in_flight 30",
                                "vigil_nodes 4",
                                "vigil_cordons_total 2",

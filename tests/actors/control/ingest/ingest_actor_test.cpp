@@ -111,6 +111,38 @@ CAF_TEST(a_resent_event_waits_on_its_append_in_flight_instead_of_queueing_a_copy
   CAF_CHECK(replies.back().body.find("\"duplicate\"") != std::string::npos);
 }
 
+// An event stored after its request was answered 503 comes back with the
+// agent's resend of the whole request: ingest answers it "duplicate" itself,
+// from the journal's own word, and the journal does no second append; an
+// event acknowledged in time that is sent again still goes to the journal.
+CAF_TEST(a_resend_of_an_event_stored_after_its_503_is_answered_without_the_journal) {
+  start();
+  post({xid("node-2", "GPU-b")}); // acknowledged in time
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  journal_db->failures = 1000;
+  post({xid("node-1", "GPU-a")});
+  advance(std::chrono::seconds{5});
+  CAF_CHECK_EQUAL(replies.back().http_status, 503);
+  journal_db->failures = 0;
+  advance(std::chrono::seconds{30}); // the journal is back: stored after the 503
+  CAF_CHECK_EQUAL(journal_rows("event"), 2u);
+  const auto appended = journal_figures().committed;
+  post({xid("node-1", "GPU-a")}); // the resend
+  CAF_CHECK_EQUAL(replies.back().http_status, 200);
+  CAF_CHECK(replies.back().body.find("\"duplicate\"") != std::string::npos);
+  CAF_CHECK_EQUAL(journal_figures().committed, appended); // no second append
+  auto figures = ingest_figures();
+  CAF_CHECK_EQUAL(figures.value("resentStored", -1), 1);
+  CAF_CHECK_EQUAL(figures.value("duplicates", -1), 1);
+  post({xid("node-2", "GPU-b")}); // not answered 503: the journal says
+  CAF_CHECK(replies.back().body.find("\"duplicate\"") != std::string::npos);
+  CAF_CHECK_EQUAL(journal_figures().committed, appended + 1);
+  figures = ingest_figures();
+  CAF_CHECK_EQUAL(figures.value("resentStored", -1), 1);
+  CAF_CHECK_EQUAL(figures.value("duplicates", -1), 2);
+  CAF_CHECK_EQUAL(journal_rows("event"), 2u);
+}
+
 // Admission: with ingest.max_pending_events appends in flight, a request
 // with new events is answered 503 + Retry-After at once and appends nothing,
 // so a slow database cannot grow the queue; a resend of events in flight

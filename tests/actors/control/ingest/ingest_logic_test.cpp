@@ -595,5 +595,19 @@ TEST(admit_request, sheds_new_appends_past_either_limit_only) {
   EXPECT_FALSE(admit_request(pressure(1, 0), 5000, limits));
 }
 
+TEST(resent_ids, keeps_the_newest_ids_and_forgets_the_oldest_first) {
+  resent_ids ids{3};
+  for (const char* id : {"a", "b", "c", "b"})
+    ids.remember(id);
+  EXPECT_EQ(ids.size(), 3u);
+  ids.remember("d"); // "a" goes: the oldest remembered
+  EXPECT_FALSE(ids.contains("a"));
+  for (const char* id : {"b", "c", "d"})
+    EXPECT_TRUE(ids.contains(id)) << id;
+  resent_ids none{0};
+  none.remember("a");
+  EXPECT_FALSE(none.contains("a"));
+}
+
 } // namespace
 } // namespace vigil::control
