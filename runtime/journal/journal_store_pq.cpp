@@ -25,15 +25,6 @@ namespace {
 // back and goes the checked way: COPY into a per-connection temporary table,
 // then one INSERT … SELECT … ON CONFLICT DO NOTHING in arrival order, which
 // answers a duplicate with the seq it was first stored under.
-//
-// Resent facts come in runs (agents resend whole requests that were answered
-// 503 while their events were committing), and a COPY that fails on one has
-// written and rolled back the rows before it: dead rows for the vacuum and
-// twice the work per batch. So after a batch met a resent fact, the next
-// `checked_after_resend` batches go the checked way at once; every batch that
-// meets another extends the run.
-constexpr int checked_after_resend = 64;
-
 constexpr const char* reserve_sql =
   "SELECT nextval('journal_seq_seq') FROM generate_series(1, $1::integer)";
 
@@ -330,24 +321,9 @@ public:
     if (batch.empty())
       return std::vector<append_outcome>{};
     const auto dedup = deduplicate(batch);
-    auto checked = [&] {
-      return in_transaction([&] { return append_checked(dedup.unique); });
-    };
-    expected<std::vector<append_outcome>> stored = std::vector<append_outcome>{};
-    if (checked_batches_left_ > 0) {
-      --checked_batches_left_;
-      stored = checked();
-      if (stored
-          && std::any_of(stored->begin(), stored->end(),
-                         [](const append_outcome& o) { return o.duplicate; }))
-        checked_batches_left_ = checked_after_resend;
-    } else {
-      stored = in_transaction([&] { return append_fast(dedup.unique); });
-      if (!stored && stored.error().what.find(duplicate_marker) != std::string::npos) {
-        checked_batches_left_ = checked_after_resend;
-        stored = checked();
-      }
-    }
+    auto stored = in_transaction([&] { return append_fast(dedup.unique); });
+    if (!stored && stored.error().what.find(duplicate_marker) != std::string::npos)
+      stored = in_transaction([&] { return append_checked(dedup.unique); });
     if (!stored)
       return stored.error();
     std::vector<append_outcome> out;
@@ -853,7 +829,6 @@ private:
   std::string url_;
   std::string description_;
   PGconn* conn_ = nullptr;
-  int checked_batches_left_ = 0; ///< batches still to go the checked way first
 };
 
 } // namespace
