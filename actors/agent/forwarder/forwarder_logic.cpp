@@ -82,6 +82,21 @@ std::chrono::milliseconds backoff_delay(const forwarder_options& options,
   return std::chrono::milliseconds{static_cast<std::int64_t>(std::min(delay, cap))};
 }
 
+std::chrono::milliseconds retry_delay(const forwarder_options& options, unsigned attempt,
+                                      post_failure failure,
+                                      std::optional<std::chrono::seconds> retry_after,
+                                      double unit) {
+  if (!retry_after)
+    return backoff_delay(options, attempt, unit);
+  const auto asked =
+    std::min<std::chrono::milliseconds>(*retry_after, options.retry_after_max);
+  if (failure != post_failure::overloaded)
+    return std::max(backoff_delay(options, attempt, unit), asked);
+  const double spread = 1.0 + options.jitter * unit;
+  return std::chrono::milliseconds{
+    static_cast<std::int64_t>(static_cast<double>(asked.count()) * spread)};
+}
+
 forwarder_logic::forwarder_logic(forwarder_options options, event_spool& spool,
                                  jitter_source jitter)
   : options_(std::move(options)), spool_(spool), jitter_(std::move(jitter)),
@@ -295,11 +310,9 @@ void forwarder_logic::schedule_retry(const post_result& result, steady_time now,
   if (result.failure_class == post_failure::too_large)
     batch_limit_ = std::max<std::size_t>(1, in_flight_->batch.ids.size() / 2);
   ++consecutive_failures_;
-  auto delay = backoff_delay(options_, consecutive_failures_, jitter_());
-  if (result.retry_after)
-    delay = std::max(delay, std::min<std::chrono::milliseconds>(
-                              *result.retry_after, options_.retry_after_max));
-  retry_at_ = now + delay;
+  retry_at_ = now
+              + retry_delay(options_, consecutive_failures_, result.failure_class,
+                            result.retry_after, jitter_());
   report.retry_at = retry_at_;
   if (!in_flight_->batch.from_spool) {
     // The control plane is away: the batch and everything queued go to disk.

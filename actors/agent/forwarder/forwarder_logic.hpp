@@ -44,6 +44,24 @@ std::string derive_event_id(const health_event& event);
 std::chrono::milliseconds backoff_delay(const forwarder_options& options,
                                         unsigned attempt, double unit);
 
+/// How long a batch that failed for the `attempt`-th time in a row waits
+/// before it is sent again; `unit` in [0, 1) picks the jitter.
+///
+/// An overloaded answer (408, 429, 5xx) with a Retry-After is the control
+/// plane's own word on when it can take the batch (ingest sends one with every
+/// request it sheds): the agent waits that long (at most retry_after_max),
+/// spread upward by the jitter so agents refused together do not return
+/// together, and no longer. Backing off exponentially on top of it left 1,000
+/// agents posting 26-50 times a second once the journal had room again
+/// (RELIABILITY.md, "Agents come back when told"). Every other failure (no
+/// answer, a wrong URL or credentials, a Retry-After on anything but an
+/// overloaded answer) backs off exponentially, and not sooner than a
+/// Retry-After it carries.
+std::chrono::milliseconds retry_delay(const forwarder_options& options, unsigned attempt,
+                                      post_failure failure,
+                                      std::optional<std::chrono::seconds> retry_after,
+                                      double unit);
+
 enum class submit_status {
   queued,  ///< in memory, will be batched
   spooled, ///< on disk (the control plane is away)

@@ -120,6 +120,31 @@ TEST(forwarder_backoff, grows_exponentially_with_jitter_and_a_cap) {
   EXPECT_EQ(backoff_delay(o, 10, 0.0), milliseconds{3200});
 }
 
+// An overloaded answer's Retry-After sets the delay however many came before
+// (spread upward by the jitter); other failures back off exponentially.
+TEST(forwarder_backoff, an_overloaded_answers_retry_after_is_the_delay) {
+  forwarder_options o;
+  o.backoff_initial = milliseconds{500};
+  o.backoff_max = milliseconds{60'000};
+  o.jitter = 0.2;
+  o.retry_after_max = milliseconds{30'000};
+  const auto overloaded = post_failure::overloaded;
+  EXPECT_EQ(retry_delay(o, 1, overloaded, seconds{2}, 0.0), milliseconds{2000});
+  EXPECT_EQ(retry_delay(o, 12, overloaded, seconds{2}, 0.0), milliseconds{2000});
+  EXPECT_EQ(retry_delay(o, 12, overloaded, seconds{2}, 0.5), milliseconds{2200});
+  EXPECT_EQ(retry_delay(o, 12, overloaded, seconds{2}, 0.99), milliseconds{2396});
+  EXPECT_EQ(retry_delay(o, 1, overloaded, seconds{3600}, 0.0), milliseconds{30'000});
+  // Without a Retry-After: the exponential backoff.
+  EXPECT_EQ(retry_delay(o, 12, overloaded, std::nullopt, 0.5), milliseconds{60'000});
+  EXPECT_EQ(retry_delay(o, 3, post_failure::unreachable, std::nullopt, 0.5),
+            milliseconds{2000});
+  // A Retry-After on another failure is a floor under the backoff.
+  EXPECT_EQ(retry_delay(o, 12, post_failure::endpoint, seconds{2}, 0.5),
+            milliseconds{60'000});
+  EXPECT_EQ(retry_delay(o, 1, post_failure::credentials, seconds{20}, 0.5),
+            milliseconds{20'000});
+}
+
 TEST_F(forwarder_logic_test, an_event_keeps_its_id_or_gets_a_derived_one) {
   auto f = make();
   auto with_id = make_event("a");
@@ -228,16 +253,50 @@ TEST_F(forwarder_logic_test, an_outage_spools_and_the_spool_drains_first_in_orde
 
 TEST_F(forwarder_logic_test, retry_after_is_honoured_up_to_its_cap) {
   options_.retry_after_max = seconds{30};
+  jitter_unit_ = 0.0; // the spread's low end: exactly what the server asked
   auto f = make();
   submit(f, "a");
   ASSERT_TRUE(f.next_batch(t0 + seconds{1}).has_value());
   auto busy = unreachable();
+  busy.failure_class = post_failure::overloaded;
   busy.http_status = 503;
   busy.retry_after = seconds{7};
   EXPECT_EQ(f.complete(busy, t0).retry_at, t0 + seconds{7});
   ASSERT_TRUE(f.next_batch(t0 + seconds{7}).has_value());
   busy.retry_after = seconds{3600};
   EXPECT_EQ(f.complete(busy, t0 + seconds{7}).retry_at, t0 + seconds{37});
+}
+
+// Ingest sheds with 503 and Retry-After: 2 for as long as the journal is
+// behind. However long that lasts, the agent comes back 2 s (plus jitter)
+// after each refusal, not after a backoff grown to its cap; and it sends the
+// spool once it is taken.
+TEST_F(forwarder_logic_test, a_shedding_control_plane_is_retried_when_it_says) {
+  options_.backoff_max = milliseconds{60'000};
+  auto f = make();
+  submit(f, "a");
+  auto busy = unreachable();
+  busy.failure_class = post_failure::overloaded;
+  busy.http_status = 503;
+  busy.retry_after = seconds{2};
+  auto now = t0 + seconds{1};
+  for (int refusal = 0; refusal < 12; ++refusal) {
+    ASSERT_TRUE(f.next_batch(now).has_value()) << refusal;
+    const auto report = f.complete(busy, now);
+    ASSERT_TRUE(report.retry_at.has_value());
+    EXPECT_EQ(*report.retry_at, now + milliseconds{2200}) << refusal;
+    EXPECT_EQ(f.next_wakeup(now), report.retry_at);
+    now = *report.retry_at;
+  }
+  EXPECT_TRUE(f.spool_mode());
+  auto batch = f.next_batch(now);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(messages(*batch), (texts{"a"}));
+  f.complete(accepted(), now);
+  EXPECT_TRUE(spool_.empty());
+  EXPECT_EQ(f.stats().failures, 12u);
+  EXPECT_EQ(f.stats().failures_by[static_cast<std::size_t>(post_failure::overloaded)],
+            12u);
 }
 
 TEST_F(forwarder_logic_test, jitter_scales_the_delay) {
