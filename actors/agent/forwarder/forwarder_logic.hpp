@@ -52,11 +52,12 @@ std::chrono::milliseconds backoff_delay(const forwarder_options& options,
 /// request it sheds): the agent waits that long (at most retry_after_max),
 /// spread upward by the jitter so agents refused together do not return
 /// together, and no longer. Backing off exponentially on top of it left 1,000
-/// agents posting 26-50 times a second once the journal had room again
-/// (RELIABILITY.md, "Agents come back when told"). Every other failure (no
-/// answer, a wrong URL or credentials, a Retry-After on anything but an
-/// overloaded answer) backs off exponentially, and not sooner than a
-/// Retry-After it carries.
+/// agents posting 26-50 times a second once the journal had room again, and
+/// spools full long after a fault (RELIABILITY.md, "Resends answered from
+/// memory, and agents back when told"). Every other failure (no answer, a
+/// wrong URL or credentials, a Retry-After on anything but an overloaded
+/// answer) backs off exponentially, and not sooner than a Retry-After it
+/// carries.
 std::chrono::milliseconds retry_delay(const forwarder_options& options, unsigned attempt,
                                       post_failure failure,
                                       std::optional<std::chrono::seconds> retry_after,

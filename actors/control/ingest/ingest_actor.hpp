@@ -66,8 +66,8 @@ struct ingest_settings {
   /// Published for the HTTP handler; null: none.
   std::shared_ptr<ingest_gate> gate;
   /// Ids of stored events answered 503 that ingest answers itself when they
-  /// are resent (control::resent_ids): about 100 bytes each, kept only while
-  /// requests miss their deadline.
+  /// are resent (control::resent_ids): about 100 bytes each, filled only
+  /// while requests miss their deadline.
   std::size_t remembered_resends = 131072;
 };
 

@@ -149,6 +149,11 @@ bool admit_request(const append_pressure& pressure, std::size_t new_appends,
 class resent_ids {
 public:
   explicit resent_ids(std::size_t capacity) : capacity_(capacity) {}
+  // A copy's order_ would point into the other's set.
+  resent_ids(const resent_ids&) = delete;
+  resent_ids& operator=(const resent_ids&) = delete;
+  resent_ids(resent_ids&&) = default;
+  resent_ids& operator=(resent_ids&&) = default;
 
   void remember(const std::string& id);
   bool contains(const std::string& id) const { return ids_.count(id) != 0; }
