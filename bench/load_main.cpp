@@ -31,6 +31,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -394,8 +395,16 @@ int run(const options& o) {
 
   std::cerr << "vigil_load: vigil control ready after " << seconds_in() << " s (" << dir
             << ")\n";
-  // The agents: spools in /dev/shm, as each real agent has a disk of its own.
+  // The agents: spools in /dev/shm, as each real agent has a disk of its own,
+  // removed when the run ends (after the agents: declared before them).
   const auto spools = test::fresh_directory("/dev/shm");
+  struct removed_at_exit {
+    std::string path;
+    ~removed_at_exit() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } spools_removed{spools};
   std::vector<std::unique_ptr<simulated_agent>> agents;
   for (int i = 1; i <= o.agents; ++i) {
     auto a = std::make_unique<simulated_agent>();
