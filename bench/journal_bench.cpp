@@ -99,17 +99,23 @@ caf::behavior append_driver(caf::stateful_actor<driver_state>* self, journal_han
   }};
 }
 
+// Seconds until every one of `rows` is acknowledged.
+double time_appends(caf::actor_system& sys, const journal_handle& jrnl,
+                    std::vector<journal_record> rows) {
+  caf::scoped_actor self{sys};
+  const auto t0 = bench_clock::now();
+  sys.spawn(append_driver, jrnl, std::move(rows), caf::actor_cast<caf::actor>(self));
+  self->receive([](caf::ok_atom) {});
+  return seconds_since(t0);
+}
+
 double append_through_actor(caf::actor_system& sys, const journal_handle& jrnl,
                             std::int64_t total, const std::string& run) {
   std::vector<journal_record> rows;
   rows.reserve(static_cast<size_t>(total));
   for (std::int64_t i = 0; i < total; ++i)
     rows.push_back(make_row(i, run));
-  caf::scoped_actor self{sys};
-  const auto t0 = bench_clock::now();
-  sys.spawn(append_driver, jrnl, std::move(rows), caf::actor_cast<caf::actor>(self));
-  self->receive([](caf::ok_atom) {});
-  return seconds_since(t0);
+  return time_appends(sys, jrnl, std::move(rows));
 }
 
 // `total` appends of which every `every`th re-sends a key of `stored` (the
@@ -121,11 +127,7 @@ double append_with_resends(caf::actor_system& sys, const journal_handle& jrnl,
   rows.reserve(static_cast<size_t>(total));
   for (std::int64_t i = 0; i < total; ++i)
     rows.push_back(i % every == 0 ? make_row(i, stored) : make_row(i, run));
-  caf::scoped_actor self{sys};
-  const auto t0 = bench_clock::now();
-  sys.spawn(append_driver, jrnl, std::move(rows), caf::actor_cast<caf::actor>(self));
-  self->receive([](caf::ok_atom) {});
-  return seconds_since(t0);
+  return time_appends(sys, jrnl, std::move(rows));
 }
 
 double copy_through_psql(const std::string& url, std::int64_t total,
