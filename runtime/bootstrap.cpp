@@ -58,16 +58,28 @@ void block_handled_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+void apply_scheduler_settings(const runtime_config& runtime,
+                              caf::actor_system_config& cfg) {
+  const auto threads = runtime.scheduler_threads != 0
+                         ? size_t{runtime.scheduler_threads}
+                         : size_t{std::max(1u, std::thread::hardware_concurrency())};
+  cfg.set("scheduler.max-threads", threads);
+  // An idle CAF worker spins briefly, then sleeps 50 µs and looks again
+  // ("moderate" polling, 500 times by default: 25 ms of wake-ups after every
+  // burst of messages), then blocks until a job is queued for it. vigil's
+  // actors mostly wait on sockets and the database, and on two cores those
+  // wake-ups took the CPU PostgreSQL needed (RELIABILITY.md "Load"), so a
+  // worker blocks after half a millisecond.
+  cfg.set("work-stealing.moderate-poll-attempts", idle_polls_before_blocking);
+}
+
 int run_process(const vigil_config& config, const component_starter& start) {
   // Block before any thread exists so CAF's workers inherit the mask.
   block_handled_signals();
   auto log = component_logger("runtime");
 
   caf::actor_system_config cfg;
-  const auto threads = config.runtime.scheduler_threads != 0
-                         ? size_t{config.runtime.scheduler_threads}
-                         : size_t{std::max(1u, std::thread::hardware_concurrency())};
-  cfg.set("scheduler.max-threads", threads);
+  apply_scheduler_settings(config.runtime, cfg);
   auto exit_reason = std::make_shared<caf::error>();
   int code = 0;
   {

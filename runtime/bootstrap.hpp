@@ -3,6 +3,7 @@
 // for the components to finish, stop everything in order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +33,15 @@ using component_starter = std::function<status(process_context&)>;
 /// those, or a signal may land in such a thread and kill the process instead
 /// of reaching the orderly shutdown.
 void block_handled_signals();
+
+/// How many times an idle CAF worker sleeps 50 µs and looks for work again
+/// before it blocks until a job is queued for it (CAF's own default: 500).
+inline constexpr std::size_t idle_polls_before_blocking = 10;
+
+/// The CAF scheduler settings: `runtime`'s worker threads (one per core when
+/// 0), and idle workers that block soon.
+void apply_scheduler_settings(const runtime_config& runtime,
+                              caf::actor_system_config& cfg);
 
 /// Runs until the root supervisor exits. The first SIGINT/SIGTERM starts an
 /// orderly shutdown (runtime.shutdown_grace_ms); a second one exits at once.

@@ -31,6 +31,21 @@ caf::behavior crashing_component(caf::event_based_actor* self, int) {
   return {};
 }
 
+TEST(bootstrap, scheduler_workers_come_from_the_runtime_section_and_block_when_idle) {
+  runtime_config runtime;
+  runtime.scheduler_threads = 3;
+  caf::actor_system_config cfg;
+  apply_scheduler_settings(runtime, cfg);
+  EXPECT_EQ(caf::get_or(cfg, "scheduler.max-threads", size_t{0}), 3u);
+  EXPECT_EQ(caf::get_or(cfg, "work-stealing.moderate-poll-attempts", size_t{0}),
+            idle_polls_before_blocking);
+  // 0 workers: one per core.
+  runtime.scheduler_threads = 0;
+  caf::actor_system_config per_core;
+  apply_scheduler_settings(runtime, per_core);
+  EXPECT_GE(caf::get_or(per_core, "scheduler.max-threads", size_t{0}), 1u);
+}
+
 TEST(bootstrap, sigterm_stops_in_order_and_exits_0) {
   const int code = run_process(test_config(), [](process_context& ctx) -> status {
     auto component = ctx.system.spawn(polite_component, 0);

@@ -195,6 +195,7 @@ nlohmann::json summary_of(const node_state& st) {
   auto out = tile_fields(st);
   out.update(nlohmann::json{{"busy", st.busy},
                             {"events", st.stats.events},
+                            {"eventsWaiting", st.events_waiting.size()},
                             {"reconciles", st.stats.reconciles},
                             {"patches", st.stats.patches},
                             {"conflicts", st.stats.conflicts},
@@ -297,6 +298,42 @@ void journal_gpu_holders(node_actor* self, const health_event& event) {
           });
 }
 
+// A routed event, in its turn: the seed 000 §4 records a healthy event
+// closes, who held its GPU, then correlation and the active set.
+void take_event(node_actor* self, const health_event& event);
+
+// Takes the events routed while one was being correlated, until one has to
+// wait for its entity's answer again.
+void take_waiting_events(node_actor* self) {
+  auto& st = self->state;
+  while (!st.correlating && !st.events_waiting.empty()) {
+    const auto event = std::move(st.events_waiting.front());
+    st.events_waiting.pop_front();
+    take_event(self, event);
+  }
+}
+
+void take_event(node_actor* self, const health_event& event) {
+  ++self->state.stats.events;
+  if (event.is_healthy)
+    node_remediation_steps::on_healthy_event(self, event);
+  else
+    journal_gpu_holders(self, event);
+  auto apply = [=](const std::vector<health_event>& events) {
+    if (apply_events(self, events))
+      reconcile(self);
+  };
+  auto answered = [=](std::vector<health_event> events) {
+    self->state.correlating = false;
+    apply(events);
+    take_waiting_events(self);
+  };
+  if (auto now = correlate(self, event, true, answered))
+    apply(*now);
+  else
+    self->state.correlating = true;
+}
+
 } // namespace
 
 void post_node_event(node_actor* self, const std::string& reason,
@@ -328,24 +365,19 @@ node_timers::behavior_type node(node_actor* self, std::string name,
   st.dedup = control::event_deduplicator(st.settings->correlation);
   st.remediation.emplace(st.node_name, node_remediation_steps::config_of(*st.settings));
   return {
-    [=](route_atom, const health_event& event, std::int64_t) {
-      ++self->state.stats.events;
-      // How far behind this node's mailbox is (the fleet's /metrics).
-      auto& high = self->state.settings->counters->node_mailbox_high;
-      const std::uint64_t depth = self->mailbox().size();
+    [=](route_atom, health_event& event, std::int64_t) {
+      auto& st = self->state;
+      // How far behind this node is (the fleet's /metrics): its mailbox and
+      // the events waiting behind one being correlated.
+      auto& high = st.settings->counters->node_mailbox_high;
+      const std::uint64_t depth = self->mailbox().size() + st.events_waiting.size();
       for (auto seen = high.load();
            depth > seen && !high.compare_exchange_weak(seen, depth);) {
       }
-      if (event.is_healthy)
-        node_remediation_steps::on_healthy_event(self, event);
+      if (st.correlating)
+        st.events_waiting.push_back(std::move(event));
       else
-        journal_gpu_holders(self, event);
-      auto apply = [=](const std::vector<health_event>& events) {
-        if (apply_events(self, events))
-          reconcile(self);
-      };
-      if (auto now = correlate(self, event, true, apply))
-        apply(*now);
+        take_event(self, event);
     },
     [=](history_atom) { self->state.awaiting_history = true; },
     [=](replay_atom, std::vector<health_event>& events, std::vector<replay_mark>& marks) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -160,11 +161,15 @@ struct node_state {
   /// Correlation: repeats are dropped here; each GPU's and NIC port's
   /// history lives in its own actor, spawned on the first event that names
   /// it and linked to this one (a crash of either restarts the node from
-  /// the journal). The node awaits their answers, so its events stay in
-  /// order.
+  /// the journal). One live event is correlated at a time; events routed
+  /// meanwhile wait in `events_waiting`, so they are taken in order.
   control::event_deduplicator dedup;
-  std::map<std::string, caf::actor> gpus;     ///< gpu actors by UUID
-  std::map<std::string, caf::actor> ports;    ///< nic_port actors by "device/port"
+  std::map<std::string, caf::actor> gpus;  ///< gpu actors by UUID
+  std::map<std::string, caf::actor> ports; ///< nic_port actors by "device/port"
+  bool correlating = false;                ///< a live event awaits its entity's answer
+  /// Routed while it does, in order. A list: empty, it allocates nothing (an
+  /// empty deque holds 512 bytes, per node) and, emptied, it keeps nothing.
+  std::list<health_event> events_waiting;
   std::optional<control::observed_node> node; ///< unset until read or watched
   bool busy = false;                          ///< a reconcile's requests are in flight
   /// Its journaled history is being read or replayed: it must not act on

@@ -75,7 +75,9 @@ using correlated_handler = std::function<void(std::vector<health_event>)>;
 /// seed 002 §6: the correlation rules may escalate the event's action and
 /// derive events of their own. A repeat, or an event no GPU or port history
 /// concerns, comes back at once; otherwise nullopt, and `then` gets the events
-/// when the entity's actor has answered (awaited: nothing else runs first).
+/// when the entity's actor has answered. A replayed event's answer is awaited
+/// (nothing else runs first); a live one's is not, and the caller keeps the
+/// events that follow it waiting (node_state::correlating).
 std::optional<std::vector<health_event>> correlate(node_actor* self,
                                                    const health_event& event, bool live,
                                                    correlated_handler then);

@@ -105,19 +105,27 @@ std::optional<std::vector<health_event>> correlate(node_actor* self,
   const auto subject = control::subject_of(event);
   if (subject.what == control::correlation_subject::kind::none)
     return std::vector<health_event>{event};
-  self
-    ->request(entity_actor(self, subject), caf::infinite, correlate_atom::value, event,
-              static_cast<std::int64_t>(at.time_since_epoch().count()), live)
-    .await(
-      [=](control::correlation_outcome& outcome) {
-        then(correlated(self, event, outcome, live));
-      },
-      [=](const caf::error& err) {
-        // Not reached while linked (its crash ends this actor too).
-        logger()->warn("node {}: {} did not answer ({}); event {} taken as it is",
-                       self->state.node_name, subject.key, caf::to_string(err), event.id);
-        then({event});
-      });
+  auto on_outcome = [=](control::correlation_outcome& outcome) {
+    then(correlated(self, event, outcome, live));
+  };
+  auto on_error = [=](const caf::error& err) {
+    // Not reached while linked (its crash ends this actor too).
+    logger()->warn("node {}: {} did not answer ({}); event {} taken as it is",
+                   self->state.node_name, subject.key, caf::to_string(err), event.id);
+    then({event});
+  };
+  auto answer =
+    self->request(entity_actor(self, subject), caf::infinite, correlate_atom::value,
+                  event, static_cast<std::int64_t>(at.time_since_epoch().count()), live);
+  // A live event's turn is kept by the node (node_state::correlating): an
+  // await would leave every message behind it in the mailbox to be looked at
+  // again after each answer, so a batch of K events for one node cost K²
+  // (RELIABILITY.md "Load"). A replay is one message, and nothing may run
+  // between its events.
+  if (live)
+    answer.then(on_outcome, on_error);
+  else
+    answer.await(on_outcome, on_error);
   return std::nullopt;
 }
 

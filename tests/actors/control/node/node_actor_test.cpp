@@ -63,6 +63,38 @@ CAF_TEST(a_trace_follows_a_node_actors_next_messages_then_ends) {
   CAF_CHECK(!figures["types"].empty());
 }
 
+// An agent's batch for one node (after an outage: hundreds at once) is taken
+// in order, one event at a time behind its GPU actor's answer; the rest wait
+// in the node (its eventsWaiting), not in its mailbox, where each answer made
+// CAF look at every one of them again (RELIABILITY.md "Load").
+CAF_TEST(a_batch_for_one_node_is_taken_in_order_behind_each_correlation) {
+  start();
+  std::vector<health_event> batch;
+  for (int n = 0; n < 5; ++n) { // five bursts within 24 h: the fifth escalates
+    auto e = xid("node-1", "GPU-a");
+    e.id += "-" + std::to_string(n);
+    e.generated = time->wall_now() - std::chrono::minutes{10 * (5 - n)};
+    batch.push_back(e);
+  }
+  auto recovered = xid("node-1", "GPU-a", true);
+  recovered.generated = time->wall_now();
+  batch.push_back(recovered);
+  post(batch);
+  CAF_REQUIRE_EQUAL(replies.size(), 1u);
+  CAF_CHECK_EQUAL(replies[0].http_status, 200);
+  // The deepest node backlog counts the events waiting behind a correlation:
+  // the last one found the four between it and the first.
+  CAF_CHECK_GREATER_OR_EQUAL(settings->counters->node_mailbox_high.load(),
+                             batch.size() - 2);
+  CAF_CHECK_EQUAL(journal_rows(correlation_row), 1u);
+  auto summary = node_summary("node-1");
+  CAF_CHECK_EQUAL(summary["events"], batch.size());
+  CAF_CHECK_EQUAL(summary["eventsWaiting"], 0);
+  CAF_CHECK_EQUAL(summary["ruleFirings"], 1);
+  // The recovery came last, so it closed the faults before it.
+  CAF_CHECK(!cordoned("node-1"));
+}
+
 CAF_TEST(a_healthy_event_for_another_gpu_does_not_uncordon) {
   start();
   post({xid("node-1", "GPU-a")});
