@@ -21,6 +21,10 @@
 // node actors cover the whole fleet again (their vigil_nodes); then starts
 // it again, as its Deployment would.
 //
+// The agents' threads run at nice 10 (--nice), so that the thousand of them
+// do not take the cores from the control plane they load, which on a real
+// fleet has machines of its own.
+//
 // The events are non-fatal application XIDs (13) spread over every GPU of
 // every node: they are journaled and routed to their node actors, and no rule
 // quarantines for them, so the run measures ingest, journal and routing, not
@@ -43,6 +47,8 @@
 #include <libpq-fe.h>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "actors/agent/dcgm/prometheus_text.hpp"
 #include "actors/agent/forwarder/event_spool.hpp"
@@ -79,6 +85,10 @@ struct options {
   /// With replicas > 1: SIGKILL replica 0 this many seconds into the run
   /// (0: never) and time the handover.
   double kill_at = 0;
+  /// The agents' threads run this much nicer than the control plane: on a
+  /// real fleet they run on other machines, and here their thousand threads
+  /// would otherwise take most of the cores from the system under test.
+  int nice = 10;
 };
 
 /// The handover after replica 0's SIGKILL (--kill-at), seconds from the kill.
@@ -127,9 +137,12 @@ health_event application_xid(simulated_agent& a) {
 /// One driver thread: generates its agents' events at their share of the
 /// rate, lets each forwarder batch and post them, and sleeps until the next
 /// forwarder wakes (at most 20 ms).
-void drive(std::vector<simulated_agent*> mine, double per_agent_rate,
+void drive(std::vector<simulated_agent*> mine, double per_agent_rate, int nice,
            const std::atomic<bool>& generate, const std::atomic<bool>& stop,
            agent_totals& totals, std::atomic<std::uint64_t>& backlog) {
+  // Linux: a thread's nice value is its own (PRIO_PROCESS with its tid).
+  if (nice != 0)
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), nice);
   auto last = steady::now();
   while (!stop) {
     const auto now = steady::now();
@@ -447,7 +460,7 @@ int run(const options& o) {
     for (std::size_t i = static_cast<std::size_t>(t); i < agents.size();
          i += static_cast<std::size_t>(thread_count))
       mine.push_back(agents[i].get());
-    threads.emplace_back(drive, std::move(mine), per_agent, std::cref(generate),
+    threads.emplace_back(drive, std::move(mine), per_agent, o.nice, std::cref(generate),
                          std::cref(stop), std::ref(totals),
                          std::ref(backlogs[static_cast<std::size_t>(t)]));
   }
@@ -663,8 +676,8 @@ int usage(const std::string& problem) {
   std::cerr << "vigil_load: " << problem
             << "\nusage: vigil_load [--rate EVENTS_PER_S] [--agents N] [--seconds T] "
                "[--threads N] [--slow-for S] [--stall-for S] [--sample S] [--drain S] "
-               "[--replicas R] [--shards K] [--nodes N] [--kill-at S] [--json] "
-               "[--vigil PATH]\n";
+               "[--replicas R] [--shards K] [--nodes N] [--kill-at S] [--nice N] "
+               "[--json] [--vigil PATH]\n";
   return 2;
 }
 
@@ -704,7 +717,10 @@ int main(int argc, char** argv) {
       ok = number(o.nodes) && o.nodes > 0;
     else if (arg == "--kill-at")
       ok = number(o.kill_at) && o.kill_at > 0;
-    else if (arg == "--json")
+    else if (arg == "--nice") {
+      if (!number(o.nice) || o.nice < 0 || o.nice > 19)
+        return usage("--nice wants a number from 0 to 19");
+    } else if (arg == "--json")
       o.json = true;
     else if (arg == "--vigil" && i + 1 < argc)
       o.vigil = argv[++i];
