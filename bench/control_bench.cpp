@@ -60,6 +60,7 @@
 #include "actors/journal/journal_actor.hpp"
 #include "actors/protocol/control_messages.hpp"
 #include "runtime/actor_clock.hpp"
+#include "runtime/bootstrap.hpp"
 #include "runtime/journal/journal_store.hpp"
 #include "runtime/kube/kube_client.hpp"
 #include "runtime/sim/kube/kube_test_server.hpp"
@@ -304,8 +305,11 @@ int main(int argc, char** argv) {
   if (journal_rows > 0 && !fill_journal(url, journal_rows, nodes))
     return 1;
 
+  // The scheduler as `vigil control` runs it, with two workers.
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", size_t{2});
+  runtime_config scheduler;
+  scheduler.scheduler_threads = 2;
+  apply_scheduler_settings(scheduler, cfg);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   auto time = std::make_shared<caf_clock>(sys.clock(), system_now());
