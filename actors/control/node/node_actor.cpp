@@ -298,8 +298,9 @@ void journal_gpu_holders(node_actor* self, const health_event& event) {
           });
 }
 
-// A routed event, in its turn: the seed 000 §4 records a healthy event
-// closes, who held its GPU, then correlation and the active set.
+// Takes a routed event in its turn: a healthy one closes its seed 000 §4
+// records, a fault journals who held its GPU; then correlation, and the
+// active set.
 void take_event(node_actor* self, const health_event& event);
 
 // Takes the events routed while one was being correlated, until one has to
