@@ -33,19 +33,37 @@
 //    subscribed to the journal, writing Server-Sent Events to streams that
 //    count what they get) are open throughout: compare the figures with a
 //    run without, and the rows each stream got with those committed.
+//
+// With API_SERVER_CPUS set (a CPU list as taskset takes it, "12-15" or
+// "8,10-11"), the API test server runs in a process of its own, pinned to
+// those CPUs, as a real kube-apiserver runs on machines of its own: the
+// figures are then the control plane's, not the test server's thread per
+// connection under one lock competing with it for the same cores. Run the
+// bench itself pinned to the other CPUs (taskset -c). The peak RSS printed
+// last is then this process's alone, without the test server's Nodes.
+//
+// The bench ends with _exit once its figures are out: tearing down NODES
+// actors is not one of its figures, and at 100,000 nodes it has taken
+// minutes (BENCHMARKS.md, "The breaker's window was quadratic").
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
 #include <libpq-fe.h>
 #include <nlohmann/json.hpp>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "actors/control/breaker/breaker_actor.hpp"
@@ -87,6 +105,95 @@ double rss_kib() {
 
 std::string node_name(std::size_t i) {
   return "gpu-node-" + std::to_string(i);
+}
+
+double peak_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss);
+}
+
+/// "12-15" or "8,10-11" → the CPUs in it; nullopt when it is not such a list.
+std::optional<cpu_set_t> parse_cpu_list(const std::string& list) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::size_t at = 0;
+  while (at < list.size()) {
+    const auto end = std::min(list.find(',', at), list.size());
+    const std::string part = list.substr(at, end - at);
+    const auto dash = part.find('-');
+    try {
+      const unsigned long first = std::stoul(part.substr(0, dash));
+      const unsigned long last =
+        dash == std::string::npos ? first : std::stoul(part.substr(dash + 1));
+      if (last < first || last >= CPU_SETSIZE)
+        return std::nullopt;
+      for (auto cpu = first; cpu <= last; ++cpu)
+        CPU_SET(cpu, &set);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    at = end + 1;
+  }
+  return CPU_COUNT(&set) > 0 ? std::optional<cpu_set_t>{set} : std::nullopt;
+}
+
+/// The API test server holding NODES GPU Nodes, Ready, 8 GPUs each by label.
+expected<std::unique_ptr<kube::kube_test_server>> start_api_server(std::size_t nodes) {
+  auto server = kube::kube_test_server::start({});
+  if (!server)
+    return server;
+  (*server)->with_store([&](kube::object_store& store) {
+    const auto* type = store.find_type("", "v1", "nodes");
+    for (std::size_t i = 0; i < nodes; ++i)
+      store.create(
+        *type, "",
+        {{"apiVersion", "v1"},
+         {"kind", "Node"},
+         {"metadata",
+          {{"name", node_name(i)},
+           {"labels",
+            {{"nvidia.com/gpu.present", "true"},
+             {"nvidia.com/gpu.count", "8"},
+             {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
+         {"spec", json::object()},
+         {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+  });
+  return server;
+}
+
+/// Forks the API test server into a child pinned to `cpus`, which lives until
+/// this process ends; returns its URL, or "" when it did not start. Called
+/// before this process starts any thread.
+std::string fork_api_server(std::size_t nodes, const cpu_set_t& cpus) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0)
+    return {};
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0)
+    return {};
+  if (child == 0) {
+    close(pipe_fds[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(0);
+    sched_setaffinity(0, sizeof cpus, &cpus);
+    auto server = start_api_server(nodes);
+    const std::string line = server ? (*server)->url() + "\n" : "\n";
+    if (write(pipe_fds[1], line.data(), line.size()) < 0 || !server)
+      _exit(1);
+    close(pipe_fds[1]);
+    for (;;)
+      pause();
+  }
+  close(pipe_fds[1]);
+  std::string url;
+  char c = 0;
+  while (read(pipe_fds[0], &c, 1) == 1 && c != '\n')
+    url.push_back(c);
+  close(pipe_fds[0]);
+  return url;
 }
 
 // When each node's first cordon PATCH left for the gateway; 0 = not yet.
@@ -270,31 +377,34 @@ int main(int argc, char** argv) {
   const std::size_t probes = std::min(nodes, rate * seconds);
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
 
-  auto server = kube::kube_test_server::start({});
-  if (!server) {
-    std::fprintf(stderr, "%s\n", server.error().to_string().c_str());
-    return 1;
+  // The API test server: in this process, or in one of its own.
+  std::unique_ptr<kube::kube_test_server> server;
+  std::string api_url;
+  if (const char* cpus = std::getenv("API_SERVER_CPUS")) {
+    const auto set = parse_cpu_list(cpus);
+    if (!set) {
+      std::fprintf(stderr, "API_SERVER_CPUS: not a CPU list: \"%s\"\n", cpus);
+      return 2;
+    }
+    api_url = fork_api_server(nodes, *set);
+    if (api_url.empty()) {
+      std::fprintf(stderr, "the API test server's process did not start\n");
+      return 1;
+    }
+    std::printf("API test server in a process of its own on CPUs %s\n", cpus);
+  } else {
+    auto started = start_api_server(nodes);
+    if (!started) {
+      std::fprintf(stderr, "%s\n", started.error().to_string().c_str());
+      return 1;
+    }
+    server = std::move(*started);
+    api_url = server->url();
   }
-  (*server)->with_store([&](kube::object_store& store) {
-    const auto* type = store.find_type("", "v1", "nodes");
-    for (std::size_t i = 0; i < nodes; ++i)
-      store.create(
-        *type, "",
-        {{"apiVersion", "v1"},
-         {"kind", "Node"},
-         {"metadata",
-          {{"name", node_name(i)},
-           {"labels",
-            {{"nvidia.com/gpu.present", "true"},
-             {"nvidia.com/gpu.count", "8"},
-             {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
-         {"spec", json::object()},
-         {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
-  });
   kube::kube_client_options client_options;
   client_options.qps = 0; // the test server is the limit, not a client-side limiter
   auto client =
-    kube::make_kube_client_curl(kube::kube_connection{(*server)->url()}, client_options);
+    kube::make_kube_client_curl(kube::kube_connection{api_url}, client_options);
   auto made = make_journal_store(url);
   if (!client || !made || !(*made)->open()) {
     std::fprintf(stderr, "cannot open the API test server client or the journal %s\n",
@@ -516,10 +626,7 @@ int main(int argc, char** argv) {
                 summary["skipped"].dump().c_str());
     caf::anon_send_exit(feed, caf::exit_reason::user_shutdown);
   }
-  for (const auto& a : std::vector<caf::actor>{
-         ingest_actor, fleet_actor, caf::actor_cast<caf::actor>(breaker_actor),
-         caf::actor_cast<caf::actor>(tapped), caf::actor_cast<caf::actor>(gateway),
-         caf::actor_cast<caf::actor>(journal_actor), caf::actor_cast<caf::actor>(writer)})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  return 0;
+  std::printf("peak RSS of this process: %.0f KiB\n", peak_rss_kib());
+  std::fflush(stdout);
+  _exit(0);
 }
