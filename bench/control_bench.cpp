@@ -42,6 +42,10 @@
 // bench itself pinned to the other CPUs (taskset -c). The peak RSS printed
 // last is then this process's alone, without the test server's Nodes.
 //
+// The CAF scheduler has a worker per CPU the bench may use, as `vigil
+// control` has by default (runtime.scheduler_threads: 0), or
+// SCHEDULER_THREADS workers.
+//
 // The bench ends with _exit once its figures are out: tearing down NODES
 // actors is not one of its figures, and at 100,000 nodes it has taken
 // minutes (BENCHMARKS.md, "The breaker's window was quadratic").
@@ -415,10 +419,15 @@ int main(int argc, char** argv) {
   if (journal_rows > 0 && !fill_journal(url, journal_rows, nodes))
     return 1;
 
-  // The scheduler as `vigil control` runs it, with two workers.
+  // The scheduler as `vigil control` runs it by default: a worker per CPU it
+  // may use (usable_cpus), or SCHEDULER_THREADS workers.
   caf::actor_system_config cfg;
   runtime_config scheduler;
-  scheduler.scheduler_threads = 2;
+  if (const char* threads = std::getenv("SCHEDULER_THREADS"))
+    scheduler.scheduler_threads = static_cast<std::uint32_t>(std::stoul(threads));
+  std::printf("CAF workers: %zu\n", scheduler.scheduler_threads != 0
+                                      ? std::size_t{scheduler.scheduler_threads}
+                                      : std::size_t{usable_cpus()});
   apply_scheduler_settings(scheduler, cfg);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};

@@ -3,8 +3,11 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <pthread.h>
+#include <sched.h>
+#include <sstream>
 #include <thread>
 #include <unistd.h>
 
@@ -58,11 +61,69 @@ void block_handled_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+std::optional<unsigned> cpus_of_cgroup_limit(std::string_view cpu_max) {
+  std::istringstream in{std::string(cpu_max)};
+  std::string quota;
+  long long period = 0;
+  if (!(in >> quota >> period) || period <= 0 || quota == "max" || quota == "-1")
+    return std::nullopt;
+  long long q = 0;
+  try {
+    std::size_t used = 0;
+    q = std::stoll(quota, &used);
+    if (used != quota.size() || q <= 0)
+      return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return static_cast<unsigned>(std::max<long long>(1, (q + period - 1) / period));
+}
+
+namespace {
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The process's own cgroup's CPU limit: cgroup v2 at its path in
+// /proc/self/cgroup (or the namespace's root, as in a container), else v1's
+// cpu controller.
+std::optional<unsigned> cgroup_cpu_limit() {
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line, own;
+  while (std::getline(cgroups, line))
+    if (line.rfind("0::", 0) == 0)
+      own = line.substr(3);
+  for (const auto& dir : {"/sys/fs/cgroup" + own, std::string("/sys/fs/cgroup")})
+    if (auto max = first_line(dir + "/cpu.max"); !max.empty())
+      return cpus_of_cgroup_limit(max);
+  const auto quota = first_line("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+  const auto period = first_line("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  if (quota.empty() || period.empty())
+    return std::nullopt;
+  return cpus_of_cgroup_limit(quota + " " + period);
+}
+
+} // namespace
+
+unsigned usable_cpus() {
+  unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    cpus = static_cast<unsigned>(CPU_COUNT(&set));
+  if (auto limit = cgroup_cpu_limit())
+    cpus = std::min(cpus, *limit);
+  return std::max(1u, cpus);
+}
+
 void apply_scheduler_settings(const runtime_config& runtime,
                               caf::actor_system_config& cfg) {
-  const auto threads = runtime.scheduler_threads != 0
-                         ? size_t{runtime.scheduler_threads}
-                         : size_t{std::max(1u, std::thread::hardware_concurrency())};
+  const auto threads = runtime.scheduler_threads != 0 ? size_t{runtime.scheduler_threads}
+                                                      : size_t{usable_cpus()};
   cfg.set("scheduler.max-threads", threads);
   // An idle CAF worker spins briefly, then sleeps 50 µs and looks again
   // ("moderate" polling, 500 times by default: 25 ms of wake-ups after every

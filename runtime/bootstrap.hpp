@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <caf/fwd.hpp>
@@ -38,8 +39,22 @@ void block_handled_signals();
 /// before it blocks until a job is queued for it (CAF's own default: 500).
 inline constexpr std::size_t idle_polls_before_blocking = 10;
 
-/// The CAF scheduler settings: `runtime`'s worker threads (one per core when
-/// 0), and idle workers that block soon.
+/// The CPUs a cgroup CPU limit allows, rounded up: `cpu_max` is cgroup v2's
+/// cpu.max ("200000 100000" = 2 CPUs, "150000 100000" = 2, "max 100000" =
+/// no limit), or cgroup v1's cfs_quota_us and cfs_period_us joined by a space
+/// (a quota of -1 = no limit). nullopt when there is no limit or the text is
+/// not such a line.
+std::optional<unsigned> cpus_of_cgroup_limit(std::string_view cpu_max);
+
+/// The CPUs this process may run on: its CPU affinity (a pod's exclusive
+/// cores under the static CPU manager, taskset), lowered to its cgroup's CPU
+/// limit (a pod's limits.cpu) where one is set; at least 1. What "one worker
+/// per core" means: the machine's core count would give a pod limited to 2
+/// CPUs on a 128-core node 128 workers.
+unsigned usable_cpus();
+
+/// The CAF scheduler settings: `runtime`'s worker threads (usable_cpus()
+/// when 0), and idle workers that block soon.
 void apply_scheduler_settings(const runtime_config& runtime,
                               caf::actor_system_config& cfg);
 

@@ -39,11 +39,29 @@ TEST(bootstrap, scheduler_workers_come_from_the_runtime_section_and_block_when_i
   EXPECT_EQ(caf::get_or(cfg, "scheduler.max-threads", size_t{0}), 3u);
   EXPECT_EQ(caf::get_or(cfg, "work-stealing.moderate-poll-attempts", size_t{0}),
             idle_polls_before_blocking);
-  // 0 workers: one per core.
+  // 0 workers: one per CPU the process may use.
   runtime.scheduler_threads = 0;
   caf::actor_system_config per_core;
   apply_scheduler_settings(runtime, per_core);
-  EXPECT_GE(caf::get_or(per_core, "scheduler.max-threads", size_t{0}), 1u);
+  EXPECT_EQ(caf::get_or(per_core, "scheduler.max-threads", size_t{0}), usable_cpus());
+  EXPECT_GE(usable_cpus(), 1u);
+}
+
+TEST(bootstrap, a_cgroup_cpu_limit_is_read_as_whole_cpus_rounded_up) {
+  // cgroup v2's cpu.max: quota and period in µs.
+  EXPECT_EQ(cpus_of_cgroup_limit("200000 100000"), 2u);
+  EXPECT_EQ(cpus_of_cgroup_limit("150000 100000"), 2u); // limits.cpu: 1500m
+  EXPECT_EQ(cpus_of_cgroup_limit("10000 100000"), 1u);  // 100m: still one worker
+  EXPECT_EQ(cpus_of_cgroup_limit("max 100000"), std::nullopt);
+  // cgroup v1's cfs_quota_us and cfs_period_us, joined.
+  EXPECT_EQ(cpus_of_cgroup_limit("400000 100000"), 4u);
+  EXPECT_EQ(cpus_of_cgroup_limit("-1 100000"), std::nullopt);
+  // Not such a line: no limit read, nothing thrown.
+  EXPECT_EQ(cpus_of_cgroup_limit(""), std::nullopt);
+  EXPECT_EQ(cpus_of_cgroup_limit("max"), std::nullopt);
+  EXPECT_EQ(cpus_of_cgroup_limit("2x 100000"), std::nullopt);
+  EXPECT_EQ(cpus_of_cgroup_limit("200000 0"), std::nullopt);
+  EXPECT_EQ(cpus_of_cgroup_limit("0 100000"), std::nullopt);
 }
 
 TEST(bootstrap, sigterm_stops_in_order_and_exits_0) {
