@@ -28,7 +28,9 @@
 //    gateway (a tap in front of the gateway records it); also until the
 //    ingest request is acknowledged (journaled), and how many API requests
 //    the tap passed on and got answers to in the phase: a phase whose
-//    answers fall behind has a backlog the latency does not show.
+//    answers fall behind has a backlog the latency does not show. Also the
+//    watch events (Node changes) the gateway decoded in the phase: the one
+//    gateway actor decodes each, between the requests it passes on.
 // 4. With STREAMS > 0, that many console streams (the console feed actor,
 //    subscribed to the journal, writing Server-Sent Events to streams that
 //    count what they get) are open throughout: compare the figures with a
@@ -438,9 +440,9 @@ int main(int argc, char** argv) {
   auto writer = sys.spawn<caf::detached>(journal_writer, store);
   // As vigil control spawns them (control_plane_options::own_threads).
   auto journal_actor = sys.spawn<caf::detached>(journal, jc, writer);
-  auto gateway =
-    sys.spawn(kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)),
-              std::make_shared<kube_gateway_stats>());
+  auto gateway_stats = std::make_shared<kube_gateway_stats>();
+  auto gateway = sys.spawn(
+    kube_gateway, std::shared_ptr<kube::kube_client>(std::move(*client)), gateway_stats);
   auto times = std::make_shared<patch_times>(nodes);
   auto tapped = sys.spawn(tap, gateway, times);
   control::breaker_config bc;
@@ -588,6 +590,7 @@ int main(int argc, char** argv) {
   // 3. Latency, ingest → cordon PATCH, at RATE events/s.
   {
     const std::size_t sent_before = times->sent, answered_before = times->answered;
+    const std::uint64_t watch_before = gateway_stats->watch_events;
     std::vector<std::int64_t> submitted(probes);
     auto acked = std::make_shared<std::vector<std::atomic<std::int64_t>>>(probes);
     const auto t0 = bench_clock::now();
@@ -618,10 +621,12 @@ int main(int argc, char** argv) {
     std::printf(
       "%zu fatal XIDs at %zu events/s: %zu cordon PATCHes sent; ingest → PATCH "
       "p50 %.2f ms, p99 %.2f ms, max %.2f ms; ingest → acknowledged p50 %.2f ms, "
-      "p99 %.2f ms; %zu API requests sent, %zu answered in the phase's %.1f s\n",
+      "p99 %.2f ms; %zu API requests sent, %zu answered in the phase's %.1f s; "
+      "%llu watch events decoded by the gateway in it\n",
       probes, rate, ms.size(), percentile(ms, 0.5), percentile(ms, 0.99),
       percentile(ms, 1.0), percentile(ack_ms, 0.5), percentile(ack_ms, 0.99),
-      times->sent - sent_before, times->answered - answered_before, phase_s);
+      times->sent - sent_before, times->answered - answered_before, phase_s,
+      static_cast<unsigned long long>(gateway_stats->watch_events - watch_before));
   }
   if (!streams.empty()) {
     std::this_thread::sleep_for(std::chrono::seconds(1)); // the last batches
