@@ -42,6 +42,10 @@ struct control_plane_options {
   /// "Cordons a second on two cores"). False under CAF's test coordinator,
   /// where everything runs on one thread.
   bool own_threads = true;
+  /// The memory keeper (actors/supervisor/memory_keeper.hpp): a timer that
+  /// re-arms for as long as the process runs. False where time is virtual
+  /// (`vigil demo`, CAF's test coordinator).
+  bool memory_keeper = true;
   std::string replica_identity = "vigil-control"; ///< the Lease holder's name
   /// The client the leader and shard electors write their Leases through
   /// (api_server::coordination); null: the main client's gateway.

@@ -5,7 +5,8 @@
 // them). Once the queue drains, glibc keeps the freed pages in its arenas:
 // the control plane's RSS stayed at each outage's peak, 62 → 207 → 229 MiB
 // over the issue's 10-minute load run (RELIABILITY.md "The issue's 10-minute
-// run"). The rule is here, pure; the journal actor acts on it.
+// run"). The rule is here, pure; the journal actor acts on it, with
+// runtime/free_memory.hpp's release_free_memory.
 #pragma once
 
 #include <algorithm>
@@ -43,10 +44,5 @@ private:
   std::size_t low_;
   bool in_backlog_ = false;
 };
-
-/// Returns the free pages of every malloc arena to the system (glibc's
-/// malloc_trim); true when some were. Under the sanitizers, whose allocator
-/// is not glibc's, it finds nothing to return.
-bool release_free_memory();
 
 } // namespace vigil

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 
-#include <malloc.h>
-
 #include <caf/all.hpp>
 
 #include "actors/control/rules/circuit_breaker.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/free_memory.hpp"
 #include "runtime/logging.hpp"
 
 namespace vigil {
@@ -122,10 +121,6 @@ journal_stats current_stats(journal_actor* self) {
 }
 
 } // namespace
-
-bool release_free_memory() {
-  return malloc_trim(0) != 0;
-}
 
 journal_timers::behavior_type journal(journal_actor* self, journal_config config,
                                       journal_writer_handle writer) {

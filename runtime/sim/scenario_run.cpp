@@ -277,6 +277,7 @@ public:
     });
     control_plane_options plane_options;
     plane_options.own_threads = false;
+    plane_options.memory_keeper = false;
     plane_options.replica_identity = "vigil-demo";
     auto plane = spawn_control_plane(system_, config_, journal_, api_.client(), time_,
                                      plane_options);

@@ -146,6 +146,7 @@ CAF_TEST(the_in_process_janitor_lists_its_crs_through_a_client_of_its_own) {
   config.janitor.in_process = true;
   control_plane_options options;
   options.own_threads = false;
+  options.memory_keeper = false;
   options.janitor_client = janitor_client;
   auto plane = spawn_control_plane(
     sys, config, std::shared_ptr<journal_store>(std::move(journal)), main_client,

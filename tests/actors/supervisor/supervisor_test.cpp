@@ -1,9 +1,11 @@
 // The root supervisor under CAF's deterministic test coordinator: the grace
 // timer is advanced by hand, so "cancelled after the grace period" is exact.
+// Also the memory keeper, whose timer and heap figures the test sets.
 #define CAF_SUITE supervisor
 #include <caf/test/dsl.hpp>
 
 #include "actors/protocol/atoms.hpp"
+#include "actors/supervisor/memory_keeper.hpp"
 #include "actors/supervisor/supervisor.hpp"
 
 using namespace caf;
@@ -106,6 +108,54 @@ CAF_TEST(crashed_child_stops_the_rest) {
   CAF_CHECK(state().stopping);
   CAF_CHECK_EQUAL(state().stop_reason, make_error(sec::runtime_error));
   advance_time(grace);
+  sched.run();
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+CAF_TEST_FIXTURE_SCOPE(memory_keeper_tests, test_coordinator_fixture<>)
+
+// Each interval the keeper reads the heap; it trims only when at least
+// min_free_bytes and a quarter of what is in use lie free, and goes on
+// checking whatever it found.
+CAF_TEST(the_keeper_returns_free_memory_only_when_a_burst_left_much_of_it) {
+  auto heap = std::make_shared<heap_figures>();
+  auto reads = std::make_shared<int>(0), releases = std::make_shared<int>(0);
+  memory_keeper_config config;
+  config.interval = std::chrono::seconds{30};
+  config.min_free_bytes = 64 << 20;
+  memory_keeper_probe probe;
+  probe.read = [=] {
+    ++*reads;
+    return *heap;
+  };
+  probe.release = [=] {
+    ++*releases;
+    return true;
+  };
+  auto keeper = sys.spawn(memory_keeper, config, probe);
+  sched.run();
+  CAF_CHECK_EQUAL(*reads, 0); // the first check is one interval in
+  // Steady: 10 MiB free beside 200 MiB in use.
+  *heap = {10u << 20, 200u << 20};
+  advance_time(config.interval);
+  sched.run();
+  CAF_CHECK_EQUAL(*reads, 1);
+  CAF_CHECK_EQUAL(*releases, 0);
+  // After a rebuild: 900 MiB free beside 300 MiB in use.
+  *heap = {900u << 20, 300u << 20};
+  advance_time(config.interval);
+  sched.run();
+  CAF_CHECK_EQUAL(*reads, 2);
+  CAF_CHECK_EQUAL(*releases, 1);
+  // A large heap with a little free: 100 MiB free is past the floor but not
+  // a quarter of 4 GiB in use.
+  *heap = {100u << 20, std::size_t{4} << 30};
+  advance_time(config.interval);
+  sched.run();
+  CAF_CHECK_EQUAL(*reads, 3);
+  CAF_CHECK_EQUAL(*releases, 1);
+  anon_send_exit(keeper, exit_reason::user_shutdown);
   sched.run();
 }
 
