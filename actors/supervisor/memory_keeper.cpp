@@ -14,11 +14,9 @@ double mib(std::size_t bytes) {
 
 void check(memory_keeper_actor* self) {
   auto& st = self->state;
-  ++st.checks;
   const auto heap = st.probe.read();
   if (worth_releasing(heap, st.config.min_free_bytes)) {
     const bool returned = st.probe.release();
-    st.releases += returned ? 1 : 0;
     component_logger("memory")->info(
       "{:.0f} MiB of the heap free ({:.0f} MiB in use): {}", mib(heap.free_bytes),
       mib(heap.in_use_bytes),

@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <functional>
 
 #include <caf/atom.hpp>
@@ -39,8 +38,6 @@ struct memory_keeper_probe {
 struct memory_keeper_state {
   memory_keeper_config config;
   memory_keeper_probe probe;
-  std::uint64_t checks = 0;
-  std::uint64_t releases = 0;
   static inline const char* name = "memory_keeper";
 };
 
