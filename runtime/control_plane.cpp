@@ -319,10 +319,12 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
                  {"ingest", actors.ingest}};
   if (snapshots) // stopped before the fleet it asks
     plane.named.emplace_back("snapshot_taker", snapshots);
-  if (options.memory_keeper) // what a rebuild, a handover or a backlog freed
-    plane.named.emplace_back(
-      "memory_keeper",
-      system.spawn(memory_keeper, memory_keeper_config{}, memory_keeper_probe{}));
+  // What a rebuild, a handover or a backlog freed. malloc_trim holds the
+  // arenas' locks while it walks them: on a thread of its own, not a CAF
+  // worker the node actors need.
+  if (options.memory_keeper)
+    plane.named.emplace_back("memory_keeper", spawn(memory_keeper, memory_keeper_config{},
+                                                    memory_keeper_probe{}));
   if (reader) // stopped after whatever reads the tail (newest first)
     plane.named.emplace(plane.named.begin() + 1, "journal_reader",
                         caf::actor_cast<caf::actor>(reader));
