@@ -31,6 +31,11 @@
 //    answers fall behind has a backlog the latency does not show. Also the
 //    watch events (Node changes) the gateway decoded in the phase: the one
 //    gateway actor decodes each, between the requests it passes on.
+//    With BACKGROUND_RATE set (events/s), that many events no quarantine rule
+//    matches (application XID 13 warnings, spread over the fleet) go through
+//    ingest in the same phase, interleaved with the fatal ones: the latency
+//    of a cordon while the pipeline carries RATE + BACKGROUND_RATE events/s,
+//    as a fleet's mixed traffic does, rather than RATE cordons a second.
 // 4. With STREAMS > 0, that many console streams (the console feed actor,
 //    subscribed to the journal, writing Server-Sent Events to streams that
 //    count what they get) are open throughout: compare the figures with a
@@ -381,6 +386,8 @@ int main(int argc, char** argv) {
   const bool take_snapshot = argc > 8 && std::string(argv[8]) == "1";
   const std::size_t retention_days = argc > 9 ? std::stoul(argv[9]) : 0;
   const std::size_t probes = std::min(nodes, rate * seconds);
+  const std::size_t background_rate =
+    std::getenv("BACKGROUND_RATE") ? std::stoul(std::getenv("BACKGROUND_RATE")) : 0;
   const std::string run = std::to_string(bench_clock::now().time_since_epoch().count());
 
   // The API test server: in this process, or in one of its own.
@@ -587,22 +594,39 @@ int main(int argc, char** argv) {
                 events, acked_s, events / acked_s, routed_s, events / routed_s);
   }
 
-  // 3. Latency, ingest → cordon PATCH, at RATE events/s.
+  // 3. Latency, ingest → cordon PATCH, at RATE events/s (and BACKGROUND_RATE
+  // others interleaved).
   {
     const std::size_t sent_before = times->sent, answered_before = times->answered;
     const std::uint64_t watch_before = gateway_stats->watch_events;
     std::vector<std::int64_t> submitted(probes);
     auto acked = std::make_shared<std::vector<std::atomic<std::int64_t>>>(probes);
+    // Event k of the phase is fatal when it carries the fatal share past a
+    // whole probe (Bresenham), so both kinds are spread evenly through it.
+    const std::size_t total_rate = rate + background_rate;
+    std::size_t background_sent = 0;
     const auto t0 = bench_clock::now();
-    for (std::size_t i = 0; i < probes; ++i) {
+    for (std::size_t k = 0, i = 0; i < probes; ++k) {
       std::this_thread::sleep_until(
-        t0 + std::chrono::nanoseconds(1'000'000'000ull * i / rate));
+        t0 + std::chrono::nanoseconds(1'000'000'000ull * k / total_rate));
       ingest_request request;
+      if ((k + 1) * rate / total_rate == k * rate / total_rate) {
+        const std::size_t n = background_sent++;
+        request.items.push_back(
+          {1, make_event(events + probes + n, (n * 7919) % nodes, false, run), {}});
+        request.reply = [](control::ingest_reply) {};
+        caf::anon_send(ingest_actor, ingest_atom::value, std::move(request));
+        continue;
+      }
       request.items.push_back({1, make_event(events + i, i, true, run), {}});
       submitted[i] = now_ns();
       request.reply = [acked, i](control::ingest_reply) { (*acked)[i] = now_ns(); };
       caf::anon_send(ingest_actor, ingest_atom::value, std::move(request));
+      ++i;
     }
+    if (background_rate > 0)
+      std::printf("%zu events no rule matches sent alongside, at %zu events/s\n",
+                  background_sent, background_rate);
     const auto deadline = bench_clock::now() + std::chrono::seconds(30);
     auto done = [&] {
       return std::all_of(times->at.begin(), times->at.begin() + probes,

@@ -41,6 +41,8 @@ caf::timespan rewatch_delay(int failures) {
 void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
                 std::size_t page);
 void start_stream(kube_gateway_actor* self, std::uint64_t id);
+void end_watch(kube_gateway_actor* self,
+               std::map<std::uint64_t, watch_subscription>::iterator it);
 
 void relist(kube_gateway_actor* self, std::uint64_t id) {
   auto it = self->state.watches.find(id);
@@ -118,7 +120,8 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
             component_logger("gateway")->info(
               "watch {}: subscriber gone while listing ({}); watch ended", plural,
               caf::to_string(why));
-            self->state.watches.erase(id);
+            if (auto it = self->state.watches.find(id); it != self->state.watches.end())
+              end_watch(self, it);
           });
     });
 }
@@ -133,27 +136,36 @@ void start_stream(kube_gateway_actor* self, std::uint64_t id) {
                 + "&resourceVersion=" + kube::query_escape(sub.resource_version));
   request.timeout = std::chrono::milliseconds{0};
   const auto generation = ++sub.generation;
-  auto me = caf::actor_cast<kube_gateway_io>(self);
+  // Lines and the end go to the watch's decoder, one mailbox, so the end
+  // never overtakes the stream's last lines.
+  auto decoder = sub.decoder;
   sub.stream = self->state.client->watch(
     std::move(request),
-    [me, id, generation](std::string_view line) {
-      caf::anon_send(me, watch_line_atom::value, id, generation, std::string(line));
+    [decoder, id, generation](std::string_view line) {
+      caf::anon_send(decoder, watch_line_atom::value, id, generation, std::string(line));
     },
-    [me, id, generation](std::optional<kube::kube_error> why) {
-      caf::anon_send(me, watch_end_atom::value, id, generation, std::move(why));
+    [decoder, id, generation](std::optional<kube::kube_error> why) {
+      caf::anon_send(decoder, watch_end_atom::value, id, generation, std::move(why));
     });
 }
 
-// One line of a watch stream: forward it, remember its resourceVersion, or
-// relist when the server says our version is gone.
+// Ends a watch: its stream, its decoder, its subscription.
+void end_watch(kube_gateway_actor* self,
+               std::map<std::uint64_t, watch_subscription>::iterator it) {
+  self->state.client->stop_watch(it->second.stream);
+  caf::anon_send_exit(it->second.decoder, caf::exit_reason::user_shutdown);
+  self->state.watches.erase(it);
+}
+
+// One decoded line of a watch stream: forward it, remember its
+// resourceVersion, or relist when the server says our version is gone.
 void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint64_t id,
-                   const std::string& line) {
-  auto event = kube::decode_watch_line(line);
-  if (!event) {
+                   decoded_watch_line& line) {
+  if (line.type.empty()) {
     ++self->state.stats->bad_watch_lines;
     component_logger("gateway")->warn(
       "watch {}: not a watch event ({} bytes: {}); resuming", sub.spec.resource.plural,
-      line.size(), event.error().to_string());
+      line.bytes, line.problem);
     self->state.client->stop_watch(sub.stream);
     ++sub.generation;
     ++sub.failures;
@@ -161,10 +173,10 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
                        sub.generation);
     return;
   }
-  if (event->type == "ERROR") {
+  if (line.type == "ERROR") {
     self->state.client->stop_watch(sub.stream);
     ++sub.generation;
-    if (event->status_code == 410) {
+    if (line.status_code == 410) {
       relist(self, id);
       return;
     }
@@ -174,16 +186,47 @@ void on_watch_line(kube_gateway_actor* self, watch_subscription& sub, std::uint6
     return;
   }
   sub.failures = 0;
-  if (!event->resource_version.empty())
-    sub.resource_version = event->resource_version;
+  if (!line.resource_version.empty())
+    sub.resource_version = line.resource_version;
   ++self->state.stats->watch_events;
   self->send(sub.subscriber,
-             kube_watch_event{id, event->type,
-                              std::make_shared<const json>(std::move(event->object)),
+             kube_watch_event{id, std::move(line.type), std::move(line.object),
                               sub.resource_version});
 }
 
 } // namespace
+
+decoded_watch_line decode_for_gateway(std::string_view line) {
+  decoded_watch_line out;
+  out.bytes = line.size();
+  auto event = kube::decode_watch_line(line);
+  if (!event) {
+    out.problem = event.error().to_string();
+    return out;
+  }
+  out.type = std::move(event->type);
+  out.object = std::make_shared<const json>(std::move(event->object));
+  out.resource_version = std::move(event->resource_version);
+  out.status_code = event->status_code;
+  return out;
+}
+
+watch_decoder_handle::behavior_type watch_decoder(watch_decoder_actor* self,
+                                                  kube_gateway_io gateway) {
+  self->monitor(gateway);
+  self->set_down_handler([=](const caf::down_msg&) { self->quit(); });
+  return {
+    [=](watch_line_atom, std::uint64_t id, std::uint64_t generation,
+        const std::string& line) {
+      self->send(gateway, watch_decoded_atom::value, id, generation,
+                 decode_for_gateway(line));
+    },
+    [=](watch_end_atom, std::uint64_t id, std::uint64_t generation,
+        std::optional<kube::kube_error>& why) {
+      self->send(gateway, watch_end_atom::value, id, generation, std::move(why));
+    },
+  };
+}
 
 kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
                                             std::shared_ptr<kube::kube_client> client,
@@ -191,7 +234,8 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
   self->state.client = std::move(client);
   self->state.stats = stats ? std::move(stats) : std::make_shared<kube_gateway_stats>();
   // No cleanup hook: the state (and with it the client, its I/O thread and
-  // every open watch) is destroyed when the actor exits.
+  // every open watch) is destroyed when the actor exits, and each watch's
+  // decoder, monitoring the gateway, quits then.
   return {
     [=](kube::kube_request& request) -> caf::result<kube::kube_result> {
       auto& st = self->state;
@@ -220,19 +264,18 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
       watch_subscription sub;
       sub.spec = std::move(spec);
       sub.subscriber = caf::actor_cast<kube_watch_subscriber>(self->current_sender());
+      sub.decoder = self->spawn(watch_decoder, caf::actor_cast<kube_gateway_io>(self));
       self->state.watches.emplace(id, std::move(sub));
       start_list(self, id, "", 0);
       return id;
     },
     [=](unwatch_atom, std::uint64_t id) {
       auto it = self->state.watches.find(id);
-      if (it == self->state.watches.end())
-        return;
-      self->state.client->stop_watch(it->second.stream);
-      self->state.watches.erase(it);
+      if (it != self->state.watches.end())
+        end_watch(self, it);
     },
-    [=](watch_line_atom, std::uint64_t id, std::uint64_t generation,
-        const std::string& line) {
+    [=](watch_decoded_atom, std::uint64_t id, std::uint64_t generation,
+        decoded_watch_line& line) {
       auto it = self->state.watches.find(id);
       if (it != self->state.watches.end() && it->second.generation == generation)
         on_watch_line(self, it->second, id, line);

@@ -24,6 +24,7 @@ using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;
 /// Internal: the I/O thread reporting back to the gateway.
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using watch_line_atom = caf::atom_constant<caf::atom("watchline")>;
+using watch_decoded_atom = caf::atom_constant<caf::atom("watchdecod")>;
 using watch_end_atom = caf::atom_constant<caf::atom("watchend")>;
 using rewatch_atom = caf::atom_constant<caf::atom("rewatch")>;
 

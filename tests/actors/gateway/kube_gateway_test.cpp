@@ -205,5 +205,57 @@ TEST_F(gateway_test, the_next_page_is_read_once_the_subscriber_took_the_last) {
   }
 }
 
+// A watch's decoder hands the gateway the line decoded, its object shared
+// for the subscriber, or why it is not a watch event.
+TEST(watch_decoder, a_line_is_decoded_for_the_gateway_or_named_for_what_it_is_not) {
+  auto modified = decode_for_gateway(
+    R"({"type":"MODIFIED","object":{"kind":"Node","metadata":{"name":"gpu-1",)"
+    R"("resourceVersion":"42"}}})");
+  EXPECT_EQ(modified.type, "MODIFIED");
+  ASSERT_TRUE(modified.object);
+  EXPECT_EQ((*modified.object)["metadata"]["name"], "gpu-1");
+  EXPECT_EQ(modified.resource_version, "42");
+  EXPECT_TRUE(modified.problem.empty());
+
+  auto gone = decode_for_gateway(
+    R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}})");
+  EXPECT_EQ(gone.type, "ERROR");
+  EXPECT_EQ(gone.status_code, 410);
+
+  auto garbage = decode_for_gateway("{\"type\": \"MODIFIED\", \"obj");
+  EXPECT_TRUE(garbage.type.empty());
+  EXPECT_FALSE(garbage.object);
+  EXPECT_NE(garbage.problem.find("not JSON"), std::string::npos) << garbage.problem;
+  EXPECT_EQ(garbage.bytes, 25u);
+
+  auto unknown = decode_for_gateway(R"({"type":"RENAMED","object":{}})");
+  EXPECT_TRUE(unknown.type.empty());
+  EXPECT_NE(unknown.problem.find("RENAMED"), std::string::npos) << unknown.problem;
+}
+
+// Each watch has a decoder actor beside the gateway; it ends with its watch
+// (unwatch), and the rest end with the gateway.
+TEST_F(gateway_test, a_watchs_decoder_ends_with_its_watch_and_with_the_gateway) {
+  auto& registry = system_.registry();
+  caf::scoped_actor self{system_};
+  const auto before = registry.running();
+  const std::uint64_t first = watch_all_nodes(self);
+  EXPECT_EQ(next_event(self).type, "LISTED");
+  watch_all_nodes(self);
+  EXPECT_EQ(next_event(self).type, "LISTED");
+  EXPECT_EQ(registry.running(), before + 2);
+  // The stream still delivers through the decoder.
+  add_node("gpu-2");
+  for (int seen = 0; seen < 2; ++seen)
+    EXPECT_EQ(next_event(self).type, "ADDED");
+
+  self->send(gateway_, unwatch_atom::value, first);
+  registry.await_running_count_equal(before + 1);
+  caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
+  // The gateway and its last decoder.
+  registry.await_running_count_equal(before - 1);
+  EXPECT_EQ(registry.running(), before - 1);
+}
+
 } // namespace
 } // namespace vigil
