@@ -149,6 +149,13 @@ void start_stream(kube_gateway_actor* self, std::uint64_t id) {
     });
 }
 
+// A decoder for a watch's lines, monitored: one that dies is replaced.
+watch_decoder_handle spawn_decoder(kube_gateway_actor* self) {
+  auto decoder = self->spawn(watch_decoder, caf::actor_cast<kube_gateway_io>(self));
+  self->monitor(decoder);
+  return decoder;
+}
+
 // Ends a watch: its stream, its decoder, its subscription.
 void end_watch(kube_gateway_actor* self,
                std::map<std::uint64_t, watch_subscription>::iterator it) {
@@ -213,17 +220,21 @@ decoded_watch_line decode_for_gateway(std::string_view line) {
 
 watch_decoder_handle::behavior_type watch_decoder(watch_decoder_actor* self,
                                                   kube_gateway_io gateway) {
+  self->state.gateway = gateway.address();
   self->monitor(gateway);
   self->set_down_handler([=](const caf::down_msg&) { self->quit(); });
+  auto to_gateway = [=] { return caf::actor_cast<kube_gateway_io>(self->state.gateway); };
   return {
     [=](watch_line_atom, std::uint64_t id, std::uint64_t generation,
         const std::string& line) {
-      self->send(gateway, watch_decoded_atom::value, id, generation,
-                 decode_for_gateway(line));
+      if (auto gw = to_gateway())
+        self->send(gw, watch_decoded_atom::value, id, generation,
+                   decode_for_gateway(line));
     },
     [=](watch_end_atom, std::uint64_t id, std::uint64_t generation,
         std::optional<kube::kube_error>& why) {
-      self->send(gateway, watch_end_atom::value, id, generation, std::move(why));
+      if (auto gw = to_gateway())
+        self->send(gw, watch_end_atom::value, id, generation, std::move(why));
     },
   };
 }
@@ -236,6 +247,25 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
   // No cleanup hook: the state (and with it the client, its I/O thread and
   // every open watch) is destroyed when the actor exits, and each watch's
   // decoder, monitoring the gateway, quits then.
+  //
+  // A decoder that died while its watch is open (ended watches' decoders
+  // are gone from the state first) is replaced, and the watch resumed from
+  // its last resourceVersion: lines it had not passed on are read again.
+  self->set_down_handler([=](const caf::down_msg& down) {
+    for (auto& [id, sub] : self->state.watches) {
+      if (sub.decoder.address() != down.source)
+        continue;
+      component_logger("gateway")->error("watch {}: its decoder died ({}); resuming",
+                                         sub.spec.resource.plural,
+                                         caf::to_string(down.reason));
+      self->state.client->stop_watch(sub.stream);
+      sub.decoder = spawn_decoder(self);
+      ++sub.failures;
+      self->delayed_send(self, rewatch_delay(sub.failures), rewatch_atom::value, id,
+                         ++sub.generation);
+      return;
+    }
+  });
   return {
     [=](kube::kube_request& request) -> caf::result<kube::kube_result> {
       auto& st = self->state;
@@ -264,7 +294,7 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
       watch_subscription sub;
       sub.spec = std::move(spec);
       sub.subscriber = caf::actor_cast<kube_watch_subscriber>(self->current_sender());
-      sub.decoder = self->spawn(watch_decoder, caf::actor_cast<kube_gateway_io>(self));
+      sub.decoder = spawn_decoder(self);
       self->state.watches.emplace(id, std::move(sub));
       start_list(self, id, "", 0);
       return id;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
@@ -94,6 +95,9 @@ using kube_gateway_actor =
   caf::stateful_actor<kube_gateway_state, observed<kube_gateway_io::base>>;
 
 struct watch_decoder_state {
+  /// Weak: the gateway holds its decoders, and a decoder holding the
+  /// gateway would keep a gateway nobody else holds from going away.
+  caf::actor_addr gateway;
   static inline const char* name = "watch_decoder";
 };
 
@@ -101,6 +105,8 @@ using watch_decoder_actor =
   caf::stateful_actor<watch_decoder_state, observed<watch_decoder_handle::base>>;
 
 /// Decodes one watch's lines for `gateway`; quits when the gateway is gone.
+/// The gateway monitors it: a decoder that died is replaced and its watch
+/// resumed.
 watch_decoder_handle::behavior_type watch_decoder(watch_decoder_actor* self,
                                                   kube_gateway_io gateway);
 

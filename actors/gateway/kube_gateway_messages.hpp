@@ -21,10 +21,12 @@ namespace vigil {
 /// receives kube_watch_event messages until (unwatch_atom, id).
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;
-/// Internal: the I/O thread reporting back to the gateway.
+/// Internal: the I/O thread reporting a request's result to the gateway, and
+/// a watch stream's lines and end to that watch's decoder, which passes the
+/// lines on decoded and the end as it came.
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using watch_line_atom = caf::atom_constant<caf::atom("watchline")>;
-using watch_decoded_atom = caf::atom_constant<caf::atom("watchdecod")>;
+using watch_decoded_atom = caf::atom_constant<caf::atom("watchdec")>;
 using watch_end_atom = caf::atom_constant<caf::atom("watchend")>;
 using rewatch_atom = caf::atom_constant<caf::atom("rewatch")>;
 

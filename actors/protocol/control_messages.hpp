@@ -21,7 +21,7 @@ namespace vigil {
 /// actor: the event is journaled (seq is its row) and not a duplicate.
 using route_atom = caf::atom_constant<caf::atom("route")>;
 /// (observe_atom, shared_json) to a node actor: the Node as the API server has
-/// it, parsed once by the gateway.
+/// it, parsed once by the gateway's watch decoder.
 using observe_atom = caf::atom_constant<caf::atom("observe")>;
 /// (replay_atom, vector<health_event>, vector<replay_mark>) to a node actor:
 /// its journaled events, oldest first, and the completed drains and fabric

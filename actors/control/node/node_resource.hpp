@@ -39,7 +39,8 @@ struct observed_node {
   std::vector<kube_condition> conditions;
 };
 
-/// Reads a Node object (a watch event's, parsed once by the gateway).
+/// Reads a Node object (a watch event's, parsed once by the gateway's watch
+/// decoder).
 /// Conditions are read for the types `policy` manages only. What is not a
 /// Node fails naming what is missing.
 expected<observed_node> observe_node(const nlohmann::json& node,
