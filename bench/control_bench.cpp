@@ -42,6 +42,13 @@
 //    count what they get) are open throughout: compare the figures with a
 //    run without, and the rows each stream got with those committed.
 //
+// The Nodes are as a real GPU node has them (bench/gpu_node.hpp: GPU feature
+// discovery's labels, capacity, conditions, the kubelet's images; 11.5 KB
+// each), so the Node list, every Node change the watch sends and what a node
+// actor reads of it cost what they cost on a cluster; MINIMAL_NODES=1 gives
+// the 0.3 KB Nodes (name, three labels, Ready) of the figures before
+// session 33.
+//
 // With API_SERVER_CPUS set (a CPU list as taskset takes it, "12-15" or
 // "8,10-11"), the API test server runs in a process of its own, pinned to
 // those CPUs, as a real kube-apiserver runs on machines of its own: the
@@ -89,6 +96,7 @@
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_actor.hpp"
 #include "actors/protocol/control_messages.hpp"
+#include "bench/gpu_node.hpp"
 #include "runtime/actor_clock.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/journal/journal_store.hpp"
@@ -150,6 +158,26 @@ std::optional<cpu_set_t> parse_cpu_list(const std::string& list) {
   return CPU_COUNT(&set) > 0 ? std::optional<cpu_set_t>{set} : std::nullopt;
 }
 
+/// A Node of the fleet: as a real GPU node has it (bench/gpu_node.hpp), or
+/// with MINIMAL_NODES=1 only its name, three GPU labels and Ready, as the
+/// figures before session 33 were taken.
+json fleet_node(std::size_t i) {
+  static const bool minimal = std::getenv("MINIMAL_NODES") != nullptr
+                              && std::string(std::getenv("MINIMAL_NODES")) == "1";
+  if (!minimal)
+    return bench::gpu_node(node_name(i));
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", node_name(i)},
+            {"labels",
+             {{"nvidia.com/gpu.present", "true"},
+              {"nvidia.com/gpu.count", "8"},
+              {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
+          {"spec", json::object()},
+          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
 /// The API test server holding NODES GPU Nodes, Ready, 8 GPUs each by label.
 expected<std::unique_ptr<kube::kube_test_server>> start_api_server(std::size_t nodes) {
   auto server = kube::kube_test_server::start({});
@@ -158,18 +186,7 @@ expected<std::unique_ptr<kube::kube_test_server>> start_api_server(std::size_t n
   (*server)->with_store([&](kube::object_store& store) {
     const auto* type = store.find_type("", "v1", "nodes");
     for (std::size_t i = 0; i < nodes; ++i)
-      store.create(
-        *type, "",
-        {{"apiVersion", "v1"},
-         {"kind", "Node"},
-         {"metadata",
-          {{"name", node_name(i)},
-           {"labels",
-            {{"nvidia.com/gpu.present", "true"},
-             {"nvidia.com/gpu.count", "8"},
-             {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
-         {"spec", json::object()},
-         {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+      store.create(*type, "", fleet_node(i));
   });
   return server;
 }
