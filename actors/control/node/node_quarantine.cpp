@@ -2,14 +2,14 @@
 // the level-based reconcile that converges cordon, taints, conditions and
 // annotation with quarantine rules, asking the breaker before any new cordon.
 // Journal first, then the Node's spec, then its status, then an Event.
+#include <algorithm>
 #include <functional>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-
 #include "actors/control/node/node_actor_internal.hpp"
+#include "actors/control/remediation/remediation_plan.hpp"
 #include "actors/gateway/kube_gateway_messages.hpp"
 #include "actors/journal/journal_messages.hpp"
 #include "actors/protocol/control_messages.hpp"
@@ -226,18 +226,33 @@ bool take_observed(node_actor* self, expected<control::observed_node> observed) 
   return true;
 }
 
+// The labels a node actor reads: the opt-out, the breaker's pool and what
+// tells about the node's GPUs (gpu_facts_from_labels). A GPU node carries
+// 50-100 labels, GPU feature discovery's among them; keeping them all cost
+// about 10 KiB a node (BENCHMARKS.md, "Nodes as a cluster has them").
+control::label_filter labels_read(const node_settings& settings) {
+  return [&settings](std::string_view key) {
+    const auto& facts = control::gpu_fact_label::all;
+    return key == settings.quarantine.opt_out_label
+           || key == settings.remediation.pool_label
+           || std::find(facts.begin(), facts.end(), key) != facts.end();
+  };
+}
+
 } // namespace
 
 bool take_node(node_actor* self, const nlohmann::json& node) {
   const auto& settings = *self->state.settings;
-  return take_observed(
-    self, control::observe_node(node, settings.quarantine, settings.gpu_nodes));
+  return take_observed(self,
+                       control::observe_node(node, settings.quarantine,
+                                             settings.gpu_nodes, labels_read(settings)));
 }
 
 bool take_node_body(node_actor* self, const std::string& body) {
   const auto& settings = *self->state.settings;
-  return take_observed(
-    self, control::observe_node_body(body, settings.quarantine, settings.gpu_nodes));
+  return take_observed(self, control::observe_node_body(body, settings.quarantine,
+                                                        settings.gpu_nodes,
+                                                        labels_read(settings)));
 }
 
 void reconcile(node_actor* self) {

@@ -26,8 +26,6 @@ namespace cmd = control::remediation_command;
 using control::remediation_request;
 using nlohmann::json;
 
-/// GPU feature discovery's count of the node's GPUs.
-constexpr const char* gpu_count_label = "nvidia.com/gpu.count";
 /// REPLACE_VM handed to the provider: the time it was asked for.
 constexpr const char* replace_requested_annotation = "vigil.dev/replace-requested";
 
@@ -52,7 +50,7 @@ std::optional<int> gpu_count_of(const node_state& st) {
   if (!st.node)
     return std::nullopt;
   const auto& labels = st.node->observation.labels;
-  auto it = labels.find(gpu_count_label);
+  auto it = labels.find(std::string(control::gpu_fact_label::count));
   if (it == labels.end())
     return std::nullopt;
   try {

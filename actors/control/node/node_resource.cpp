@@ -75,12 +75,14 @@ std::string taint_text(const taint& t) {
 
 expected<observed_node> observe_node_body(const std::string& body,
                                           const quarantine_policy& policy,
-                                          const label_selector& gpu_nodes) {
-  return observe_node(json::parse(body, nullptr, false), policy, gpu_nodes);
+                                          const label_selector& gpu_nodes,
+                                          const label_filter& keep) {
+  return observe_node(json::parse(body, nullptr, false), policy, gpu_nodes, keep);
 }
 
 expected<observed_node> observe_node(const json& doc, const quarantine_policy& policy,
-                                     const label_selector& gpu_nodes) {
+                                     const label_selector& gpu_nodes,
+                                     const label_filter& keep) {
   if (doc.is_discarded() || !doc.is_object())
     return failure{"node", "not a JSON object"};
   if (string_at(doc, "kind") != "" && string_at(doc, "kind") != "Node")
@@ -100,6 +102,9 @@ expected<observed_node> observe_node(const json& doc, const quarantine_policy& p
       if (value.is_string())
         obs.labels[key] = value.get<std::string>();
   out.gpu_node = gpu_nodes.matches(obs.labels);
+  if (keep)
+    for (auto it = obs.labels.begin(); it != obs.labels.end();)
+      it = keep(it->first) ? std::next(it) : obs.labels.erase(it);
   if (auto notes = metadata->find("annotations");
       notes != metadata->end() && notes->is_object()) {
     obs.cordon_owned = string_at(*notes, node_annotation::cordoned) == "true";

@@ -4,6 +4,9 @@
 // sends the requests through the gateway.
 #pragma once
 
+#include <functional>
+#include <string_view>
+
 #include <optional>
 #include <string>
 
@@ -39,17 +42,24 @@ struct observed_node {
   std::vector<kube_condition> conditions;
 };
 
+/// Which of a Node's labels an observation keeps; an empty filter keeps
+/// every one. Every label counts for `gpu_nodes` either way.
+using label_filter = std::function<bool(std::string_view key)>;
+
 /// Reads a Node object (a watch event's, parsed once by the gateway's watch
 /// decoder).
-/// Conditions are read for the types `policy` manages only. What is not a
-/// Node fails naming what is missing.
+/// Conditions are read for the types `policy` manages only, labels for the
+/// GPU-node selector and then kept as `keep` says. What is not a Node fails
+/// naming what is missing.
 expected<observed_node> observe_node(const nlohmann::json& node,
                                      const quarantine_policy& policy,
-                                     const label_selector& gpu_nodes = {});
+                                     const label_selector& gpu_nodes = {},
+                                     const label_filter& keep = {});
 /// The same from a response body; a body that is not JSON fails too.
 expected<observed_node> observe_node_body(const std::string& body,
                                           const quarantine_policy& policy,
-                                          const label_selector& gpu_nodes = {});
+                                          const label_selector& gpu_nodes = {},
+                                          const label_filter& keep = {});
 
 /// The merge patch for metadata and spec: cordon, the whole taint list (taints
 /// are replaced whole by the API server, so the patch carries the observed

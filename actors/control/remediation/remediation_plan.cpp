@@ -209,20 +209,20 @@ gpu_architecture architecture_of(std::string_view product_name) {
 
 node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& labels,
                                      const agent_gpu_facts* agent) {
-  auto label = [&](const char* key) {
-    auto it = labels.find(key);
+  auto label = [&](std::string_view key) {
+    auto it = labels.find(std::string(key));
     return it == labels.end() ? std::string{} : it->second;
   };
   node_gpu_facts facts;
-  facts.product_name = label("nvidia.com/gpu.product");
-  const auto strategy = label("nvidia.com/mig.strategy");
-  const auto mig_config = label("nvidia.com/mig.config");
+  facts.product_name = label(gpu_fact_label::product);
+  const auto strategy = label(gpu_fact_label::mig_strategy);
+  const auto mig_config = label(gpu_fact_label::mig_config);
   facts.mig_enabled = strategy == "single" || strategy == "mixed"
                       || (!mig_config.empty() && mig_config != "all-disabled");
-  facts.vgpu_guest = label("nvidia.com/vgpu.present") == "true";
+  facts.vgpu_guest = label(gpu_fact_label::vgpu_present) == "true";
   int count = 0;
   try {
-    count = std::stoi(label("nvidia.com/gpu.count"));
+    count = std::stoi(label(gpu_fact_label::count));
   } catch (const std::exception&) {
     count = 0; // absent or not a number: not an 8-GPU board as far as we know
   }
@@ -238,9 +238,9 @@ node_gpu_facts gpu_facts_from_labels(const std::map<std::string, std::string>& l
   // proof (links that are down list no far end), so it keeps the guess.
   if (agent != nullptr && agent->nvswitch_count > 0)
     facts.nvswitch_fabric = true;
-  if (auto v = label("vigil.dev/nvswitch-fabric"); v == "true" || v == "false")
+  if (auto v = label(gpu_fact_label::nvswitch_fabric); v == "true" || v == "false")
     facts.nvswitch_fabric = v == "true";
-  if (auto v = label("vigil.dev/mig-vgpu-guest"); v == "true" || v == "false")
+  if (auto v = label(gpu_fact_label::mig_vgpu_guest); v == "true" || v == "false")
     facts.mig_vgpu_guest = v == "true";
   return facts;
 }

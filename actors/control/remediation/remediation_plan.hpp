@@ -3,6 +3,9 @@
 // and the operator's own remediations for CUSTOM events.
 #pragma once
 
+#include <array>
+#include <string_view>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -81,6 +84,20 @@ struct node_gpu_facts {
   bool vgpu_guest = false;  ///< a vGPU guest: the physical GPU is the host's
   bool mig_enabled = false; ///< MIG instances carve the GPUs
 };
+
+/// The Node labels gpu_facts_from_labels reads, and only those.
+namespace gpu_fact_label {
+inline constexpr std::string_view product = "nvidia.com/gpu.product";
+inline constexpr std::string_view count = "nvidia.com/gpu.count";
+inline constexpr std::string_view mig_strategy = "nvidia.com/mig.strategy";
+inline constexpr std::string_view mig_config = "nvidia.com/mig.config";
+inline constexpr std::string_view vgpu_present = "nvidia.com/vgpu.present";
+inline constexpr std::string_view nvswitch_fabric = "vigil.dev/nvswitch-fabric";
+inline constexpr std::string_view mig_vgpu_guest = "vigil.dev/mig-vgpu-guest";
+inline constexpr std::array<std::string_view, 7> all{
+  product,      count,           mig_strategy,  mig_config,
+  vgpu_present, nvswitch_fabric, mig_vgpu_guest};
+} // namespace gpu_fact_label
 
 /// What the Node's labels tell about its GPUs (seed 001 "Scope of Support"),
 /// from facts a cluster with the GPU operator has: GPU feature discovery's

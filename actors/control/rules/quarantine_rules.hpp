@@ -169,6 +169,8 @@ struct node_observation {
   bool cordon_owned = false;       ///< vigil cordoned it (ownership mark present)
   std::vector<taint> taints;       ///< every taint on the node
   std::vector<taint> owned_taints; ///< the taints vigil recorded as its own
+  /// The node's labels; a node actor keeps only those it reads (observe_node's
+  /// filter).
   std::map<std::string, std::string> labels;
   /// Conditions of the types vigil manages, as they are on the node.
   std::map<std::string, node_condition> conditions;

@@ -82,6 +82,33 @@ struct node_resource_test : ::testing::Test {
   }
 };
 
+// A GPU node carries dozens of labels (GPU feature discovery's); the node
+// actor keeps the ones it reads, and the GPU-node selector still sees all.
+TEST(observe_node, keeps_only_the_labels_its_filter_names_and_matches_on_all) {
+  json node = {{"kind", "Node"},
+               {"metadata",
+                {{"name", "node-1"},
+                 {"labels",
+                  {{"nvidia.com/gpu.present", "true"},
+                   {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                   {"feature.node.kubernetes.io/cpu-cpuid.AVX512F", "true"},
+                   {"topology.kubernetes.io/rack", "r7"}}}}}};
+  auto keep = [](std::string_view key) {
+    return key == "nvidia.com/gpu.product" || key == "topology.kubernetes.io/rack";
+  };
+  auto o = observe_node(node, policy(),
+                        *label_selector::parse("nvidia.com/gpu.present=true"), keep);
+  ASSERT_TRUE(o.has_value()) << o.error().to_string();
+  EXPECT_TRUE(o->gpu_node);
+  EXPECT_EQ(o->observation.labels, (std::map<std::string, std::string>{
+                                     {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                                     {"topology.kubernetes.io/rack", "r7"}}));
+  // No filter: every label.
+  auto all = observe_node(node, policy());
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->observation.labels.size(), 4u);
+}
+
 TEST_F(node_resource_test, observes_labels_taints_and_gpu_selector) {
   auto o = observe();
   EXPECT_TRUE(o.gpu_node);
