@@ -38,8 +38,7 @@ caf::timespan rewatch_delay(int failures) {
   return std::chrono::milliseconds{ms};
 }
 
-void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
-                std::size_t page);
+void start_list(kube_gateway_actor* self, std::uint64_t id);
 void start_stream(kube_gateway_actor* self, std::uint64_t id);
 void end_watch(kube_gateway_actor* self,
                std::map<std::uint64_t, watch_subscription>::iterator it);
@@ -50,14 +49,62 @@ void relist(kube_gateway_actor* self, std::uint64_t id) {
     return;
   ++self->state.stats->relists;
   it->second.resource_version.clear();
-  start_list(self, id, "", 0);
+  start_list(self, id);
 }
 
-// LIST in pages, each handed to the subscriber (numbered from 0, the last
-// one marked), the next read once the subscriber has taken the one before;
-// after the last, open the stream from the list's resourceVersion.
-void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
-                std::size_t page_number) {
+void read_page(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
+               std::size_t page_number);
+
+// Hands a page to the subscriber. The last one goes as a plain message, and
+// the stream opens from the list's resourceVersion. Any other goes as a
+// request: the next page is read at once, while the subscriber takes this
+// one, and waits until it has (one page ahead, never more). A 100,000-Node
+// list is 200 pages; a subscriber that spawns an actor per item would
+// otherwise get them back to back, and its CAF worker's queue of launched
+// actors would grow with the whole list (BENCHMARKS.md "A Node list read as
+// fast as it is taken"). Reading ahead lets the API server prepare a page
+// while the last one is taken (BENCHMARKS.md "A Node list read one page
+// ahead").
+void hand_page(kube_gateway_actor* self, std::uint64_t id, listed_page page) {
+  auto& w = self->state.watches.at(id);
+  if (page.next.empty()) {
+    self->send(w.subscriber, std::move(page.event));
+    start_stream(self, id);
+    return;
+  }
+  const auto generation = w.generation;
+  const auto next_number = page.event.list_page + 1;
+  const std::string plural = w.spec.resource.plural;
+  w.page_with_subscriber = true;
+  self->request(w.subscriber, caf::infinite, std::move(page.event))
+    .then(
+      [=]() {
+        auto it = self->state.watches.find(id);
+        if (it == self->state.watches.end() || it->second.generation != generation)
+          return;
+        auto& sub = it->second;
+        sub.page_with_subscriber = false;
+        if (!sub.waiting_page)
+          return; // not read yet: handed when it is
+        auto waiting = std::move(*sub.waiting_page);
+        sub.waiting_page.reset();
+        hand_page(self, id, std::move(waiting));
+      },
+      [=](const caf::error& why) {
+        // The subscriber is gone: nobody is left to read this watch.
+        component_logger("gateway")->info(
+          "watch {}: subscriber gone while listing ({}); watch ended", plural,
+          caf::to_string(why));
+        if (auto it = self->state.watches.find(id); it != self->state.watches.end())
+          end_watch(self, it);
+      });
+  read_page(self, id, std::move(page.next), next_number);
+}
+
+// One page of the LIST; a failed one starts the list again, at page 0, after
+// a backoff.
+void read_page(kube_gateway_actor* self, std::uint64_t id, std::string continue_token,
+               std::size_t page_number) {
   auto& sub = self->state.watches.at(id);
   kube::kube_request request;
   request.path = kube::resource_path(sub.spec.resource, sub.spec.ns);
@@ -65,7 +112,7 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
   if (!continue_token.empty())
     query += "&continue=" + kube::query_escape(continue_token);
   request.query = with_selectors(sub.spec, query);
-  const auto generation = ++sub.generation;
+  const auto generation = sub.generation;
   self
     ->request(caf::actor_cast<kube_gateway_handle>(self), caf::infinite,
               std::move(request))
@@ -86,7 +133,7 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
         return;
       }
       auto meta = page.value("metadata", json::object());
-      const std::string next = meta.value("continue", "");
+      std::string next = meta.value("continue", "");
       const std::string version = meta.value("resourceVersion", "");
       if (next.empty())
         w.resource_version = version;
@@ -94,36 +141,25 @@ void start_list(kube_gateway_actor* self, std::uint64_t id, std::string continue
         std::make_shared<const json>(json{{"kind", page.value("kind", "List")},
                                           {"metadata", {{"resourceVersion", version}}},
                                           {"items", std::move(page["items"])}});
-      kube_watch_event listed{id,      "LISTED",    std::move(items),
-                              version, page_number, next.empty()};
-      if (next.empty()) {
-        self->send(w.subscriber, std::move(listed));
-        start_stream(self, id);
-        return;
-      }
-      // A page that is not the last goes as a request, and the next page is
-      // read once the subscriber has taken this one. A 100,000-Node list is
-      // 200 pages; a subscriber that spawns an actor per item would
-      // otherwise get them back to back, and its CAF worker's queue of
-      // launched actors would grow with the whole list (BENCHMARKS.md
-      // "A Node list read as fast as it is taken").
-      const std::string plural = w.spec.resource.plural;
-      self->request(w.subscriber, caf::infinite, std::move(listed))
-        .then(
-          [=]() {
-            auto it = self->state.watches.find(id);
-            if (it != self->state.watches.end() && it->second.generation == generation)
-              start_list(self, id, next, page_number + 1);
-          },
-          [=](const caf::error& why) {
-            // The subscriber is gone: nobody is left to read this watch.
-            component_logger("gateway")->info(
-              "watch {}: subscriber gone while listing ({}); watch ended", plural,
-              caf::to_string(why));
-            if (auto it = self->state.watches.find(id); it != self->state.watches.end())
-              end_watch(self, it);
-          });
+      listed_page listed{kube_watch_event{id, "LISTED", std::move(items), version,
+                                          page_number, next.empty()},
+                         std::move(next)};
+      if (w.page_with_subscriber)
+        w.waiting_page = std::move(listed);
+      else
+        hand_page(self, id, std::move(listed));
     });
+}
+
+// LIST in pages, each handed to the subscriber (numbered from 0, the last one
+// marked); after the last, open the stream from the list's resourceVersion.
+// A new list makes whatever an earlier one still had on its way stale.
+void start_list(kube_gateway_actor* self, std::uint64_t id) {
+  auto& sub = self->state.watches.at(id);
+  ++sub.generation;
+  sub.page_with_subscriber = false;
+  sub.waiting_page.reset();
+  read_page(self, id, "", 0);
 }
 
 void start_stream(kube_gateway_actor* self, std::uint64_t id) {
@@ -296,7 +332,7 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
       sub.subscriber = caf::actor_cast<kube_watch_subscriber>(self->current_sender());
       sub.decoder = spawn_decoder(self);
       self->state.watches.emplace(id, std::move(sub));
-      start_list(self, id, "", 0);
+      start_list(self, id);
       return id;
     },
     [=](unwatch_atom, std::uint64_t id) {
@@ -331,7 +367,7 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
       if (it == self->state.watches.end() || it->second.generation != generation)
         return;
       if (it->second.resource_version.empty())
-        start_list(self, id, "", 0);
+        start_list(self, id);
       else
         start_stream(self, id);
     },

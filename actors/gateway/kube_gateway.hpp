@@ -48,6 +48,13 @@ using watch_decoder_handle = caf::typed_actor<
   caf::reacts_to<watch_end_atom, std::uint64_t, std::uint64_t,
                  std::optional<kube::kube_error>>>;
 
+/// A page of a watch's LIST, read, and the continue token of the next ("" =
+/// the last).
+struct listed_page {
+  kube_watch_event event;
+  std::string next;
+};
+
 /// One kept-alive watch.
 struct watch_subscription {
   kube_watch_spec spec;
@@ -57,6 +64,10 @@ struct watch_subscription {
   std::uint64_t stream = 0;     ///< the client's id of the open stream
   std::uint64_t generation = 0; ///< events of older streams are ignored
   int failures = 0;             ///< consecutive failed streams (backoff)
+  /// Listing: a page is with the subscriber, its answer awaited; the next
+  /// one, read meanwhile, waits here until then.
+  bool page_with_subscriber = false;
+  std::optional<listed_page> waiting_page;
 };
 
 /// The gateway's figures for /metrics: written by the gateway alone, read by

@@ -43,9 +43,10 @@ struct kube_watch_spec {
 /// server gives it (`object` a List of that page's items), numbered from 0,
 /// the last one marked; a list that failed part way starts again at page 0.
 /// A page that is not the last comes as a request: the gateway reads the
-/// next page once the subscriber's handler has returned (a handler returning
-/// void answers it; one that forwards the event must forward the request,
-/// `delegate`). A subscriber that dies while listing ends the watch.
+/// next page meanwhile and hands it over once the subscriber's handler has
+/// returned, one page ahead and never more (a handler returning void answers
+/// it; one that forwards the event must forward the request, `delegate`). A
+/// subscriber that dies while listing ends the watch.
 /// Then "ADDED", "MODIFIED", "DELETED" and "BOOKMARK" as the server sends
 /// them, with `object` one object. `object` is never null.
 struct kube_watch_event {

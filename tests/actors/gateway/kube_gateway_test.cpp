@@ -169,10 +169,11 @@ TEST_F(gateway_test, a_long_list_arrives_page_by_page) {
   EXPECT_EQ((*added.object)["metadata"]["name"], "gpu-1202");
 }
 
-// The next page is read only once the subscriber has taken the one before:
-// a subscriber still busy with page 0 holds the list there (a fleet that
-// spawns an actor per Node is not handed 100,000 of them at once).
-TEST_F(gateway_test, the_next_page_is_read_once_the_subscriber_took_the_last) {
+// The gateway reads one page ahead and no further: a subscriber still busy
+// with page 0 holds the list at page 1, read and waiting (a fleet that
+// spawns an actor per Node is not handed 100,000 of them at once, and the
+// server prepares a page while the one before is taken).
+TEST_F(gateway_test, the_list_is_read_one_page_ahead_of_the_subscriber_and_no_further) {
   for (int i = 2; i <= 1001; ++i)
     add_node("gpu-" + std::to_string(i));
   caf::scoped_actor self{system_};
@@ -188,14 +189,18 @@ TEST_F(gateway_test, the_next_page_is_read_once_the_subscriber_took_the_last) {
     caf::after(10s) >> [] { ADD_FAILURE() << "no first page"; });
   ASSERT_FALSE(busy.async()) << "page 0 came as a plain message, not a request";
 
-  // One more request through the gateway; the server has served the first
-  // page's LIST and this GET, and no second page.
+  // Page 1 is read while page 0 is held (the server serves its LIST).
+  for (int i = 0; i < 1000 && server_->requests_served("GET") < 2; ++i)
+    self->receive(caf::after(10ms) >> [] {});
+  ASSERT_EQ(server_->requests_served("GET"), 2u);
+  // One more request through the gateway: the server has served pages 0
+  // and 1 and this GET, and no page 2 (read only once page 1 is handed).
   kube::kube_request get;
   get.path = kube::resource_path(nodes, "", "gpu-1");
   self->request(gateway_, 10s, get)
     .receive([](const kube::kube_result& r) { EXPECT_TRUE(r.ok()); },
              [](const caf::error& e) { FAIL() << caf::to_string(e); });
-  EXPECT_EQ(server_->requests_served("GET"), 2u);
+  EXPECT_EQ(server_->requests_served("GET"), 3u);
 
   busy.deliver(caf::unit);
   for (std::size_t page = 1; page < 3; ++page) {
