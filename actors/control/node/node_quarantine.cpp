@@ -229,7 +229,7 @@ bool take_observed(node_actor* self, expected<control::observed_node> observed) 
 // The labels a node actor reads: the opt-out, the breaker's pool and what
 // tells about the node's GPUs (gpu_facts_from_labels). A GPU node carries
 // 50-100 labels, GPU feature discovery's among them; keeping them all cost
-// about 10 KiB a node (BENCHMARKS.md, "Nodes as a cluster has them").
+// about 7 KiB a node (BENCHMARKS.md, "Nodes as a cluster has them").
 control::label_filter labels_read(const node_settings& settings) {
   return [&settings](std::string_view key) {
     const auto& facts = control::gpu_fact_label::all;

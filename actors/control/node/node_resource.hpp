@@ -5,10 +5,9 @@
 #pragma once
 
 #include <functional>
-#include <string_view>
-
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 

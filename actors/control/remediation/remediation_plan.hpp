@@ -4,8 +4,6 @@
 #pragma once
 
 #include <array>
-#include <string_view>
-
 #include <map>
 #include <optional>
 #include <string>
