@@ -1,6 +1,9 @@
 #include "runtime/bootstrap.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -21,30 +24,66 @@ namespace vigil {
 
 namespace {
 
-// SIGUSR1 is ours: the main thread sends it to end the signal thread.
+// SIGUSR1 and SIGUSR2 are ours: the main thread sends SIGUSR1 to end the
+// signal thread when every actor is done; the root supervisor's exit sends
+// SIGUSR2.
 sigset_t handled_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
   return set;
 }
 
-// Waits for signals on its own thread; every other thread blocks them.
-void watch_signals(caf::actor root) {
+using steady = std::chrono::steady_clock;
+
+timespec until(steady::time_point deadline) {
+  const auto left = std::max(steady::duration::zero(), deadline - steady::now());
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(left);
+  return {static_cast<time_t>(s.count()),
+          static_cast<long>(std::chrono::nanoseconds{left - s}.count())};
+}
+
+// Waits for signals on its own thread; every other thread blocks them. Once a
+// shutdown has begun it also bounds it (exit_deadline): a component blocked
+// where CAF cannot cancel it (a database call, a socket) would otherwise keep
+// the process alive until the kubelet's SIGKILL, holding its Leases' renewals
+// hostage and its port bound.
+void watch_signals(caf::actor root, std::chrono::milliseconds grace) {
   const auto set = handled_signals();
   auto log = component_logger("runtime");
-  bool stopping = false;
+  std::optional<steady::time_point> deadline;
   for (;;) {
     int sig = 0;
-    if (sigwait(&set, &sig) != 0 || sig == SIGUSR1)
+    if (!deadline) {
+      if (sigwait(&set, &sig) != 0)
+        return;
+    } else {
+      const auto left = until(*deadline);
+      sig = sigtimedwait(&set, nullptr, &left);
+      if (sig < 0 && errno == EINTR)
+        continue;
+      if (sig < 0) {
+        log->error("the shutdown did not finish in time ({} ms grace, then {} s for the "
+                   "cancelled components): exiting without waiting",
+                   grace.count(), exit_margin.count());
+        std::_Exit(1);
+      }
+    }
+    if (sig == SIGUSR1)
       return;
-    if (stopping) {
+    if (sig == SIGUSR2) { // the root supervisor is down
+      deadline = std::min(deadline.value_or(steady::time_point::max()),
+                          exit_deadline(steady::now(), std::chrono::milliseconds{0}));
+      continue;
+    }
+    if (deadline) {
       log->warn("second {}: exiting without waiting", strsignal(sig));
       std::_Exit(130);
     }
-    stopping = true;
+    deadline = exit_deadline(steady::now(), grace);
     log->info("{}: orderly shutdown", strsignal(sig));
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
   }
@@ -147,9 +186,12 @@ int run_process(const vigil_config& config, const component_starter& start) {
     caf::actor_system sys{cfg};
     const auto grace = std::chrono::milliseconds{config.runtime.shutdown_grace_ms};
     auto root = sys.spawn(supervisor, caf::timespan{grace});
+    std::thread signals{watch_signals, root, grace};
     root->attach_functor(
-      [exit_reason](const caf::error& reason) { *exit_reason = reason; });
-    std::thread signals{watch_signals, root};
+      [exit_reason, thread = signals.native_handle()](const caf::error& reason) {
+        *exit_reason = reason;
+        pthread_kill(thread, SIGUSR2);
+      });
     process_context ctx{sys, config, root};
     if (auto started = start(ctx); !started) {
       log->error("startup failed: {}", started.error().to_string());

@@ -3,6 +3,7 @@
 // for the components to finish, stop everything in order.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -58,8 +59,23 @@ unsigned usable_cpus();
 void apply_scheduler_settings(const runtime_config& runtime,
                               caf::actor_system_config& cfg);
 
+/// What a shutdown may take after the supervisor's grace period (or after the
+/// root supervisor is down, when a component's failure began it): the
+/// components it cancelled to end. Past exit_deadline the process exits
+/// without waiting, well inside the kubelet's 30 s terminationGracePeriod
+/// for the default 10 s grace.
+inline constexpr std::chrono::seconds exit_margin{10};
+
+/// When a shutdown that began at `began` with `grace` must be over.
+constexpr std::chrono::steady_clock::time_point
+exit_deadline(std::chrono::steady_clock::time_point began,
+              std::chrono::milliseconds grace) {
+  return began + grace + exit_margin;
+}
+
 /// Runs until the root supervisor exits. The first SIGINT/SIGTERM starts an
-/// orderly shutdown (runtime.shutdown_grace_ms); a second one exits at once.
+/// orderly shutdown (runtime.shutdown_grace_ms); a second one exits at once,
+/// and so does a shutdown still not over at exit_deadline.
 /// Returns the process exit code: 0 after a clean stop, 1 when a component
 /// failed to start or died.
 int run_process(const vigil_config& config, const component_starter& start);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -128,6 +129,9 @@ struct run_result {
   chaos_verdict verdict;
   int kills = 0, restarts = 0;
   std::vector<double> recoveries; ///< seconds from a leader's death to a ready successor
+  int slow_stops =
+    0; ///< SIGTERMs a replica outlived by the kubelet's grace (then SIGKILL)
+  std::vector<double> stop_ms; ///< how long each SIGTERM took to end its replica
   std::uint64_t posts = 0, failed_posts = 0;
   double seconds = 0;
   std::string error;
@@ -289,7 +293,10 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
         case action_kind::kill_leader:
         case action_kind::stop_leader:
           if (auto* r = replica_of(lease_holder(*api))) {
-            r->signal(a.kind == action_kind::kill_leader ? SIGKILL : SIGTERM);
+            if (!r->signal(a.kind == action_kind::kill_leader ? SIGKILL : SIGTERM))
+              ++result.slow_stops;
+            if (a.kind == action_kind::stop_leader)
+              result.stop_ms.push_back(r->last_stop_ms());
             ++result.kills;
             down_until[r->identity()] = now + 1; // the kubelet's restart delay
             deaths.push_back(now);
@@ -411,8 +418,13 @@ run_result run_once(const options& o, const std::vector<fault>& trace,
   result.seconds = seconds_in();
   audit_now();
 
-  for (auto& r : replicas)
-    r->signal(SIGTERM);
+  for (auto& r : replicas) {
+    const bool was_running = r->running();
+    if (!r->signal(SIGTERM))
+      ++result.slow_stops;
+    if (was_running)
+      result.stop_ms.push_back(r->last_stop_ms());
+  }
   caf::anon_send_exit(simulator, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(uplink, caf::exit_reason::user_shutdown);
   system.await_all_actors_done();
@@ -486,6 +498,16 @@ int main(int argc, char** argv) {
   // two. Else one after the other.
   const char* clean_server = std::getenv("VIGIL_TEST_CLEAN_POSTGRES_URL");
   const bool side_by_side = o.clean_run && clean_server != nullptr && *clean_server;
+  // Each run is bounded (two minutes to a leader, the trace, five minutes to
+  // settle, the kubelet's grace at each stop): past twice that the harness
+  // itself is stuck, and says so rather than holding CI to its time limit.
+  const double bound_s = (side_by_side || !o.clean_run ? 1 : 2) * (length + 900);
+  std::thread{[bound_s] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(bound_s));
+    std::cerr << "chaos: not done after " << static_cast<int>(bound_s)
+              << " s, past every bound of its runs: the harness is stuck\n";
+    std::_Exit(3);
+  }}.detach();
   run_result clean;
   std::thread clean_thread;
   if (side_by_side) {
@@ -535,6 +557,9 @@ int main(int argc, char** argv) {
     {"recover_p99_s", percentile(chaos.recoveries, 0.99)},
     {"posts", chaos.posts},
     {"failed_posts", chaos.failed_posts},
+    {"slow_stops", chaos.slow_stops + clean.slow_stops},
+    {"stop_max_ms",
+     std::max(percentile(chaos.stop_ms, 1.0), percentile(clean.stop_ms, 1.0))},
     {"seconds", static_cast<int>(side_by_side ? std::max(chaos.seconds, clean.seconds)
                                               : chaos.seconds + clean.seconds)},
   };
@@ -555,6 +580,7 @@ int main(int argc, char** argv) {
   }
   const bool kept = v.lost == 0 && v.duplicate_crs == 0 && v.duplicate_cordons == 0
                     && v.stuck_crs == 0 && v.stuck_nodes == 0 && diverged_nodes == 0
-                    && v.breaker_excess == 0 && v.uncordoned_during_cr == 0;
+                    && v.breaker_excess == 0 && v.uncordoned_during_cr == 0
+                    && chaos.slow_stops + clean.slow_stops == 0;
   return kept ? 0 : 1;
 }

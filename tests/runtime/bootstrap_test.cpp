@@ -3,6 +3,8 @@
 #include "runtime/bootstrap.hpp"
 
 #include <csignal>
+#include <cstdlib>
+#include <future>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -91,6 +93,27 @@ TEST(bootstrap, crashed_component_exits_1) {
     return ok();
   });
   EXPECT_EQ(code, 1);
+}
+
+// A component blocked where CAF cannot reach it (a database call, a socket)
+// holds the process past its shutdown; exit_deadline ends it. A death test:
+// the process exits, and the blocked thread with it.
+TEST(bootstrap, a_shutdown_still_blocked_at_its_deadline_exits_1) {
+  auto config = test_config();
+  config.runtime.shutdown_grace_ms = 0;
+  EXPECT_EXIT(
+    {
+      run_process(config, [](process_context& ctx) -> status {
+        ctx.system.spawn<caf::detached>([](caf::blocking_actor*) {
+          std::promise<void> never;
+          never.get_future().wait();
+        });
+        kill(getpid(), SIGTERM);
+        return ok();
+      });
+      std::_Exit(0);
+    },
+    ::testing::ExitedWithCode(1), "the shutdown did not finish in time");
 }
 
 } // namespace

@@ -133,19 +133,39 @@ public:
     return started;
   }
 
-  /// Sends `sig`; SIGKILL and SIGTERM also wait for the exit.
-  void signal(int sig) {
+  /// Sends `sig`. After SIGKILL, waits for the exit; after SIGTERM, waits as
+  /// the kubelet does (terminationGracePeriodSeconds, 30 s by default), then
+  /// kills it. False when a SIGTERM had to be followed by SIGKILL.
+  bool signal(int sig) {
     if (pid_ <= 0)
-      return;
+      return true;
     ::kill(pid_, sig);
-    if (sig == SIGKILL || sig == SIGTERM)
+    if (sig == SIGKILL)
       reap(true);
+    if (sig != SIGTERM)
+      return true;
+    for (int waited_ms = 0; waited_ms < termination_grace_ms; waited_ms += 100) {
+      if (reap(false)) {
+        last_stop_ms_ = waited_ms;
+        return true;
+      }
+      ::usleep(100 * 1000);
+    }
+    last_stop_ms_ = termination_grace_ms;
+    ::kill(pid_, SIGKILL);
+    reap(true);
+    return false;
   }
+
+  /// The kubelet's default terminationGracePeriodSeconds.
+  static constexpr int termination_grace_ms = 30000;
 
   /// True while the process runs (reaps it when it has exited).
   bool running() { return pid_ > 0 && !reap(false); }
 
   int starts() const { return starts_; }
+  /// How long the last SIGTERM took to end the process (to 100 ms).
+  int last_stop_ms() const { return last_stop_ms_; }
   /// The process id while it runs; -1 otherwise.
   pid_t pid() const { return pid_; }
 
@@ -164,6 +184,7 @@ private:
   std::string binary_, config_, identity_, log_;
   pid_t pid_ = -1;
   int starts_ = 0;
+  int last_stop_ms_ = 0;
 };
 
 } // namespace vigil::test
