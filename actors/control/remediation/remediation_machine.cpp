@@ -117,7 +117,7 @@ remediation_commands remediation_machine::consider(const remediation_view& view,
   if (!ready(view))
     return std::move(c.out);
   plan_new_records(c); // first: a fault the machine reported climbs the ladder
-  replan_after_reboot(c);
+  replan_after_repair(c);
   // The full drain a reboot or replacement waited for is done.
   if (step_ == remediation_step::draining_fully
       && view.drained == drain_history::full_done) {
@@ -272,21 +272,23 @@ void remediation_machine::next(context& c, const std::string& group) {
     step_ = remediation_step::ready;
     start(c);
   }
-  replan_after_reboot(c);
+  replan_after_repair(c);
 }
 
-// A reboot is over (it and its validation): what the new boot reported was
-// not fixed by it. Waits for a view of the node, for no request of the
-// reboot's own to be in flight, and for a fault the machine reported (a
-// failed validation, which climbs the ladder first) to be applied.
-void remediation_machine::replan_after_reboot(context& c) {
-  if (!reboot_began_ || c.view == nullptr || !fault_pending_.empty()
+// A repair is over (it and its validation): what was reported about its
+// target since it began was not fixed by it. Waits for a view of the node,
+// for no request of the repair's own to be in flight, and for a fault the
+// machine reported (a failed validation, which climbs the ladder first) to
+// be applied.
+void remediation_machine::replan_after_repair(context& c) {
+  if (!repaired_ || c.view == nullptr || !fault_pending_.empty()
       || step_ == remediation_step::following || step_ == remediation_step::validating)
     return;
   for (const auto& record : c.node().records)
-    if (record.generated && *record.generated > *reboot_began_)
+    if (record.generated && *record.generated > repaired_->began
+        && (repaired_->gpu_uuid.empty() || gpu_uuid_of(record) == repaired_->gpu_uuid))
       handled_.erase(record.event_id);
-  reboot_began_.reset();
+  repaired_.reset();
   if (ready(*c.view))
     plan_new_records(c);
 }
@@ -309,7 +311,7 @@ void remediation_machine::release(context& c) {
   cr_name_.clear();
   handled_.clear();
   healthy_early_.clear();
-  reboot_began_.reset();
+  repaired_.reset();
   step_ = remediation_step::idle;
   ++generation_;
   // Always: a node actor restarted after a crash may hold a slot it does not

@@ -363,7 +363,7 @@ private:
   struct context;
 
   void plan_new_records(context& c);
-  void replan_after_reboot(context& c);
+  void replan_after_repair(context& c);
   void submit(context& c, remediation_request request);
   void start(context& c);
   void admit(context& c);
@@ -426,12 +426,19 @@ private:
   /// Reset targets whose healthy event came before their CR was seen to
   /// succeed (the Job logs the line, then the janitor restores the labels).
   std::set<std::string> healthy_early_;
-  /// When the last successful reboot began. Events generated since (during
-  /// the reboot or its validation) were taken by the queue as covered by that
-  /// reboot, but they belong to the new boot, which the reboot did not fix:
-  /// they are planned afresh once the reboot is over (and no fault the
-  /// machine reported is waiting to be applied).
-  std::optional<wall_time> reboot_began_;
+  /// The last successful repair: when it began and the GPU it reset (empty
+  /// for a reboot, which resets every GPU). Events about what it repaired
+  /// generated since (during the repair or its validation) were taken by the
+  /// queue as covered by it, but it did not fix them: a reboot's belong to
+  /// the new boot, a reset GPU's to its next fault. They are planned afresh
+  /// once the repair is over (and no fault the machine reported is waiting
+  /// to be applied), instead of leaving the node cordoned with nothing in
+  /// flight.
+  struct repair_mark {
+    wall_time began;
+    std::string gpu_uuid;
+  };
+  std::optional<repair_mark> repaired_;
 };
 
 /// "vigil-validate-<cr>", shortened with a hash to 63 characters.

@@ -200,18 +200,22 @@ void remediation_machine::finished(context& c, const cr_progress& progress) {
         cmd::journal_step{"verified", request, {{"target", target}, {"cr", cr}}});
     else
       escalation_.expect_healthy(request.plan.action, request.plan.gpu_uuid, c.now);
+    const auto repair_began = progress.started_at.value_or(cr_created_);
     if (request.plan.kind == remediation_kind::reboot_node) {
       // The boot ID changed and the node is Ready (the janitor checked both):
       // what was reported up to the moment the reboot began is gone with the
       // old boot; a fault reported after it belongs to the new one and stays.
-      const auto boot_began = progress.started_at.value_or(cr_created_);
       std::vector<active_record> predating;
       for (const auto& record : c.node().records)
-        if (!record.generated || *record.generated <= boot_began)
+        if (!record.generated || *record.generated <= repair_began)
           predating.push_back(record);
-      reboot_began_ = boot_began;
+      repaired_ = repair_mark{repair_began, ""};
       if (!predating.empty())
         c.out.push_back(cmd::clear_records{cr, std::move(predating)});
+    } else if (request.plan.kind == remediation_kind::gpu_reset) {
+      // The GPU's healthy event clears what predates the reset; a fault of
+      // the GPU reported since is its next one.
+      repaired_ = repair_mark{repair_began, request.plan.gpu_uuid};
     }
     arm_verify(c);
     const bool validated = request.plan.kind == remediation_kind::gpu_reset

@@ -407,6 +407,42 @@ TEST(remediation_machine, a_fault_reported_during_a_reboot_is_remediated_after_i
   EXPECT_EQ(run.machine.queue().waiting().front().event_id, "e3");
 }
 
+// The same GPU faults again while its reset is validated (the chaos run's
+// seed 3: XID 95, reset, healthy, XID 95 again before the validation Job
+// ended). The queue takes the second fault as the reset in flight; the reset
+// did not fix it, so once the reset is over it is remediated on its own (the
+// ladder decides how) instead of leaving the node cordoned with nothing in
+// flight. A repeat of the first fault from before the reset is not.
+TEST(remediation_machine,
+     a_gpu_that_faults_again_during_its_reset_is_remediated_after_it) {
+  machine_run run{remediation_config{}}; // with validation
+  auto first = reset_record("e1", gpu_a);
+  auto repeat = record("e1-repeat", recommended_action::component_reset, gpu_a, run.now);
+  run.node_has({first, repeat});
+  run.consider();
+  ASSERT_EQ(run.created, std::vector<remediation_kind>{remediation_kind::gpu_reset});
+  const auto reset_began = run.now + 10s;
+  run.advance(30s);
+  run.view.records.clear(); // the reset Job's healthy event
+  run.consider();
+  run.cr_is("Succeeded", reset_began);
+  ASSERT_EQ(run.machine.step(), remediation_step::validating);
+  run.advance(5s);
+  auto again = record("e2", recommended_action::component_reset, gpu_a, run.now);
+  run.view.records = {again};
+  run.consider();
+  EXPECT_EQ(run.created.size(), 1u); // covered while the reset is validated
+  run.take(run.machine.on_validation_progress(run.machine.generation(), {true, true, ""},
+                                              run.view, run.now));
+  EXPECT_TRUE(run.machine.holds_quarantine());
+  run.advance(2h); // past any cooldown or backoff the ladder sets
+  run.view.drained = drain_history::full_done; // should the ladder climb to a reboot
+  run.view.drained_key = "full";
+  run.consider();
+  ASSERT_EQ(run.created.size(), 2u);
+  EXPECT_EQ(run.all<cmd::create_cr>().back().request.event_id, "e2");
+}
+
 // A reboot whose validation fails climbs the ladder first: what the new boot
 // reported is planned only once that fault is applied, not before it.
 TEST(remediation_machine, after_a_failed_validation_the_climb_comes_first) {
