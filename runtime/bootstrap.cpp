@@ -186,18 +186,23 @@ int run_process(const vigil_config& config, const component_starter& start) {
     caf::actor_system sys{cfg};
     const auto grace = std::chrono::milliseconds{config.runtime.shutdown_grace_ms};
     auto root = sys.spawn(supervisor, caf::timespan{grace});
-    std::thread signals{watch_signals, root, grace};
-    root->attach_functor(
-      [exit_reason, thread = signals.native_handle()](const caf::error& reason) {
-        *exit_reason = reason;
-        pthread_kill(thread, SIGUSR2);
-      });
     process_context ctx{sys, config, root};
     if (auto started = start(ctx); !started) {
       log->error("startup failed: {}", started.error().to_string());
       code = 1;
       caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
     }
+    // Signals are watched once every component is adopted: a SIGTERM that
+    // came during the start waits (blocked, pending) and its exit request
+    // reaches the supervisor behind the adoptions. Sooner, a supervisor with
+    // no children yet would quit at once, and the components adopted after
+    // it would run on with nobody to stop them (a leader renewing its Lease).
+    std::thread signals{watch_signals, root, grace};
+    root->attach_functor(
+      [exit_reason, thread = signals.native_handle()](const caf::error& reason) {
+        *exit_reason = reason;
+        pthread_kill(thread, SIGUSR2);
+      });
     root = nullptr;
     sys.await_all_actors_done();
     pthread_kill(signals.native_handle(), SIGUSR1);

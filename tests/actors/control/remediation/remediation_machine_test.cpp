@@ -434,7 +434,8 @@ TEST(remediation_machine,
   EXPECT_EQ(run.created.size(), 1u); // covered while the reset is validated
   run.take(run.machine.on_validation_progress(run.machine.generation(), {true, true, ""},
                                               run.view, run.now));
-  EXPECT_TRUE(run.machine.holds_quarantine());
+  ASSERT_TRUE(run.machine.queue().in_flight());
+  EXPECT_EQ(run.machine.queue().in_flight()->event_id, "e2");
   run.advance(2h); // past any cooldown or backoff the ladder sets
   run.view.drained = drain_history::full_done; // should the ladder climb to a reboot
   run.view.drained_key = "full";
