@@ -76,10 +76,15 @@ void stop_nodes(fleet_actor* self, const std::function<bool(const std::string&)>
 bool fleet_detail::history_pending(const fleet_state& st, const std::string& node) {
   if (st.replaying.count(node) > 0)
     return true;
+  const auto shard = control::shard_of(node, st.settings->shards);
+  // A shard gained while another's history was being read waits for a read
+  // of its own: its node actors, started by the new Node list, must not act
+  // on their Nodes (uncordon one whose reboot the history holds) before it.
+  if (st.pending_gain.count(shard) > 0)
+    return true;
   if (st.rebuilt)
     return false;
-  return st.rebuilding.empty()
-         || st.rebuilding.count(control::shard_of(node, st.settings->shards)) > 0;
+  return st.rebuilding.empty() || st.rebuilding.count(shard) > 0;
 }
 
 bool owns(const fleet_state& st, const std::string& node) {

@@ -4,6 +4,8 @@
 #define CAF_SUITE control_fleet
 #include <caf/test/dsl.hpp>
 
+#include "actors/control/fleet/fleet_actor_internal.hpp"
+#include "actors/control/leader/shard_assignment.hpp"
 #include "tests/actors/control/control_fixture.hpp"
 
 using namespace caf;
@@ -173,6 +175,56 @@ CAF_TEST(a_node_list_in_pages_is_counted_when_its_last_page_is_in) {
   page(json::array({items.back()}), 1, true);
   CAF_CHECK_EQUAL(gpu_nodes(ask(fleet, summary_atom::value)), all - 1);
   CAF_CHECK_EQUAL(gpu_nodes(ask(breaker, summary_atom::value)), all - 1);
+}
+
+// Issue 22's three-replica test, under load: a replica gained two shards a
+// few milliseconds apart; the second was gained while the first's history
+// was read, its node actors came up with the new Node list and one
+// uncordoned a node whose reboot was in flight (in the history not yet
+// read), which then rebooted uncordoned. A node is not to act while its
+// shard waits for its read, nor while its shard is read.
+CAF_TEST(a_node_waits_for_its_shards_history_while_another_shard_is_read) {
+  const std::uint32_t k = 6;
+  auto sharded = std::make_shared<node_settings>(*settings);
+  sharded->shards = k;
+  fleet_state st;
+  st.settings = sharded;
+  std::string first_shard_node, second_shard_node, owned_before;
+  for (int i = 1;
+       first_shard_node.empty() || second_shard_node.empty() || owned_before.empty();
+       ++i) {
+    const auto name = "node-" + std::to_string(i);
+    const auto shard = control::shard_of(name, k);
+    (shard == 5   ? first_shard_node
+     : shard == 3 ? second_shard_node
+                  : owned_before) = name;
+  }
+  st.rebuilt = true;
+  st.owned = {0, 1, 2, 4};
+  CAF_CHECK(!fleet_detail::history_pending(st, owned_before));
+  // Shard 5 gained: its history is read.
+  st.owned.insert(5);
+  st.rebuilt = false;
+  st.rebuilding = {5};
+  CAF_CHECK(fleet_detail::history_pending(st, first_shard_node));
+  CAF_CHECK(!fleet_detail::history_pending(st, owned_before));
+  // Shard 3 gained meanwhile: it waits for the next read.
+  st.owned.insert(3);
+  st.pending_gain = {3};
+  CAF_CHECK(fleet_detail::history_pending(st, second_shard_node));
+  // Shard 5's read is over; shard 3's has not begun (a tail read is out).
+  st.rebuilt = true;
+  st.rebuilding.clear();
+  CAF_CHECK(!fleet_detail::history_pending(st, first_shard_node));
+  CAF_CHECK(fleet_detail::history_pending(st, second_shard_node));
+  // Its read begins, then ends.
+  st.pending_gain.clear();
+  st.rebuilt = false;
+  st.rebuilding = {3};
+  CAF_CHECK(fleet_detail::history_pending(st, second_shard_node));
+  st.rebuilt = true;
+  st.rebuilding.clear();
+  CAF_CHECK(!fleet_detail::history_pending(st, second_shard_node));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
