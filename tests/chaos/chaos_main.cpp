@@ -129,8 +129,8 @@ struct run_result {
   chaos_verdict verdict;
   int kills = 0, restarts = 0;
   std::vector<double> recoveries; ///< seconds from a leader's death to a ready successor
-  int slow_stops =
-    0; ///< SIGTERMs a replica outlived by the kubelet's grace (then SIGKILL)
+  /// SIGTERMs a replica outlived by the kubelet's grace (then SIGKILL).
+  int slow_stops = 0;
   std::vector<double> stop_ms; ///< how long each SIGTERM took to end its replica
   std::uint64_t posts = 0, failed_posts = 0;
   double seconds = 0;
@@ -499,8 +499,9 @@ int main(int argc, char** argv) {
   const char* clean_server = std::getenv("VIGIL_TEST_CLEAN_POSTGRES_URL");
   const bool side_by_side = o.clean_run && clean_server != nullptr && *clean_server;
   // Each run is bounded (two minutes to a leader, the trace, five minutes to
-  // settle, the kubelet's grace at each stop): past twice that the harness
-  // itself is stuck, and says so rather than holding CI to its time limit.
+  // settle, the kubelet's grace at each stop): past those bounds and as much
+  // again, the harness itself is stuck, and says so rather than holding CI
+  // to its time limit.
   const double bound_s = (side_by_side || !o.clean_run ? 1 : 2) * (length + 900);
   std::thread{[bound_s] {
     std::this_thread::sleep_for(std::chrono::duration<double>(bound_s));
