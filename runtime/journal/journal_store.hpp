@@ -318,6 +318,20 @@ expected<std::vector<std::int64_t>> parse_seq_list(const std::string& text);
 cordon_claim decide_cordon(const cordon_ask& ask, wall_time now,
                            const std::optional<std::pair<wall_time, std::string>>& trip,
                            std::size_t counted, bool holds);
-expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url);
+/// How long the journal's PostgreSQL session lets one statement run, wait for
+/// a lock (the pool and breaker advisory locks among them) and sit idle inside
+/// a transaction, applied to each setting that nobody else chose: left at
+/// PostgreSQL's default by the URL's `options`, the role, the database and the
+/// server's configuration. So a replica stuck in a transaction cannot hold the
+/// fleet's breaker lock for ever, and a wait for a lock ends in an error the
+/// writer retries instead of an unbounded block. Migrations run without them.
+struct pq_session_limits {
+  std::chrono::milliseconds statement_timeout{60'000};
+  std::chrono::milliseconds lock_timeout{30'000};
+  std::chrono::milliseconds idle_in_transaction_session_timeout{60'000};
+};
+
+expected<std::unique_ptr<journal_store>>
+make_pq_journal_store(const std::string& url, pq_session_limits limits = {});
 
 } // namespace vigil

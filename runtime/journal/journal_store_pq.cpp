@@ -4,6 +4,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <memory>
 #include <optional>
@@ -266,6 +267,35 @@ std::string copy_rows(const std::vector<const journal_record*>& rows,
   return data;
 }
 
+// What vigil asks of the connection itself unless the URL says otherwise
+// (libpq reads these before the URL, expanded from the dbname entry, so each
+// of the URL's own parameters wins): give up a connection attempt after 10 s,
+// and notice a database host that vanished without closing the connection
+// within about 25 s whether the socket is idle (TCP keepalives: 10 s idle,
+// then 3 probes 5 s apart) or has data unacknowledged (tcp_user_timeout).
+// Without them a black-holed host kept the journal writer blocked for as
+// long as the kernel's retransmissions last (about 15 minutes on Linux).
+constexpr std::array<const char*, 6> connection_keywords = {
+  "connect_timeout",     "keepalives",       "keepalives_idle",
+  "keepalives_interval", "keepalives_count", "tcp_user_timeout"};
+constexpr std::array<const char*, 6> connection_defaults = {"10", "1", "10",
+                                                            "5",  "3", "25000"};
+
+// pq_session_limits applied to the settings still at PostgreSQL's default
+// (pg_settings.source): an operator's choice anywhere else stays.
+std::string session_limits_sql(const pq_session_limits& limits) {
+  auto value = [](std::chrono::milliseconds d) {
+    return "'" + std::to_string(d.count()) + "ms'";
+  };
+  return "SELECT set_config(name, CASE name WHEN 'statement_timeout' THEN "
+         + value(limits.statement_timeout) + " WHEN 'lock_timeout' THEN "
+         + value(limits.lock_timeout) + " ELSE "
+         + value(limits.idle_in_transaction_session_timeout)
+         + " END, false) FROM pg_settings WHERE source = 'default' AND name IN "
+           "('statement_timeout', 'lock_timeout', "
+           "'idle_in_transaction_session_timeout')";
+}
+
 bool valid_sslmode(const std::string& mode) {
   for (const char* m :
        {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
@@ -276,15 +306,21 @@ bool valid_sslmode(const std::string& mode) {
 
 class pq_journal_store final : public journal_store {
 public:
-  pq_journal_store(std::string url, std::string description)
-    : url_(std::move(url)), description_(std::move(description)) {}
+  pq_journal_store(std::string url, std::string description, pq_session_limits limits)
+    : url_(std::move(url)), description_(std::move(description)), limits_(limits) {}
   ~pq_journal_store() override { close(); }
 
   status open() override {
     if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK)
       return ok();
     close();
-    conn_ = PQconnectdb(url_.c_str());
+    std::array<const char*, connection_keywords.size() + 2> keywords{};
+    std::array<const char*, connection_keywords.size() + 2> values{};
+    std::copy(connection_keywords.begin(), connection_keywords.end(), keywords.begin());
+    std::copy(connection_defaults.begin(), connection_defaults.end(), values.begin());
+    keywords[connection_keywords.size()] = "dbname"; // the URL, expanded
+    values[connection_keywords.size()] = url_.c_str();
+    conn_ = PQconnectdbParams(keywords.data(), values.data(), 1);
     if (PQstatus(conn_) != CONNECTION_OK) {
       auto err = failure{description_, "cannot connect: " + last_error()};
       close();
@@ -297,10 +333,11 @@ public:
       close();
       return st;
     }
-    if (auto st = exec(incoming_table_sql); !st) {
-      close();
-      return st;
-    }
+    for (const auto& sql : {session_limits_sql(limits_), std::string(incoming_table_sql)})
+      if (auto st = exec(sql); !st) {
+        close();
+        return st;
+      }
     for (auto [name, sql, params] :
          {std::tuple{"append", append_sql, 0}, std::tuple{"reserve", reserve_sql, 1}}) {
       result_ptr prepared{PQprepare(conn_, name, sql, params, nullptr), &PQclear};
@@ -701,12 +738,21 @@ private:
     return f;
   }
 
-  // Runs `body` between BEGIN and COMMIT; rolls back when it fails.
+  // Runs `body` between BEGIN and COMMIT; rolls back when it fails or
+  // throws (a connection left inside a transaction would hold its locks and
+  // fold the next call's statements into it).
   template <class Body>
   auto in_transaction(Body body) -> decltype(body()) {
     if (auto st = exec("BEGIN"); !st)
       return fail("cannot begin");
-    auto result = body();
+    auto result = [&] {
+      try {
+        return body();
+      } catch (...) {
+        exec("ROLLBACK");
+        throw;
+      }
+    }();
     if (!result) {
       exec("ROLLBACK");
       return result;
@@ -828,12 +874,14 @@ private:
 
   std::string url_;
   std::string description_;
+  pq_session_limits limits_;
   PGconn* conn_ = nullptr;
 };
 
 } // namespace
 
-expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url) {
+expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url,
+                                                               pq_session_limits limits) {
   char* err = nullptr;
   PQconninfoOption* options = PQconninfoParse(url.c_str(), &err);
   if (options == nullptr) {
@@ -864,7 +912,7 @@ expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string
                                       "verify-ca, verify-full"};
   auto description = "postgresql://" + host + ":" + port + "/" + dbname;
   return std::unique_ptr<journal_store>(
-    std::make_unique<pq_journal_store>(url, std::move(description)));
+    std::make_unique<pq_journal_store>(url, std::move(description), limits));
 }
 
 } // namespace vigil

@@ -5,8 +5,12 @@
 #include <atomic>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "runtime/journal/journal_schema.hpp"
 #include "tests/support/test_databases.hpp"
@@ -650,6 +654,79 @@ TEST(journal_store_url, malformed_urls_name_the_problem) {
   EXPECT_NE(bad_ssl.error().what.find("sslmode 'sometimes'"), std::string::npos);
 }
 
+// The journal's session bounds (pq_session_limits): a claim waiting for a
+// pool's lock that another session holds ends in an error, and the store is
+// usable afterwards (nothing left inside a transaction).
+class pq_session_limits_test : public testing::Test {
+protected:
+  void SetUp() override {
+    url_ = test::fresh_postgres_database();
+    if (url_.empty())
+      GTEST_SKIP() << "no PostgreSQL server: run under scripts/with-postgres";
+    holder_ = PQconnectdb(url_.c_str());
+    ASSERT_EQ(PQstatus(holder_), CONNECTION_OK) << PQerrorMessage(holder_);
+  }
+  void TearDown() override { PQfinish(holder_); }
+
+  // Holds rack-1's slot lock (the key journal_store_pq's claims take) in an
+  // open transaction of another session.
+  void hold_the_pool_lock() {
+    for (const char* sql : {"BEGIN", "SELECT pg_advisory_xact_lock(1986948931, "
+                                     "hashtext('rack-1'))"}) {
+      PGresult* res = PQexec(holder_, sql);
+      EXPECT_NE(PQresultStatus(res), PGRES_FATAL_ERROR) << PQerrorMessage(holder_);
+      PQclear(res);
+    }
+  }
+  void release_the_pool_lock() { PQclear(PQexec(holder_, "COMMIT")); }
+
+  static expected<slot_claim> claim(journal_store& store) {
+    return store.claim_slot("rack-1", "node-1", from_unix(1000, 0),
+                            [](std::size_t, bool) { return true; });
+  }
+
+  std::string url_;
+  PGconn* holder_ = nullptr;
+};
+
+TEST_F(pq_session_limits_test, a_wait_for_a_lock_ends_at_vigils_lock_timeout) {
+  pq_session_limits limits;
+  limits.lock_timeout = std::chrono::milliseconds{100};
+  auto made = make_pq_journal_store(url_, limits);
+  ASSERT_TRUE(made.has_value());
+  auto& store = **made;
+  ASSERT_TRUE(store.open().has_value());
+  hold_the_pool_lock();
+  auto waited = claim(store);
+  ASSERT_FALSE(waited.has_value());
+  EXPECT_NE(waited.error().what.find("lock timeout"), std::string::npos)
+    << waited.error().to_string();
+  release_the_pool_lock();
+  auto claimed = claim(store);
+  ASSERT_TRUE(claimed.has_value()) << claimed.error().to_string();
+  EXPECT_TRUE(claimed->granted);
+  EXPECT_TRUE(store.append({make_record("after-the-timeout")}).has_value());
+}
+
+// An operator's own setting (here in the URL's options) is kept: vigil's
+// longer lock timeout does not replace it. Were it replaced, the statement
+// timeout (vigil's, 3 s) would end the wait instead.
+TEST_F(pq_session_limits_test, an_operators_own_timeout_is_kept) {
+  pq_session_limits limits;
+  limits.lock_timeout = std::chrono::hours{1};
+  limits.statement_timeout = std::chrono::seconds{3};
+  auto made = make_pq_journal_store(url_ + "?options=-c%20lock_timeout%3D100ms", limits);
+  ASSERT_TRUE(made.has_value());
+  auto& store = **made;
+  ASSERT_TRUE(store.open().has_value());
+  hold_the_pool_lock();
+  auto waited = claim(store);
+  release_the_pool_lock();
+  ASSERT_FALSE(waited.has_value());
+  EXPECT_NE(waited.error().what.find("lock timeout"), std::string::npos)
+    << waited.error().to_string();
+}
+
 TEST(journal_store_url, unreachable_database_fails_open_with_its_address) {
   auto store =
     make_journal_store("postgresql://vigil@127.0.0.1:1/vigil?connect_timeout=2");
@@ -658,6 +735,32 @@ TEST(journal_store_url, unreachable_database_fails_open_with_its_address) {
   ASSERT_FALSE(opened.has_value());
   EXPECT_EQ(opened.error().where, "postgresql://127.0.0.1:1/vigil");
   EXPECT_NE(opened.error().what.find("cannot connect"), std::string::npos);
+}
+
+// A host that takes the connection and never answers (a database hung, or
+// a proxy in front of one that is gone): open() gives up at the connect
+// timeout (the URL's here; vigil's own is 10 s) instead of blocking the
+// journal writer. The listener's backlog completes the TCP handshake; no
+// one ever reads the startup packet.
+TEST(journal_store_url, a_database_that_never_answers_fails_open_at_the_connect_timeout) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const auto port = std::to_string(ntohs(address.sin_port));
+  auto store = make_journal_store("postgresql://vigil@127.0.0.1:" + port
+                                  + "/vigil?connect_timeout=2&sslmode=disable");
+  ASSERT_TRUE(store.has_value());
+  auto opened = (*store)->open();
+  ::close(listener);
+  ASSERT_FALSE(opened.has_value());
+  EXPECT_NE(opened.error().what.find("cannot connect"), std::string::npos)
+    << opened.error().to_string();
 }
 
 } // namespace
