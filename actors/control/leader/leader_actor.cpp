@@ -48,6 +48,24 @@ void check_renew_deadline(leader_actor* self) {
   }
 }
 
+void release(leader_actor* self);
+
+// An answer to a look or a write that comes back once the actor is shutting
+// down: what it says of the Lease is kept (a release must carry the newest
+// resourceVersion, and a takeover that just succeeded is ours to give up),
+// and nothing else is done with it; then the release is written.
+bool answered_while_exiting(leader_actor* self, const kube::kube_result& result) {
+  auto& st = self->state;
+  if (!st.exiting)
+    return false;
+  st.in_flight = false;
+  if (result.ok())
+    if (auto lease = control::read_lease(result.response().body))
+      st.lease = std::move(*lease);
+  release(self);
+  return true;
+}
+
 void renew_failed(leader_actor* self, const std::string& why) {
   auto& st = self->state;
   st.in_flight = false;
@@ -63,6 +81,8 @@ void write(leader_actor* self, const control::lease_step& step) {
   self->request(st.gateway, caf::infinite, control::lease_write_request(st.config, step))
     .then([=](const kube::kube_result& result) {
       auto& st = self->state;
+      if (answered_while_exiting(self, result))
+        return;
       if (!result.ok())
         return renew_failed(self, "write failed: " + result.error().to_string());
       st.in_flight = false;
@@ -84,12 +104,14 @@ void write(leader_actor* self, const control::lease_step& step) {
 
 void look(leader_actor* self) {
   auto& st = self->state;
-  if (st.in_flight)
+  if (st.in_flight || st.exiting)
     return;
   st.in_flight = true;
   self->request(st.gateway, caf::infinite, control::lease_get_request(st.config))
     .then([=](const kube::kube_result& result) {
       auto& st = self->state;
+      if (answered_while_exiting(self, result))
+        return;
       std::optional<control::lease_record> observed;
       if (result.ok()) {
         auto lease = control::read_lease(result.response().body);
@@ -112,18 +134,18 @@ void look(leader_actor* self) {
     });
 }
 
-} // namespace
-
-// Shutdown: a leader gives the Lease up so a successor need not wait out its
-// duration; whatever the answer, the actor then quits with the exit reason.
-void release(leader_actor* self, caf::error reason) {
+// Shutdown, once no Lease request is in flight: the Lease, if this replica
+// holds it, is given up so a successor need not wait out its duration;
+// whatever the answer, the actor then quits with the exit reason.
+void release(leader_actor* self) {
   auto& st = self->state;
+  const auto reason = *st.exiting;
   std::optional<control::lease_step> step;
-  if (st.leading && st.lease)
+  if (st.lease)
     step = control::release_step(*st.lease, st.config, st.time->wall_now());
   if (!step)
-    return self->quit(std::move(reason));
-  set_leading(self, false);
+    return self->quit(reason);
+  st.in_flight = true;
   self->request(st.gateway, caf::infinite, control::lease_write_request(st.config, *step))
     .then(
       [=](const kube::kube_result& result) {
@@ -137,6 +159,25 @@ void release(leader_actor* self, caf::error reason) {
       [=](const caf::error&) { self->quit(reason); });
 }
 
+// The exit message: stop acting at once (the fleet and ingest are told
+// before anything is written), then release. A look or renewal already in
+// flight is waited for: it may change the Lease's resourceVersion, and a
+// release written beside it would be refused as a conflict, leaving the
+// successor to wait out the duration; answered later, it must not make a
+// replica that is shutting down lead again. A second exit message changes
+// nothing (the supervisor's kill at its deadline needs none).
+void begin_exit(leader_actor* self, caf::error reason) {
+  auto& st = self->state;
+  if (st.exiting)
+    return;
+  st.exiting = std::move(reason);
+  set_leading(self, false);
+  if (!st.in_flight)
+    release(self);
+}
+
+} // namespace
+
 caf::behavior leader_elector(leader_actor* self, control::lease_config config,
                              kube_gateway_handle gateway,
                              std::vector<caf::actor> subscribers,
@@ -146,11 +187,13 @@ caf::behavior leader_elector(leader_actor* self, control::lease_config config,
   st.gateway = std::move(gateway);
   st.subscribers = std::move(subscribers);
   st.time = std::move(time);
-  self->set_exit_handler([=](const caf::exit_msg& msg) { release(self, msg.reason); });
+  self->set_exit_handler([=](const caf::exit_msg& msg) { begin_exit(self, msg.reason); });
   look(self);
   self->delayed_send(self, st.config.retry_period, reconcile_atom::value);
   return {
     [=](reconcile_atom) {
+      if (self->state.exiting)
+        return;
       check_renew_deadline(self);
       look(self);
       self->delayed_send(self, self->state.config.retry_period, reconcile_atom::value);

@@ -27,6 +27,9 @@ struct leader_state {
   std::optional<wall_time> renewed;           ///< the last successful write of the Lease
   std::string holder;                         ///< the holder last seen
   std::optional<control::lease_record> lease; ///< as last read or written
+  /// Set by the exit message: the actor no longer leads, looks or renews,
+  /// and quits with this reason once it has given the Lease up.
+  std::optional<caf::error> exiting;
   std::uint64_t acquisitions = 0;
   static inline const char* name = "leader";
 };
@@ -35,7 +38,9 @@ using leader_actor = caf::stateful_actor<leader_state, observed<caf::event_based
 
 /// Looks at the Lease every retry_period; subscribers get (leader_atom, bool)
 /// on every change. (summary_atom) → JSON {leading, holder, acquisitions}.
-/// On an exit message a leader releases the Lease (best effort), then quits.
+/// On an exit message it stops leading at once, waits for a Lease request
+/// already in flight, releases the Lease if it holds it (best effort), then
+/// quits.
 caf::behavior leader_elector(leader_actor* self, control::lease_config config,
                              kube_gateway_handle gateway,
                              std::vector<caf::actor> subscribers,

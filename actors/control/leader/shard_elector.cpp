@@ -65,6 +65,21 @@ void check_deadlines(shard_elector_actor* self) {
   }
 }
 
+void release_all(shard_elector_actor* self);
+
+// An answer that comes back once the elector is shutting down: what it says
+// of the Leases was kept by the caller (a release must carry the newest
+// resourceVersion, and a shard just acquired is ours to give up); nothing
+// else is done with it, and the last one out writes the releases.
+bool answered_while_exiting(shard_elector_actor* self) {
+  auto& st = self->state;
+  if (!st.exiting)
+    return false;
+  if (st.in_flight == 0)
+    release_all(self);
+  return true;
+}
+
 void write_shard(shard_elector_actor* self, const control::shard_step& step) {
   auto& st = self->state;
   const auto config = shard_config(st, step.shard);
@@ -75,13 +90,16 @@ void write_shard(shard_elector_actor* self, const control::shard_step& step) {
     .then([=](const kube::kube_result& result) {
       auto& st = self->state;
       --st.in_flight;
+      if (result.ok())
+        if (auto written = control::read_lease(result.response().body))
+          st.leases[step.shard] = std::move(*written);
+      if (answered_while_exiting(self))
+        return;
       if (!result.ok()) {
         logger()->warn("Lease {}/{}: write failed: {}", config.ns, config.name,
                        result.error().to_string());
         return check_deadlines(self);
       }
-      if (auto written = control::read_lease(result.response().body))
-        st.leases[step.shard] = std::move(*written);
       if (step.what == control::shard_step::kind::release) {
         ++st.releases;
         logger()->info("shard {} released for its preferred owner", step.shard);
@@ -119,40 +137,50 @@ void write_member(shard_elector_actor* self,
     .then([=](const kube::kube_result& result) {
       auto& st = self->state;
       --st.in_flight;
+      if (result.ok())
+        if (auto written = control::read_lease(result.response().body))
+          st.member = std::move(*written);
+      if (answered_while_exiting(self))
+        return;
       if (!result.ok())
-        return logger()->warn("Lease {}/{}: write failed: {}", config.ns, config.name,
-                              result.error().to_string());
-      if (auto written = control::read_lease(result.response().body))
-        st.member = std::move(*written);
+        logger()->warn("Lease {}/{}: write failed: {}", config.ns, config.name,
+                       result.error().to_string());
     });
 }
 
 void look(shard_elector_actor* self) {
   auto& st = self->state;
-  if (st.in_flight > 0)
+  if (st.in_flight > 0 || st.exiting)
     return;
   ++st.in_flight;
   self->request(st.gateway, caf::infinite, control::lease_list_request(st.config))
     .then([=](const kube::kube_result& result) {
       auto& st = self->state;
       --st.in_flight;
-      if (!result.ok()) {
+      std::optional<lease_listing> listing;
+      if (result.ok()) {
+        listing = sort_leases(result.response().body, st.config, st.shards);
+        for (std::uint32_t i = 0; i < st.shards; ++i)
+          if (listing->shards[i])
+            st.leases[i] = *listing->shards[i];
+        if (listing->own_member)
+          st.member = *listing->own_member;
+      }
+      if (answered_while_exiting(self))
+        return;
+      if (!listing) {
         logger()->warn("Leases in {}: list failed: {}", st.config.ns,
                        result.error().to_string());
         return check_deadlines(self);
       }
-      auto listing = sort_leases(result.response().body, st.config, st.shards);
-      for (const auto& problem : listing.problems)
+      for (const auto& problem : listing->problems)
         logger()->warn("Leases in {}: {}", st.config.ns, problem);
       const auto now = st.time->wall_now();
-      write_member(self, listing.own_member);
-      st.members = control::live_members(listing.members, now);
-      for (std::uint32_t i = 0; i < st.shards; ++i)
-        if (listing.shards[i])
-          st.leases[i] = *listing.shards[i];
+      write_member(self, listing->own_member);
+      st.members = control::live_members(listing->members, now);
       for (const auto& step :
-           control::plan_shards(listing.shards, st.members, st.config, now)) {
-        const auto& lease = listing.shards[step.shard];
+           control::plan_shards(listing->shards, st.members, st.config, now)) {
+        const auto& lease = listing->shards[step.shard];
         switch (step.what) {
           case control::shard_step::kind::release:
             // Stop first: once the release is written, the preferred owner
@@ -172,25 +200,22 @@ void look(shard_elector_actor* self) {
     });
 }
 
-// Shutdown: stop acting on every shard, give their Leases and the member
-// Lease up so the others need not wait out the duration, then quit.
-void release_all(shard_elector_actor* self, caf::error reason) {
+// Shutdown, once no request of a look is in flight: every shard Lease this
+// replica holds and its member Lease are given up so the others need not
+// wait out the duration; then it quits with the exit reason.
+void release_all(shard_elector_actor* self) {
   auto& st = self->state;
+  const auto reason = *st.exiting;
   const auto now = st.time->wall_now();
   std::vector<std::pair<control::lease_config, control::lease_step>> writes;
-  for (const auto& [shard, renewed] : st.held)
-    if (auto l = st.leases.find(shard); l != st.leases.end())
-      if (auto step = control::release_step(l->second, shard_config(st, shard), now))
-        writes.emplace_back(shard_config(st, shard), std::move(*step));
+  for (const auto& [shard, lease] : st.leases)
+    if (auto step = control::release_step(lease, shard_config(st, shard), now))
+      writes.emplace_back(shard_config(st, shard), std::move(*step));
   if (st.member)
     if (auto step = control::release_step(*st.member, member_config(st), now))
       writes.emplace_back(member_config(st), std::move(*step));
-  if (!st.held.empty()) {
-    st.held.clear();
-    publish(self);
-  }
   if (writes.empty())
-    return self->quit(std::move(reason));
+    return self->quit(reason);
   auto waiting = std::make_shared<std::size_t>(writes.size());
   auto one_done = [=] {
     if (--*waiting == 0)
@@ -200,6 +225,25 @@ void release_all(shard_elector_actor* self, caf::error reason) {
     self->request(st.gateway, caf::infinite, control::lease_write_request(config, step))
       .then([=](const kube::kube_result&) { one_done(); },
             [=](const caf::error&) { one_done(); });
+}
+
+// The exit message: stop acting on every shard at once (the subscribers are
+// told before anything is written), then release. The requests of a look
+// in flight are waited for: they may change a Lease's resourceVersion (a
+// release beside them would be refused as a conflict), and answered later
+// they must not hand a replica that is shutting down a shard again. A
+// second exit message changes nothing.
+void begin_exit(shard_elector_actor* self, caf::error reason) {
+  auto& st = self->state;
+  if (st.exiting)
+    return;
+  st.exiting = std::move(reason);
+  if (!st.held.empty()) {
+    st.held.clear();
+    publish(self);
+  }
+  if (st.in_flight == 0)
+    release_all(self);
 }
 
 std::optional<std::uint32_t> shard_number(const std::string& name,
@@ -265,12 +309,13 @@ caf::behavior shard_elector(shard_elector_actor* self, control::lease_config con
   st.gateway = std::move(gateway);
   st.subscribers = std::move(subscribers);
   st.time = std::move(time);
-  self->set_exit_handler(
-    [=](const caf::exit_msg& msg) { release_all(self, msg.reason); });
+  self->set_exit_handler([=](const caf::exit_msg& msg) { begin_exit(self, msg.reason); });
   look(self);
   self->delayed_send(self, st.config.retry_period, reconcile_atom::value);
   return {
     [=](reconcile_atom) {
+      if (self->state.exiting)
+        return;
       check_deadlines(self);
       look(self);
       self->delayed_send(self, self->state.config.retry_period, reconcile_atom::value);

@@ -46,6 +46,9 @@ struct shard_elector_state {
   std::optional<control::lease_record> member;
   std::vector<std::string> members; ///< live members at the last look
   std::size_t in_flight = 0;        ///< requests of the current look still out
+  /// Set by the exit message: nothing is acted on, looked at or renewed any
+  /// more; the Leases are released once in_flight is 0, then it quits.
+  std::optional<caf::error> exiting;
   std::uint64_t acquisitions = 0;
   std::uint64_t releases = 0;
   std::uint64_t expiries = 0; ///< shards dropped at their renew deadline
@@ -57,8 +60,9 @@ using shard_elector_actor =
 
 /// Subscribers get (shards_atom, sorted shard numbers) on every change.
 /// (summary_atom) → JSON {identity, shards, held, members, acquisitions,
-/// releases, expiries}. On an exit message it releases its shard Leases and
-/// its member Lease (best effort), then quits.
+/// releases, expiries}. On an exit message it stops acting on every shard at
+/// once, waits for the requests of a look in flight, releases the shard
+/// Leases and the member Lease it holds (best effort), then quits.
 caf::behavior shard_elector(shard_elector_actor* self, control::lease_config config,
                             std::uint32_t shards, kube_gateway_handle gateway,
                             std::vector<caf::actor> subscribers,

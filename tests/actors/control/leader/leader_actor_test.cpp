@@ -27,6 +27,9 @@ struct partition_state {
 
 /// The gateway's protocol and (bool cut): cut or heal the path.
 using partitionable_gateway = kube_gateway_handle::extend<reacts_to<bool>>;
+/// The gateway's protocol and (int n): hold the next n writes back; 0: let
+/// the held ones go.
+using write_holding_gateway = kube_gateway_handle::extend<reacts_to<int>>;
 
 partitionable_gateway::behavior_type
 partitionable(stateful_actor<partition_state, partitionable_gateway::base>* self,
@@ -51,6 +54,48 @@ partitionable(stateful_actor<partition_state, partitionable_gateway::base>* self
       timeout.message = "timed out";
       for (auto& rp : self->state.held)
         rp.deliver(kube::kube_result{timeout});
+      self->state.held.clear();
+    },
+    [=](watch_atom atom, kube_watch_spec& spec) -> delegated<std::uint64_t> {
+      return self->delegate(gateway, atom, std::move(spec));
+    },
+    [=](unwatch_atom atom, std::uint64_t id) { self->send(gateway, atom, id); },
+  };
+}
+
+// The path to the API server with the next N Lease writes held back: reads
+// pass, each held write (PUT, POST) waits until it is told 0, then they go on
+// in order. So a test decides which answer comes back first.
+struct write_hold_state {
+  int to_hold = 0;
+  std::vector<std::pair<kube::kube_request, response_promise>> held;
+  static inline const char* name = "write_hold";
+};
+
+write_holding_gateway::behavior_type
+write_holding(stateful_actor<write_hold_state, write_holding_gateway::base>* self,
+              kube_gateway_handle gateway) {
+  auto forward = [=](kube::kube_request request, response_promise rp) {
+    self->request(gateway, infinite, std::move(request))
+      .then([rp](kube::kube_result& r) mutable { rp.deliver(std::move(r)); });
+  };
+  return {
+    [=](kube::kube_request& request) -> result<kube::kube_result> {
+      auto rp = self->make_response_promise();
+      if (self->state.to_hold > 0 && request.verb != "GET") {
+        --self->state.to_hold;
+        self->state.held.emplace_back(std::move(request), rp);
+      } else {
+        forward(std::move(request), rp);
+      }
+      return rp;
+    },
+    [=](int to_hold) {
+      self->state.to_hold = to_hold;
+      if (to_hold > 0)
+        return;
+      for (auto& [request, rp] : self->state.held)
+        forward(std::move(request), rp);
       self->state.held.clear();
     },
     [=](watch_atom atom, kube_watch_spec& spec) -> delegated<std::uint64_t> {
@@ -204,6 +249,111 @@ CAF_TEST(a_leader_creates_the_lease_and_releases_it_when_it_stops) {
   auto step = control::next_lease_step(*control::read_lease(released.dump()),
                                        control::lease_config{}, time->wall_now());
   CAF_CHECK(step.what == control::lease_step::kind::update);
+}
+
+// A leader told to stop stops acting at once, and while its release is on
+// its way it neither looks at nor renews the Lease: before, a look on the
+// next tick found the Lease still its own, renewed it and led again, its
+// fleet acting while the process shut down and the successor left waiting.
+CAF_TEST(a_stopping_leader_does_not_lead_again_while_its_release_is_answered) {
+  elected = true;
+  start();
+  auto path = sys.spawn(write_holding, gateway);
+  control::lease_config lease;
+  lease.identity = "replica-a";
+  auto elector =
+    sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
+  sched.run();
+  list_nodes();
+  // (Named values: CAF's checks keep references to their operands.)
+  auto leading = [&] {
+    return json::parse(ask(elector, summary_atom::value))["leading"].get<bool>();
+  };
+  auto standby = [&] {
+    return json::parse(ask(fleet, summary_atom::value))["standby"].get<bool>();
+  };
+  CAF_REQUIRE_EQUAL(leading(), true);
+  anon_send(path, 1); // the release
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
+  for (int tick = 0; tick < 3; ++tick) {
+    advance(std::chrono::seconds{2});
+    CAF_CHECK_EQUAL(leading(), false);
+    CAF_CHECK_EQUAL(standby(), true);
+  }
+  post({xid("node-1", "GPU-a")});
+  CAF_CHECK_EQUAL(replies.back().http_status, 503);
+  anon_send(path, 0); // the release goes through; the elector quits
+  sched.run();
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+  auto released = *store->get(*leases, "vigil", "vigil-control").value;
+  CAF_CHECK_EQUAL(released["spec"]["holderIdentity"], "");
+  CAF_CHECK(!cordoned("node-1"));
+  anon_send_exit(path, exit_reason::user_shutdown);
+  sched.run();
+}
+
+// A renewal in flight when the stop comes is waited for, and the release
+// carries the Lease it wrote: written beside it, the release was refused as
+// a conflict (the renewal had moved the resourceVersion) and the successor
+// waited out the whole duration.
+CAF_TEST(a_renewal_in_flight_at_the_stop_is_waited_for_and_then_released) {
+  elected = true;
+  start();
+  auto path = sys.spawn(write_holding, gateway);
+  control::lease_config lease;
+  lease.identity = "replica-a";
+  auto elector =
+    sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
+  sched.run();
+  list_nodes();
+  anon_send(path, 100);
+  advance(std::chrono::seconds{2}); // the next look: its renewal is held
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
+  anon_send(path, 0);
+  sched.run();
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+  auto released = *store->get(*leases, "vigil", "vigil-control").value;
+  CAF_CHECK_EQUAL(released["spec"]["holderIdentity"], "");
+  anon_send_exit(path, exit_reason::user_shutdown);
+  sched.run();
+}
+
+// The same for the shard elector: stopping, it acts on no shard again while
+// its releases are on their way, and every shard Lease ends released.
+CAF_TEST(a_stopping_shard_elector_takes_no_shard_again_while_it_releases) {
+  const std::uint32_t k = 4;
+  auto record = sys.spawn(shard_record, "replica-a");
+  auto held = [&] {
+    return deref<stateful_actor<shard_record_state>>(record).state.shards;
+  };
+  auto path = sys.spawn(write_holding, gateway);
+  auto a = sys.spawn(shard_elector, replica("replica-a"), k, path,
+                     std::vector<actor>{record}, time);
+  sched.run();
+  CAF_REQUIRE_EQUAL(held().size(), k);
+  anon_send(path, 100);
+  advance(std::chrono::seconds{2}); // a look whose renewals are held
+  anon_send_exit(a, exit_reason::user_shutdown);
+  sched.run();
+  CAF_CHECK(held().empty());
+  anon_send(path, 0); // the renewals, then the releases
+  sched.run();
+  for (int tick = 0; tick < 3; ++tick) {
+    advance(std::chrono::seconds{2});
+    CAF_CHECK(held().empty());
+  }
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+  for (std::uint32_t i = 0; i < k; ++i) {
+    auto lease =
+      store->get(*leases, "vigil", control::shard_lease_name("vigil-control", i));
+    CAF_REQUIRE(lease.ok());
+    CAF_CHECK_EQUAL((*lease.value)["spec"]["holderIdentity"], "");
+  }
+  anon_send_exit(record, exit_reason::user_shutdown);
+  anon_send_exit(path, exit_reason::user_shutdown);
+  sched.run();
 }
 
 // Shards (issue 22): every replica computes the same preferred owner from
