@@ -59,9 +59,12 @@ bool answered_while_exiting(leader_actor* self, const kube::kube_result& result)
   if (!st.exiting)
     return false;
   st.in_flight = false;
-  if (result.ok())
+  if (result.ok()) {
     if (auto lease = control::read_lease(result.response().body))
       st.lease = std::move(*lease);
+  } else if (result.error().not_found()) {
+    st.lease.reset();
+  }
   release(self);
   return true;
 }
@@ -121,6 +124,9 @@ void look(leader_actor* self) {
       } else if (!result.error().not_found()) {
         return renew_failed(self, "read failed: " + result.error().to_string());
       }
+      // Kept for the release at exit: a standby must not write one over
+      // the holder's Lease.
+      st.lease = observed;
       auto step = control::next_lease_step(observed, st.config, st.time->wall_now());
       if (step.what == control::lease_step::kind::wait) {
         st.in_flight = false;

@@ -24,9 +24,10 @@ struct leader_state {
   std::shared_ptr<const clock> time;
   bool leading = false;
   bool in_flight = false;
-  std::optional<wall_time> renewed;           ///< the last successful write of the Lease
-  std::string holder;                         ///< the holder last seen
-  std::optional<control::lease_record> lease; ///< as last read or written
+  std::optional<wall_time> renewed; ///< the last successful write of the Lease
+  std::string holder;               ///< the holder last seen
+  /// The Lease as last read or written (none: not found), for the release.
+  std::optional<control::lease_record> lease;
   /// Set by the exit message: the actor no longer leads, looks or renews,
   /// and quits with this reason once it has given the Lease up.
   std::optional<caf::error> exiting;
