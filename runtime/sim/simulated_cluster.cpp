@@ -220,7 +220,7 @@ void populate(kube::object_store& store, const cluster_spec& spec) {
        {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
         {"rebootnodes", "RebootNode"},
         {"terminatenodes", "TerminateNode"}})
-    store.register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
+    store.register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}, true});
   const auto* namespaces = store.find_type("", "v1", "namespaces");
   for (const char* ns :
        {janitor_namespace, operator_namespace, training_namespace, inference_namespace})

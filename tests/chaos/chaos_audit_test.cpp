@@ -17,7 +17,7 @@ class chaos_audit : public ::testing::Test {
 protected:
   void SetUp() override {
     store_.register_type(
-      {"vigil.dev", "v1alpha1", "gpuresets", "GPUReset", false, true, {}});
+      {"vigil.dev", "v1alpha1", "gpuresets", "GPUReset", false, true, {}, true});
     nodes_ = store_.find_type("", "v1", "nodes");
     resets_ = store_.find_type("vigil.dev", "v1alpha1", "gpuresets");
     ASSERT_TRUE(store_

@@ -114,7 +114,8 @@ protected:
            {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
             {"rebootnodes", "RebootNode"},
             {"terminatenodes", "TerminateNode"}})
-        store.register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
+        store.register_type(
+          {"vigil.dev", "v1alpha1", plural, kind, false, true, {}, true});
       for (const char* ns : {"vigil-system", "gpu-operator"})
         if (!store.get(*store.find_type("", "v1", "namespaces"), "", ns).ok())
           store.create(*store.find_type("", "v1", "namespaces"), "",

@@ -89,7 +89,8 @@ protected:
            {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
             {"rebootnodes", "RebootNode"},
             {"terminatenodes", "TerminateNode"}})
-        store.register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
+        store.register_type(
+          {"vigil.dev", "v1alpha1", plural, kind, false, true, {}, true});
       const auto* nodes = store.find_type("", "v1", "nodes");
       for (int i = 1; i <= node_count; ++i)
         store.create(*nodes, "", node_object(node_name(i)));

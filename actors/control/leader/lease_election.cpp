@@ -50,7 +50,14 @@ json lease_object(const lease_config& config, const lease_record& record,
 
 expected<lease_record> read_lease(const std::string& lease_json) {
   auto doc = json::parse(lease_json, nullptr, false);
-  if (!doc.is_object() || doc.value("kind", "") != "Lease")
+  // As a GET or a write returns it, or as an item of a LIST, which the API
+  // server sends without kind and apiVersion (kubernetes/kubernetes#3030):
+  // an object naming another kind, or naming none and having no metadata,
+  // is not a Lease.
+  const auto kind = doc.is_object() ? doc.find("kind") : doc.end();
+  if (!doc.is_object()
+      || (kind != doc.end() ? !kind->is_string() || *kind != "Lease"
+                            : !doc.contains("metadata")))
     return failure{"Lease", "not a Lease object"};
   lease_record out;
   if (auto m = doc.find("metadata"); m != doc.end() && m->is_object())

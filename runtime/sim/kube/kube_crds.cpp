@@ -43,7 +43,7 @@ std::vector<resource_type> crd_resource_types(const json& crd) {
     types.push_back({spec.value("group", ""), version.value("name", ""),
                      names.value("plural", ""), names.value("kind", ""),
                      spec.value("scope", "Namespaced") == "Namespaced", status,
-                     short_names});
+                     short_names, true});
   }
   return types;
 }

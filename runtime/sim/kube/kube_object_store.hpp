@@ -33,6 +33,10 @@ struct resource_type {
   bool namespaced = true;
   bool has_status = true; ///< a /status subresource exists
   std::vector<std::string> short_names;
+  /// Served for a CustomResourceDefinition (kube_crds.hpp). A LIST of a
+  /// built-in type has items without kind and apiVersion, as the API
+  /// server's do (kubernetes/kubernetes#3030); a custom resource's keep them.
+  bool custom = false;
   std::string api_version() const {
     return group.empty() ? version : group + "/" + version;
   }

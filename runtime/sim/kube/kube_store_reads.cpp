@@ -200,7 +200,7 @@ store_result object_store::list(const resource_type& type, const std::string& ns
       more = true;
       break;
     }
-    items.push_back(present(type, *object));
+    items.push_back(present_listed(type, *object));
     last = key;
   }
   json metadata = {{"resourceVersion", std::to_string(snapshot_version)}};

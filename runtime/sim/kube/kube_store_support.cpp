@@ -161,6 +161,14 @@ json present(const resource_type& type, json object) {
   return object;
 }
 
+json present_listed(const resource_type& type, json object) {
+  if (type.custom)
+    return present(type, std::move(object));
+  object.erase("apiVersion");
+  object.erase("kind");
+  return object;
+}
+
 std::string format_timestamp(std::int64_t unix_seconds) {
   std::int64_t days = unix_seconds / 86400;
   std::int64_t seconds = unix_seconds % 86400;

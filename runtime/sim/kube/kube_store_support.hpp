@@ -51,6 +51,10 @@ bool owned_by(const json& object, const std::string& uid, bool blocking_only);
 
 /// The object as served for `type`: apiVersion and kind set.
 json present(const resource_type& type, json object);
+/// An item of a LIST: without kind and apiVersion for a built-in type (the
+/// API server leaves them out, kubernetes/kubernetes#3030), as present()
+/// for a custom resource.
+json present_listed(const resource_type& type, json object);
 
 /// "2024-05-01T12:00:00Z".
 std::string format_timestamp(std::int64_t unix_seconds);

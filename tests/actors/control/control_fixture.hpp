@@ -113,7 +113,8 @@ struct control_fixture : test_coordinator_fixture<> {
          {std::pair<const char*, const char*>{"gpuresets", "GPUReset"},
           {"rebootnodes", "RebootNode"},
           {"terminatenodes", "TerminateNode"}})
-      store->register_type({"vigil.dev", "v1alpha1", plural, kind, false, true, {}});
+      store->register_type(
+        {"vigil.dev", "v1alpha1", plural, kind, false, true, {}, true});
     for (int i = 1; i <= 4; ++i)
       CAF_REQUIRE(
         store->create(*nodes(), "", node_object("node-" + std::to_string(i))).ok());

@@ -93,6 +93,14 @@ TEST(lease_election, leases_are_read_and_garbage_named) {
   ASSERT_TRUE(lease->renewed.has_value());
   EXPECT_EQ(unix_seconds(*lease->renewed), 1'800'000'000);
   EXPECT_FALSE(read_lease("{}").has_value());
+  EXPECT_FALSE(read_lease(R"({"kind":"Node","metadata":{"name":"n"}})").has_value());
+  EXPECT_FALSE(read_lease(R"({"kind":7,"metadata":{"name":"n"}})").has_value());
+  // An item of a LIST: the API server leaves its kind and apiVersion out.
+  auto listed = read_lease(R"({"metadata":{"name":"vigil-control-shard-3",
+    "resourceVersion":"9"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15}})");
+  ASSERT_TRUE(listed.has_value()) << listed.error().to_string();
+  EXPECT_EQ(listed->holder, "a");
+  EXPECT_EQ(listed->resource_version, "9");
   EXPECT_FALSE(read_lease("garbage").has_value());
   auto bad = read_lease(R"({"kind":"Lease","spec":{"leaseDurationSeconds":"long"}})");
   ASSERT_FALSE(bad.has_value());

@@ -431,7 +431,7 @@ static void offer_cable_reseats(control_fixture& f) {
   f.settings->remediation.options.custom_actions = {
     {"RESEAT_CABLE", "repair.example.com", "v1", "CableReseat", "cablereseats"}};
   f.store->register_type(
-    {"repair.example.com", "v1", "cablereseats", "CableReseat", false, true, {}});
+    {"repair.example.com", "v1", "cablereseats", "CableReseat", false, true, {}, true});
   f.jobs_only = true;
   f.start();
 }

@@ -119,7 +119,7 @@ protected:
 
   std::int64_t clock = may_first_2024;
   resource_type gpu_resets{"vigil.dev", "v1alpha1", "gpuresets", "GPUReset",
-                           true,        true,       {"gr"}};
+                           true,        true,       {"gr"},      true};
   object_store store;
 };
 

@@ -77,6 +77,11 @@ TEST_F(kube_store, a_created_crd_serves_its_resource) {
   EXPECT_EQ(created["status"]["storedVersions"], json::array({"v1"}));
   create(*widgets, "team", {{"metadata", {{"name", "w1"}}}, {"spec", json::object()}});
   EXPECT_TRUE(exists(*widgets, "team", "w1"));
+  // A custom resource's LIST items keep their kind and apiVersion.
+  auto listed = store.list(*widgets, "team", {});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ((*listed.value)["items"][0]["kind"], "Widget");
+  EXPECT_EQ((*listed.value)["items"][0]["apiVersion"], "example.com/v1");
 
   auto misnamed = crd;
   misnamed["metadata"]["name"] = "gadgets.example.com";
@@ -166,6 +171,13 @@ TEST_F(kube_store, resource_version_increases_per_change_and_lists_report_it) {
   EXPECT_EQ((*list.value)["apiVersion"], "v1");
   EXPECT_EQ((*list.value)["metadata"]["resourceVersion"], "3");
   EXPECT_EQ(names_of(*list.value), (strings{"node-a", "node-b"}));
+  // As kube-apiserver's: a built-in type's LIST items have no kind and no
+  // apiVersion (kubernetes/kubernetes#3030); a GET's object has both.
+  for (const auto& item : (*list.value)["items"]) {
+    EXPECT_FALSE(item.contains("kind"));
+    EXPECT_FALSE(item.contains("apiVersion"));
+  }
+  EXPECT_EQ(node["kind"], "Node");
   // An update that changes nothing writes nothing.
   auto same = store.update(nodes(), "", "node-a", *updated.value, false);
   EXPECT_EQ((*same.value)["metadata"]["resourceVersion"], "3");
