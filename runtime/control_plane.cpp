@@ -1,5 +1,7 @@
 #include "runtime/control_plane.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "actors/control/auth/authenticator.hpp"
@@ -259,6 +261,15 @@ spawn_control_plane(caf::actor_system& system, const vigil_config& config,
   lease.duration = std::chrono::seconds{cc.lease_seconds};
   lease.renew_deadline = std::chrono::seconds{cc.renew_deadline_seconds};
   lease.retry_period = std::chrono::seconds{cc.retry_period_seconds};
+  // Each elector waits twice at the stop (a request in flight, then its
+  // release), and the supervisor stops them one after the other (sharded,
+  // the leader and the shard elector): together they take at most half the
+  // shutdown grace, and the components stopped after them keep the rest.
+  // (1 ms at least: a timeout of 0 would not even send the release.)
+  const auto waits = sharded ? 4 : 2;
+  lease.exit_wait =
+    std::clamp(std::chrono::milliseconds{config.runtime.shutdown_grace_ms / (2 * waits)},
+               std::chrono::milliseconds{1}, lease.exit_wait);
 
   control_plane plane;
   auto& actors = plane.actors;

@@ -31,6 +31,9 @@ struct leader_state {
   /// Set by the exit message: the actor no longer leads, looks or renews,
   /// and quits with this reason once it has given the Lease up.
   std::optional<caf::error> exiting;
+  /// The release is written (or there was none to write): answers to
+  /// earlier requests are dropped.
+  bool releasing = false;
   std::uint64_t acquisitions = 0;
   static inline const char* name = "leader";
 };
@@ -40,8 +43,8 @@ using leader_actor = caf::stateful_actor<leader_state, observed<caf::event_based
 /// Looks at the Lease every retry_period; subscribers get (leader_atom, bool)
 /// on every change. (summary_atom) → JSON {leading, holder, acquisitions}.
 /// On an exit message it stops leading at once, waits for a Lease request
-/// already in flight, releases the Lease if it holds it (best effort), then
-/// quits.
+/// already in flight (for config.exit_wait at most), releases the Lease if it
+/// holds it (best effort, config.exit_wait at most), then quits.
 caf::behavior leader_elector(leader_actor* self, control::lease_config config,
                              kube_gateway_handle gateway,
                              std::vector<caf::actor> subscribers,

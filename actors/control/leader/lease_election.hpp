@@ -28,6 +28,13 @@ struct lease_config {
   std::chrono::seconds renew_deadline{10};
   /// How often candidates and the holder look at the Lease.
   std::chrono::seconds retry_period{2};
+  /// At shutdown: how long a Lease request already in flight is waited for
+  /// before the release is written anyway (from the Lease last seen), and
+  /// how long the release may take before the elector quits without its
+  /// answer. Both together stay inside the process's shutdown grace
+  /// (runtime.shutdown_grace_ms), so the components stopped after the
+  /// elector (the journal) are not cut short by it.
+  std::chrono::milliseconds exit_wait{2000};
 };
 
 /// The Lease as read from the API server.

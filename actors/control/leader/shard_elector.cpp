@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/control/leader/shard_assignment.hpp"
+#include "actors/protocol/atoms.hpp"
 #include "actors/protocol/control_messages.hpp"
 #include "runtime/logging.hpp"
 
@@ -70,14 +71,28 @@ void release_all(shard_elector_actor* self);
 // An answer that comes back once the elector is shutting down: what it says
 // of the Leases was kept by the caller (a release must carry the newest
 // resourceVersion, and a shard just acquired is ours to give up); nothing
-// else is done with it, and the last one out writes the releases.
+// else is done with it, and the last one out writes the releases (unless
+// exit_wait ran out first and they are on their way already).
 bool answered_while_exiting(shard_elector_actor* self) {
   auto& st = self->state;
   if (!st.exiting)
     return false;
-  if (st.in_flight == 0)
+  if (st.in_flight == 0 && !st.releasing)
     release_all(self);
   return true;
+}
+
+// A request that got no answer at all (the gateway is gone): nothing is
+// learnt of the Lease; like a failed request, it counts towards the renew
+// deadlines, and shutting down, its Lease is released as last seen.
+void request_lost(shard_elector_actor* self, const std::string& what,
+                  const caf::error& err) {
+  auto& st = self->state;
+  --st.in_flight;
+  if (answered_while_exiting(self))
+    return;
+  logger()->warn("{} got no answer: {}", what, caf::to_string(err));
+  check_deadlines(self);
 }
 
 void write_shard(shard_elector_actor* self, const control::shard_step& step) {
@@ -87,38 +102,43 @@ void write_shard(shard_elector_actor* self, const control::shard_step& step) {
   ++st.in_flight;
   self
     ->request(st.gateway, caf::infinite, control::lease_write_request(config, step.write))
-    .then([=](const kube::kube_result& result) {
-      auto& st = self->state;
-      --st.in_flight;
-      if (result.ok())
-        if (auto written = control::read_lease(result.response().body))
-          st.leases[step.shard] = std::move(*written);
-      if (answered_while_exiting(self))
-        return;
-      if (!result.ok()) {
-        logger()->warn("Lease {}/{}: write failed: {}", config.ns, config.name,
-                       result.error().to_string());
-        return check_deadlines(self);
-      }
-      if (step.what == control::shard_step::kind::release) {
-        ++st.releases;
-        logger()->info("shard {} released for its preferred owner", step.shard);
-        return;
-      }
-      if (control::renew_deadline_passed(sent, st.config, st.time->wall_now())) {
-        logger()->warn("Lease {}/{}: write answered after the renew deadline; ignored",
-                       config.ns, config.name);
-        return check_deadlines(self);
-      }
-      const bool gained = st.held.count(step.shard) == 0;
-      st.held[step.shard] = sent;
-      if (gained) {
-        ++st.acquisitions;
-        logger()->warn("{} now acts on shard {} of {} (Lease {}/{})", st.config.identity,
-                       step.shard, st.shards, config.ns, config.name);
-        publish(self);
-      }
-    });
+    .then(
+      [=](const kube::kube_result& result) {
+        auto& st = self->state;
+        --st.in_flight;
+        if (result.ok())
+          if (auto written = control::read_lease(result.response().body))
+            st.leases[step.shard] = std::move(*written);
+        if (answered_while_exiting(self))
+          return;
+        if (!result.ok()) {
+          logger()->warn("Lease {}/{}: write failed: {}", config.ns, config.name,
+                         result.error().to_string());
+          return check_deadlines(self);
+        }
+        if (step.what == control::shard_step::kind::release) {
+          ++st.releases;
+          logger()->info("shard {} released for its preferred owner", step.shard);
+          return;
+        }
+        if (control::renew_deadline_passed(sent, st.config, st.time->wall_now())) {
+          logger()->warn("Lease {}/{}: write answered after the renew deadline; ignored",
+                         config.ns, config.name);
+          return check_deadlines(self);
+        }
+        const bool gained = st.held.count(step.shard) == 0;
+        st.held[step.shard] = sent;
+        if (gained) {
+          ++st.acquisitions;
+          logger()->warn("{} now acts on shard {} of {} (Lease {}/{})",
+                         st.config.identity, step.shard, st.shards, config.ns,
+                         config.name);
+          publish(self);
+        }
+      },
+      [=](const caf::error& err) {
+        request_lost(self, "Lease " + config.ns + "/" + config.name + ": write", err);
+      });
 }
 
 void write_member(shard_elector_actor* self,
@@ -134,18 +154,22 @@ void write_member(shard_elector_actor* self,
   }
   ++st.in_flight;
   self->request(st.gateway, caf::infinite, control::lease_write_request(config, step))
-    .then([=](const kube::kube_result& result) {
-      auto& st = self->state;
-      --st.in_flight;
-      if (result.ok())
-        if (auto written = control::read_lease(result.response().body))
-          st.member = std::move(*written);
-      if (answered_while_exiting(self))
-        return;
-      if (!result.ok())
-        logger()->warn("Lease {}/{}: write failed: {}", config.ns, config.name,
-                       result.error().to_string());
-    });
+    .then(
+      [=](const kube::kube_result& result) {
+        auto& st = self->state;
+        --st.in_flight;
+        if (result.ok())
+          if (auto written = control::read_lease(result.response().body))
+            st.member = std::move(*written);
+        if (answered_while_exiting(self))
+          return;
+        if (!result.ok())
+          logger()->warn("Lease {}/{}: write failed: {}", config.ns, config.name,
+                         result.error().to_string());
+      },
+      [=](const caf::error& err) {
+        request_lost(self, "Lease " + config.ns + "/" + config.name + ": write", err);
+      });
 }
 
 void look(shard_elector_actor* self) {
@@ -154,57 +178,63 @@ void look(shard_elector_actor* self) {
     return;
   ++st.in_flight;
   self->request(st.gateway, caf::infinite, control::lease_list_request(st.config))
-    .then([=](const kube::kube_result& result) {
-      auto& st = self->state;
-      --st.in_flight;
-      std::optional<lease_listing> listing;
-      if (result.ok()) {
-        listing = sort_leases(result.response().body, st.config, st.shards);
-        for (std::uint32_t i = 0; i < st.shards; ++i)
-          if (listing->shards[i])
-            st.leases[i] = *listing->shards[i];
-        if (listing->own_member)
-          st.member = *listing->own_member;
-      }
-      if (answered_while_exiting(self))
-        return;
-      if (!listing) {
-        logger()->warn("Leases in {}: list failed: {}", st.config.ns,
-                       result.error().to_string());
-        return check_deadlines(self);
-      }
-      for (const auto& problem : listing->problems)
-        logger()->warn("Leases in {}: {}", st.config.ns, problem);
-      const auto now = st.time->wall_now();
-      write_member(self, listing->own_member);
-      st.members = control::live_members(listing->members, now);
-      for (const auto& step :
-           control::plan_shards(listing->shards, st.members, st.config, now)) {
-        const auto& lease = listing->shards[step.shard];
-        switch (step.what) {
-          case control::shard_step::kind::release:
-            // Stop first: once the release is written, the preferred owner
-            // may start at its next look.
-            drop(self, step.shard, "another live replica is its preferred owner");
-            write_shard(self, step);
-            break;
-          case control::shard_step::kind::acquire:
-          case control::shard_step::kind::renew: write_shard(self, step); break;
-          case control::shard_step::kind::wait:
-          case control::shard_step::kind::none:
-            if (lease && lease->holder != st.config.identity)
-              drop(self, step.shard, "another replica holds its Lease");
-            break;
+    .then(
+      [=](const kube::kube_result& result) {
+        auto& st = self->state;
+        --st.in_flight;
+        std::optional<lease_listing> listing;
+        if (result.ok()) {
+          listing = sort_leases(result.response().body, st.config, st.shards);
+          for (std::uint32_t i = 0; i < st.shards; ++i)
+            if (listing->shards[i])
+              st.leases[i] = *listing->shards[i];
+          if (listing->own_member)
+            st.member = *listing->own_member;
         }
-      }
-    });
+        if (answered_while_exiting(self))
+          return;
+        if (!listing) {
+          logger()->warn("Leases in {}: list failed: {}", st.config.ns,
+                         result.error().to_string());
+          return check_deadlines(self);
+        }
+        for (const auto& problem : listing->problems)
+          logger()->warn("Leases in {}: {}", st.config.ns, problem);
+        const auto now = st.time->wall_now();
+        write_member(self, listing->own_member);
+        st.members = control::live_members(listing->members, now);
+        for (const auto& step :
+             control::plan_shards(listing->shards, st.members, st.config, now)) {
+          const auto& lease = listing->shards[step.shard];
+          switch (step.what) {
+            case control::shard_step::kind::release:
+              // Stop first: once the release is written, the preferred owner
+              // may start at its next look.
+              drop(self, step.shard, "another live replica is its preferred owner");
+              write_shard(self, step);
+              break;
+            case control::shard_step::kind::acquire:
+            case control::shard_step::kind::renew: write_shard(self, step); break;
+            case control::shard_step::kind::wait:
+            case control::shard_step::kind::none:
+              if (lease && lease->holder != st.config.identity)
+                drop(self, step.shard, "another replica holds its Lease");
+              break;
+          }
+        }
+      },
+      [=](const caf::error& err) {
+        request_lost(self, "Leases in " + self->state.config.ns + ": list", err);
+      });
 }
 
-// Shutdown, once no request of a look is in flight: every shard Lease this
-// replica holds and its member Lease are given up so the others need not
-// wait out the duration; then it quits with the exit reason.
+// Shutdown, once no request of a look is in flight (or exit_wait ran out
+// first): every shard Lease this replica holds and its member Lease are
+// given up so the others need not wait out the duration; then, once all are
+// answered or exit_wait has passed, it quits with the exit reason.
 void release_all(shard_elector_actor* self) {
   auto& st = self->state;
+  st.releasing = true;
   const auto reason = *st.exiting;
   const auto now = st.time->wall_now();
   std::vector<std::pair<control::lease_config, control::lease_step>> writes;
@@ -222,17 +252,24 @@ void release_all(shard_elector_actor* self) {
       self->quit(reason);
   };
   for (const auto& [config, step] : writes)
-    self->request(st.gateway, caf::infinite, control::lease_write_request(config, step))
+    self
+      ->request(st.gateway, st.config.exit_wait,
+                control::lease_write_request(config, step))
       .then([=](const kube::kube_result&) { one_done(); },
-            [=](const caf::error&) { one_done(); });
+            [=, name = config.name](const caf::error& err) {
+              logger()->warn("Lease {} not released: {}", name, caf::to_string(err));
+              one_done();
+            });
 }
 
 // The exit message: stop acting on every shard at once (the subscribers are
 // told before anything is written), then release. The requests of a look
 // in flight are waited for: they may change a Lease's resourceVersion (a
 // release beside them would be refused as a conflict), and answered later
-// they must not hand a replica that is shutting down a shard again. A
-// second exit message changes nothing.
+// they must not hand a replica that is shutting down a shard again. They
+// are waited for exit_wait at most (the shutdown grace is shared with the
+// components stopped after this one). A second exit message changes
+// nothing.
 void begin_exit(shard_elector_actor* self, caf::error reason) {
   auto& st = self->state;
   if (st.exiting)
@@ -243,7 +280,8 @@ void begin_exit(shard_elector_actor* self, caf::error reason) {
     publish(self);
   }
   if (st.in_flight == 0)
-    release_all(self);
+    return release_all(self);
+  self->delayed_send(self, st.config.exit_wait, exit_wait_atom::value);
 }
 
 std::optional<std::uint32_t> shard_number(const std::string& name,
@@ -319,6 +357,15 @@ caf::behavior shard_elector(shard_elector_actor* self, control::lease_config con
       check_deadlines(self);
       look(self);
       self->delayed_send(self, self->state.config.retry_period, reconcile_atom::value);
+    },
+    [=](exit_wait_atom) {
+      auto& st = self->state;
+      if (!st.exiting || st.releasing)
+        return;
+      logger()->warn("{} Lease request(s) still unanswered {} ms into the stop; "
+                     "releasing from the Leases last seen",
+                     st.in_flight, st.config.exit_wait.count());
+      release_all(self);
     },
     [=](summary_atom) {
       auto& st = self->state;

@@ -49,6 +49,9 @@ struct shard_elector_state {
   /// Set by the exit message: nothing is acted on, looked at or renewed any
   /// more; the Leases are released once in_flight is 0, then it quits.
   std::optional<caf::error> exiting;
+  /// The releases are written: answers to earlier requests are not acted
+  /// on (what they say of a Lease is still kept, unused).
+  bool releasing = false;
   std::uint64_t acquisitions = 0;
   std::uint64_t releases = 0;
   std::uint64_t expiries = 0; ///< shards dropped at their renew deadline
@@ -61,8 +64,9 @@ using shard_elector_actor =
 /// Subscribers get (shards_atom, sorted shard numbers) on every change.
 /// (summary_atom) → JSON {identity, shards, held, members, acquisitions,
 /// releases, expiries}. On an exit message it stops acting on every shard at
-/// once, waits for the requests of a look in flight, releases the shard
-/// Leases and the member Lease it holds (best effort), then quits.
+/// once, waits for the requests of a look in flight (config.exit_wait at
+/// most), releases the shard Leases and the member Lease it holds (best
+/// effort, config.exit_wait at most), then quits.
 caf::behavior shard_elector(shard_elector_actor* self, control::lease_config config,
                             std::uint32_t shards, kube_gateway_handle gateway,
                             std::vector<caf::actor> subscribers,

@@ -124,6 +124,13 @@ behavior shard_record(stateful_actor<shard_record_state>* self, std::string) {
   };
 }
 
+// Set when `whom` has quit (the flag must outlive the actor).
+std::shared_ptr<bool> quit_flag(const actor& whom) {
+  auto quit = std::make_shared<bool>(false);
+  whom->attach_functor([quit](const error&) { *quit = true; });
+  return quit;
+}
+
 // The Lease settings of replica `identity`, the defaults otherwise.
 control::lease_config replica(const std::string& identity) {
   control::lease_config config;
@@ -131,9 +138,25 @@ control::lease_config replica(const std::string& identity) {
   return config;
 }
 
+struct leader_fixture : control_fixture {
+  control::lease_config lease = replica("replica-a");
+  // replica-a's leader elector, on `path` to the API server (the gateway, or
+  // a wrapper that holds or cuts its requests), started with the control
+  // plane; it has taken the Lease when this returns.
+  actor spawn_leader(const kube_gateway_handle& path) {
+    elected = true;
+    start();
+    auto elector =
+      sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
+    sched.run();
+    list_nodes();
+    return elector;
+  }
+};
+
 } // namespace
 
-CAF_TEST_FIXTURE_SCOPE(control_leader_tests, control_fixture)
+CAF_TEST_FIXTURE_SCOPE(control_leader_tests, leader_fixture)
 
 CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
   // replica-b holds a fresh Lease (renewed "now" on the virtual clock).
@@ -150,8 +173,6 @@ CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
   CAF_REQUIRE(store->create(*leases, "vigil", lease_of("replica-b")).ok());
   elected = true;
   start();
-  control::lease_config lease;
-  lease.identity = "replica-a";
   auto elector =
     sys.spawn(leader_elector, lease, gateway, std::vector<actor>{fleet, ingest}, time);
   sched.run();
@@ -191,15 +212,8 @@ CAF_TEST(only_the_lease_holder_acts_and_a_standby_takes_over_an_expired_lease) {
 // on its own clock, before its Lease can expire and a successor start, even
 // though its Lease request never comes back; healed, it leads again.
 CAF_TEST(a_partitioned_leader_stops_at_its_renew_deadline) {
-  elected = true;
-  start();
   auto path = sys.spawn(partitionable, gateway);
-  control::lease_config lease;
-  lease.identity = "replica-a";
-  auto elector =
-    sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
-  sched.run();
-  list_nodes();
+  auto elector = spawn_leader(path);
   auto leading = [&] {
     auto summary = json::parse(ask(elector, summary_atom::value));
     return summary["leading"].get<bool>();
@@ -228,14 +242,7 @@ CAF_TEST(a_partitioned_leader_stops_at_its_renew_deadline) {
 }
 
 CAF_TEST(a_leader_creates_the_lease_and_releases_it_when_it_stops) {
-  elected = true;
-  start();
-  control::lease_config lease;
-  lease.identity = "replica-a";
-  auto elector =
-    sys.spawn(leader_elector, lease, gateway, std::vector<actor>{fleet, ingest}, time);
-  sched.run();
-  list_nodes();
+  auto elector = spawn_leader(gateway);
   const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
   auto created = *store->get(*leases, "vigil", "vigil-control").value;
   CAF_CHECK_EQUAL(created["spec"]["holderIdentity"], "replica-a");
@@ -256,15 +263,9 @@ CAF_TEST(a_leader_creates_the_lease_and_releases_it_when_it_stops) {
 // next tick found the Lease still its own, renewed it and led again, its
 // fleet acting while the process shut down and the successor left waiting.
 CAF_TEST(a_stopping_leader_does_not_lead_again_while_its_release_is_answered) {
-  elected = true;
-  start();
   auto path = sys.spawn(write_holding, gateway);
-  control::lease_config lease;
-  lease.identity = "replica-a";
-  auto elector =
-    sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
-  sched.run();
-  list_nodes();
+  lease.exit_wait = std::chrono::seconds{10}; // three ticks with the release out
+  auto elector = spawn_leader(path);
   // (Named values: CAF's checks keep references to their operands.)
   auto leading = [&] {
     return json::parse(ask(elector, summary_atom::value))["leading"].get<bool>();
@@ -298,15 +299,8 @@ CAF_TEST(a_stopping_leader_does_not_lead_again_while_its_release_is_answered) {
 // a conflict (the renewal had moved the resourceVersion) and the successor
 // waited out the whole duration.
 CAF_TEST(a_renewal_in_flight_at_the_stop_is_waited_for_and_then_released) {
-  elected = true;
-  start();
   auto path = sys.spawn(write_holding, gateway);
-  control::lease_config lease;
-  lease.identity = "replica-a";
-  auto elector =
-    sys.spawn(leader_elector, lease, path, std::vector<actor>{fleet, ingest}, time);
-  sched.run();
-  list_nodes();
+  auto elector = spawn_leader(path);
   anon_send(path, 100);
   advance(std::chrono::seconds{2}); // the next look: its renewal is held
   anon_send_exit(elector, exit_reason::user_shutdown);
@@ -318,6 +312,77 @@ CAF_TEST(a_renewal_in_flight_at_the_stop_is_waited_for_and_then_released) {
   CAF_CHECK_EQUAL(released["spec"]["holderIdentity"], "");
   anon_send_exit(path, exit_reason::user_shutdown);
   sched.run();
+}
+
+// A renewal that never comes back is waited for exit_wait, not for the
+// client's timeout: the shutdown grace is shared with the components
+// stopped after the elector. The release is then written from the Lease
+// last seen, and the renewal's late answer (a conflict now) changes nothing.
+CAF_TEST(a_renewal_unanswered_at_the_stop_is_waited_for_only_exit_wait) {
+  auto path = sys.spawn(write_holding, gateway);
+  auto elector = spawn_leader(path);
+  auto quit = quit_flag(elector);
+  anon_send(path, 1);
+  advance(std::chrono::seconds{2}); // the next look: its renewal is held
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+  auto holder = [&] {
+    return (*store->get(*leases, "vigil", "vigil-control")
+               .value)["spec"]["holderIdentity"]
+      .get<std::string>();
+  };
+  CAF_CHECK_EQUAL(holder(), "replica-a");
+  CAF_CHECK(!*quit);
+  advance(lease.exit_wait);
+  CAF_CHECK_EQUAL(holder(), "");
+  CAF_CHECK(*quit);
+  anon_send(path, 0); // the renewal arrives late, on the old resourceVersion
+  sched.run();
+  CAF_CHECK_EQUAL(holder(), "");
+  anon_send_exit(path, exit_reason::user_shutdown);
+  sched.run();
+}
+
+// A release that is never answered holds the stop up for exit_wait only.
+CAF_TEST(an_unanswered_release_holds_the_stop_up_for_exit_wait_only) {
+  auto path = sys.spawn(write_holding, gateway);
+  auto elector = spawn_leader(path);
+  auto quit = quit_flag(elector);
+  anon_send(path, 1); // the release
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
+  CAF_CHECK(!*quit);
+  advance(lease.exit_wait);
+  CAF_CHECK(*quit);
+  anon_send_exit(path, exit_reason::user_shutdown);
+  sched.run();
+}
+
+// A Lease request that gets no answer at all (the gateway is gone) counts
+// as a failed one: the leader stops at its renew deadline and stays up.
+// Before, the request had no error handler, and the elector quit with the
+// error, without a word in its log about the Lease.
+CAF_TEST(a_leader_whose_gateway_is_gone_stops_at_its_renew_deadline) {
+  auto path = sys.spawn(write_holding, gateway);
+  auto elector = spawn_leader(path);
+  auto quit = quit_flag(elector);
+  auto leading = [&] {
+    return json::parse(ask(elector, summary_atom::value))["leading"].get<bool>();
+  };
+  CAF_REQUIRE_EQUAL(leading(), true);
+  anon_send_exit(path, exit_reason::user_shutdown);
+  sched.run();
+  for (int second = 1; second <= 12; ++second) {
+    advance(std::chrono::seconds{1});
+    CAF_REQUIRE(!*quit);
+  }
+  CAF_CHECK_EQUAL(leading(), false);
+  auto fleet_summary = json::parse(ask(fleet, summary_atom::value)); // a named copy
+  CAF_CHECK_EQUAL(fleet_summary["standby"], true);
+  anon_send_exit(elector, exit_reason::user_shutdown);
+  sched.run();
+  CAF_CHECK(*quit);
 }
 
 // The same for the shard elector: stopping, it acts on no shard again while
@@ -351,6 +416,63 @@ CAF_TEST(a_stopping_shard_elector_takes_no_shard_again_while_it_releases) {
     CAF_REQUIRE(lease.ok());
     CAF_CHECK_EQUAL((*lease.value)["spec"]["holderIdentity"], "");
   }
+  anon_send_exit(record, exit_reason::user_shutdown);
+  anon_send_exit(path, exit_reason::user_shutdown);
+  sched.run();
+}
+
+// The shard elector's look held unanswered at the stop: after exit_wait
+// every shard Lease and the member Lease are released from the Leases last
+// seen, and the elector quits; the look's late renewals change nothing. A
+// gateway gone meanwhile leaves it up, stopping at its renew deadlines.
+CAF_TEST(a_shard_elector_waits_exit_wait_for_its_look_and_survives_a_lost_gateway) {
+  const std::uint32_t k = 3;
+  auto record = sys.spawn(shard_record, "replica-a");
+  auto held = [&] {
+    return deref<stateful_actor<shard_record_state>>(record).state.shards;
+  };
+  auto path = sys.spawn(write_holding, gateway);
+  auto config = replica("replica-a");
+  auto a = sys.spawn(shard_elector, config, k, path, std::vector<actor>{record}, time);
+  auto quit = quit_flag(a);
+  sched.run();
+  CAF_REQUIRE_EQUAL(held().size(), k);
+  anon_send(path, static_cast<int>(k) + 1); // the look's member and shard renewals
+  advance(std::chrono::seconds{2});
+  anon_send_exit(a, exit_reason::user_shutdown);
+  sched.run();
+  CAF_CHECK(held().empty());
+  CAF_CHECK(!*quit);
+  advance(config.exit_wait);
+  CAF_CHECK(*quit);
+  anon_send(path, 0); // the renewals arrive late, on old resourceVersions
+  sched.run();
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+  auto holder = [&](const std::string& name) {
+    return (*store->get(*leases, "vigil", name).value)["spec"]["holderIdentity"]
+      .get<std::string>();
+  };
+  for (std::uint32_t i = 0; i < k; ++i)
+    CAF_CHECK_EQUAL(holder(control::shard_lease_name("vigil-control", i)), "");
+  CAF_CHECK_EQUAL(holder(control::member_lease_name("vigil-control", "replica-a")), "");
+  // Another elector whose gateway goes away: its requests fail, it stays
+  // up and drops every shard at the renew deadline.
+  auto lost = sys.spawn(write_holding, gateway);
+  auto b = sys.spawn(shard_elector, replica("replica-b"), k, lost,
+                     std::vector<actor>{record}, time);
+  auto b_quit = quit_flag(b);
+  sched.run();
+  CAF_REQUIRE_EQUAL(held().size(), k);
+  anon_send_exit(lost, exit_reason::user_shutdown);
+  sched.run();
+  for (int second = 1; second <= 12; ++second) {
+    advance(std::chrono::seconds{1});
+    CAF_REQUIRE(!*b_quit);
+  }
+  CAF_CHECK(held().empty());
+  anon_send_exit(b, exit_reason::user_shutdown);
+  sched.run();
+  CAF_CHECK(*b_quit);
   anon_send_exit(record, exit_reason::user_shutdown);
   anon_send_exit(path, exit_reason::user_shutdown);
   sched.run();
