@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -333,5 +334,20 @@ struct pq_session_limits {
 
 expected<std::unique_ptr<journal_store>>
 make_pq_journal_store(const std::string& url, pq_session_limits limits = {});
+
+/// The libpq connection parameters vigil sets when nobody else did (a connect
+/// timeout, TCP keepalives, a TCP user timeout: journal_store_pq.cpp says
+/// why), as keyword and value, less each keyword in `set_elsewhere`. The
+/// URL's own parameters win over these in any case.
+std::vector<std::pair<std::string, std::string>>
+pq_connection_defaults(const std::set<std::string>& set_elsewhere);
+
+/// The libpq keywords the environment sets for every connection (its PG*
+/// variables, PGCONNECT_TIMEOUT among them, and a service file named by
+/// PGSERVICE), as libpq's PQconndefaults reports them, less the values
+/// compiled into libpq. vigil's defaults leave these alone: libpq reads the
+/// environment only for what the program did not pass. (A URL naming a
+/// service of its own with PGSERVICE also set: this reports PGSERVICE's.)
+std::set<std::string> pq_keywords_set_by_environment();
 
 } // namespace vigil

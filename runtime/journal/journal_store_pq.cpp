@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/journal/journal_schema.hpp"
@@ -267,19 +270,26 @@ std::string copy_rows(const std::vector<const journal_record*>& rows,
   return data;
 }
 
-// What vigil asks of the connection itself unless the URL says otherwise
-// (libpq reads these before the URL, expanded from the dbname entry, so each
-// of the URL's own parameters wins): give up a connection attempt after 10 s,
+// What vigil asks of the connection itself unless the URL or the
+// environment says otherwise (libpq reads these before the URL, expanded from
+// the dbname entry, so each of the URL's own parameters wins; a keyword that
+// PGCONNECT_TIMEOUT or the service file PGSERVICE names sets is not passed,
+// since libpq would not read the environment for it; a service named by the
+// URL's own `service` parameter is read after these, so its settings of
+// these keywords belong in the URL instead): give up a connection attempt after 10 s,
 // and notice a database host that vanished without closing the connection
 // within about 25 s whether the socket is idle (TCP keepalives: 10 s idle,
 // then 3 probes 5 s apart) or has data unacknowledged (tcp_user_timeout).
 // Without them a black-holed host kept the journal writer blocked for as
 // long as the kernel's retransmissions last (about 15 minutes on Linux).
-constexpr std::array<const char*, 6> connection_keywords = {
-  "connect_timeout",     "keepalives",       "keepalives_idle",
-  "keepalives_interval", "keepalives_count", "tcp_user_timeout"};
-constexpr std::array<const char*, 6> connection_defaults = {"10", "1", "10",
-                                                            "5",  "3", "25000"};
+constexpr std::array<std::pair<const char*, const char*>, 6> connection_defaults = {{
+  {"connect_timeout", "10"},
+  {"keepalives", "1"},
+  {"keepalives_idle", "10"},
+  {"keepalives_interval", "5"},
+  {"keepalives_count", "3"},
+  {"tcp_user_timeout", "25000"},
+}};
 
 // pq_session_limits applied to the settings still at PostgreSQL's default
 // (pg_settings.source): an operator's choice anywhere else stays.
@@ -314,12 +324,16 @@ public:
     if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK)
       return ok();
     close();
-    std::array<const char*, connection_keywords.size() + 2> keywords{};
-    std::array<const char*, connection_keywords.size() + 2> values{};
-    std::copy(connection_keywords.begin(), connection_keywords.end(), keywords.begin());
-    std::copy(connection_defaults.begin(), connection_defaults.end(), values.begin());
-    keywords[connection_keywords.size()] = "dbname"; // the URL, expanded
-    values[connection_keywords.size()] = url_.c_str();
+    const auto defaults = pq_connection_defaults(pq_keywords_set_by_environment());
+    std::vector<const char*> keywords, values;
+    for (const auto& [keyword, value] : defaults) {
+      keywords.push_back(keyword.c_str());
+      values.push_back(value.c_str());
+    }
+    keywords.push_back("dbname"); // the URL, expanded
+    values.push_back(url_.c_str());
+    keywords.push_back(nullptr);
+    values.push_back(nullptr);
     conn_ = PQconnectdbParams(keywords.data(), values.data(), 1);
     if (PQstatus(conn_) != CONNECTION_OK) {
       auto err = failure{description_, "cannot connect: " + last_error()};
@@ -879,6 +893,32 @@ private:
 };
 
 } // namespace
+
+std::vector<std::pair<std::string, std::string>>
+pq_connection_defaults(const std::set<std::string>& set_elsewhere) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [keyword, value] : connection_defaults)
+    if (set_elsewhere.count(keyword) == 0)
+      out.emplace_back(keyword, value);
+  return out;
+}
+
+std::set<std::string> pq_keywords_set_by_environment() {
+  std::set<std::string> out;
+  PQconninfoOption* defaults = PQconndefaults();
+  if (defaults == nullptr) // out of memory: vigil's defaults, then
+    return out;
+  // PQconndefaults also reports libpq's compiled-in defaults (port, sslmode
+  // and more) and the OS user: a value equal to the compiled one is not the
+  // environment's.
+  for (const auto* option = defaults; option->keyword != nullptr; ++option)
+    if (option->val != nullptr && *option->val != '\0'
+        && (option->compiled == nullptr
+            || std::strcmp(option->val, option->compiled) != 0))
+      out.insert(option->keyword);
+  PQconninfoFree(defaults);
+  return out;
+}
 
 expected<std::unique_ptr<journal_store>> make_pq_journal_store(const std::string& url,
                                                                pq_session_limits limits) {

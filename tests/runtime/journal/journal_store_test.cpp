@@ -3,6 +3,10 @@
 #include "runtime/journal/journal_store.hpp"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -725,6 +729,72 @@ TEST_F(pq_session_limits_test, an_operators_own_timeout_is_kept) {
   ASSERT_FALSE(waited.has_value());
   EXPECT_NE(waited.error().what.find("lock timeout"), std::string::npos)
     << waited.error().to_string();
+}
+
+// Sets an environment variable (nullopt: unsets it) for one scope.
+class scoped_env {
+public:
+  scoped_env(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* before = std::getenv(name))
+      before_ = before;
+    set(value);
+  }
+  ~scoped_env() { set(before_); }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+private:
+  void set(const std::optional<std::string>& value) {
+    if (value)
+      ::setenv(name_, value->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  const char* name_;
+  std::optional<std::string> before_;
+};
+
+// vigil's libpq connection defaults give way to an operator's environment:
+// libpq reads PGCONNECT_TIMEOUT (or a service file named by PGSERVICE) only
+// for a keyword the program did not pass, so vigil's connect_timeout of 10 s
+// used to override it.
+TEST(journal_store_url, connection_defaults_leave_what_the_environment_sets) {
+  const auto all = pq_connection_defaults({});
+  const std::vector<std::pair<std::string, std::string>> expected = {
+    {"connect_timeout", "10"}, {"keepalives", "1"},
+    {"keepalives_idle", "10"}, {"keepalives_interval", "5"},
+    {"keepalives_count", "3"}, {"tcp_user_timeout", "25000"}};
+  EXPECT_EQ(all, expected);
+  const auto left = pq_connection_defaults({"connect_timeout", "keepalives_idle"});
+  ASSERT_EQ(left.size(), all.size() - 2);
+  for (const auto& [keyword, value] : left)
+    EXPECT_TRUE(keyword != "connect_timeout" && keyword != "keepalives_idle") << keyword;
+  {
+    // Nothing set: every one of vigil's defaults is passed (libpq compiles
+    // in none of them).
+    scoped_env timeout{"PGCONNECT_TIMEOUT", std::nullopt};
+    scoped_env service{"PGSERVICE", std::nullopt};
+    EXPECT_EQ(pq_connection_defaults(pq_keywords_set_by_environment()), all);
+  }
+  {
+    scoped_env timeout{"PGCONNECT_TIMEOUT", "3"};
+    scoped_env service{"PGSERVICE", std::nullopt};
+    const auto passed = pq_connection_defaults(pq_keywords_set_by_environment());
+    EXPECT_EQ(passed, pq_connection_defaults({"connect_timeout"}));
+  }
+  {
+    const auto file = testing::TempDir() + "vigil-pg_service.conf";
+    {
+      std::ofstream out(file);
+      out << "[vigil-journal]\nkeepalives_idle=30\ntcp_user_timeout=60000\n";
+    }
+    scoped_env timeout{"PGCONNECT_TIMEOUT", std::nullopt};
+    scoped_env service_file{"PGSERVICEFILE", file};
+    scoped_env service{"PGSERVICE", std::string{"vigil-journal"}};
+    const auto passed = pq_connection_defaults(pq_keywords_set_by_environment());
+    EXPECT_EQ(passed, pq_connection_defaults({"keepalives_idle", "tcp_user_timeout"}));
+    std::remove(file.c_str());
+  }
 }
 
 TEST(journal_store_url, unreachable_database_fails_open_with_its_address) {
