@@ -192,12 +192,44 @@ watch_decoder_handle spawn_decoder(kube_gateway_actor* self) {
   return decoder;
 }
 
-// Ends a watch: its stream, its decoder, its subscription.
+bool watches_anything(const kube_gateway_state& st, const caf::actor_addr& subscriber) {
+  return std::any_of(st.watches.begin(), st.watches.end(), [&](const auto& watch) {
+    return watch.second.subscriber.address() == subscriber;
+  });
+}
+
+// Ends a watch: its stream, its decoder, its subscription, and the monitor
+// on its subscriber once that was its last watch.
 void end_watch(kube_gateway_actor* self,
                std::map<std::uint64_t, watch_subscription>::iterator it) {
   self->state.client->stop_watch(it->second.stream);
   caf::anon_send_exit(it->second.decoder, caf::exit_reason::user_shutdown);
+  const auto subscriber = it->second.subscriber;
   self->state.watches.erase(it);
+  if (subscriber && !watches_anything(self->state, subscriber.address()))
+    self->demonitor(subscriber.address());
+}
+
+// A subscriber gone without unwatching (it failed, or quit on its own): its
+// watches end with it, stream and decoder included (a subscriber gone while
+// a page of its list was with it also fails that request: hand_page's error
+// handler, which finds the watch ended already). Left open, each would
+// hold a connection to the API server for good, and a subscriber restarted
+// in a loop would pile them up. True if it had any.
+bool end_watches_of(kube_gateway_actor* self, const caf::actor_addr& gone) {
+  auto& watches = self->state.watches;
+  bool any = false;
+  for (auto it = watches.begin(); it != watches.end();) {
+    auto next = std::next(it);
+    if (it->second.subscriber.address() == gone) {
+      component_logger("gateway")->info("watch {}: its subscriber is gone; ended",
+                                        it->second.spec.resource.plural);
+      end_watch(self, it);
+      any = true;
+    }
+    it = next;
+  }
+  return any;
 }
 
 // One decoded line of a watch stream: forward it, remember its
@@ -284,10 +316,13 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
   // every open watch) is destroyed when the actor exits, and each watch's
   // decoder, monitoring the gateway, quits then.
   //
-  // A decoder that died while its watch is open (ended watches' decoders
+  // A subscriber that is gone ends its watches (end_watches_of). A decoder
+  // that died while its watch is open (ended watches' decoders
   // are gone from the state first) is replaced, and the watch resumed from
   // its last resourceVersion: lines it had not passed on are read again.
   self->set_down_handler([=](const caf::down_msg& down) {
+    if (end_watches_of(self, down.source))
+      return;
     for (auto& [id, sub] : self->state.watches) {
       if (sub.decoder.address() != down.source)
         continue;
@@ -330,6 +365,10 @@ kube_gateway_io::behavior_type kube_gateway(kube_gateway_actor* self,
       watch_subscription sub;
       sub.spec = std::move(spec);
       sub.subscriber = caf::actor_cast<kube_watch_subscriber>(self->current_sender());
+      // Once per subscriber, however many watches it has (the fleet watches
+      // again at every leadership and shard change).
+      if (sub.subscriber && !watches_anything(self->state, sub.subscriber.address()))
+        self->monitor(sub.subscriber);
       sub.decoder = spawn_decoder(self);
       self->state.watches.emplace(id, std::move(sub));
       start_list(self, id);

@@ -77,6 +77,15 @@ protected:
     return out;
   }
 
+  // Actors end asynchronously: looks again every 10 ms, for 10 s at most
+  // (CAF's await_running_count_equal waits only for 0 or 1).
+  std::size_t running_becomes(caf::scoped_actor& self, std::size_t expected) {
+    auto& registry = system_.registry();
+    for (int i = 0; i < 1000 && registry.running() != expected; ++i)
+      self->receive(caf::after(10ms) >> [] {});
+    return registry.running();
+  }
+
   caf::actor_system_config config_;
   caf::actor_system system_{config_};
   std::unique_ptr<kube::kube_test_server> server_;
@@ -254,18 +263,49 @@ TEST_F(gateway_test, a_watchs_decoder_ends_with_its_watch_and_with_the_gateway) 
   for (int seen = 0; seen < 2; ++seen)
     EXPECT_EQ(next_event(self).type, "ADDED");
 
-  // Actors end asynchronously: look again every 10 ms, for 10 s at most
-  // (CAF's await_running_count_equal waits only for 0 or 1).
-  auto running_becomes = [&](std::size_t expected) {
-    for (int i = 0; i < 1000 && registry.running() != expected; ++i)
-      self->receive(caf::after(10ms) >> [] {});
-    return registry.running();
-  };
   self->send(gateway_, unwatch_atom::value, first);
-  EXPECT_EQ(running_becomes(before + 1), before + 1);
+  EXPECT_EQ(running_becomes(self, before + 1), before + 1);
   caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
   // The gateway and its last decoder.
-  EXPECT_EQ(running_becomes(before - 1), before - 1);
+  EXPECT_EQ(running_becomes(self, before - 1), before - 1);
+}
+
+// A subscriber that quits without unwatching takes its watch with it: the
+// watch's decoder ends, and its stream is stopped with it (end_watch).
+// Before, both stayed for as long as the gateway lived, and a subscriber
+// restarted in a loop piled up connections to the API server.
+TEST_F(gateway_test, a_watch_ends_with_its_subscriber) {
+  auto& registry = system_.registry();
+  caf::scoped_actor self{system_};
+  const auto before = registry.running();
+  auto watcher = [](caf::event_based_actor* sub, kube_gateway_handle gateway,
+                    caf::actor told) -> caf::behavior {
+    kube_watch_spec all_nodes;
+    all_nodes.resource = nodes;
+    sub->request(gateway, 10s, watch_atom::value, all_nodes).then([](std::uint64_t) {});
+    return {
+      [=](const kube_watch_event& event) {
+        if (event.type != "LISTED")
+          return;
+        sub->send(told, event.type);
+        sub->quit();
+      },
+    };
+  };
+  auto subscriber = system_.spawn(watcher, gateway_, caf::actor{self});
+  self->monitor(subscriber);
+  std::string listed;
+  self->receive([&](const std::string& type) { listed = type; },
+                caf::after(10s) >> [] { ADD_FAILURE() << "nothing listed"; });
+  EXPECT_EQ(listed, "LISTED");
+  self->receive([](const caf::down_msg&) {},
+                caf::after(10s) >>
+                  [] { ADD_FAILURE() << "the subscriber did not quit"; });
+  // Neither the subscriber nor the watch's decoder (ended with its stream).
+  EXPECT_EQ(running_becomes(self, before), before);
+  // The gateway goes on serving the others.
+  watch_all_nodes(self);
+  EXPECT_EQ(next_event(self).type, "LISTED");
 }
 
 } // namespace
