@@ -2,6 +2,9 @@
 #define CAF_TEST_NO_MAIN
 #include <caf/test/unit_test_impl.hpp>
 
+#include "runtime/stdlib_workarounds.hpp"
+
 int main(int argc, char** argv) {
+  vigil::fill_ctype_tables();
   return caf::test::main(argc, argv);
 }

@@ -27,6 +27,7 @@
 #include "runtime/sim/cluster_simulator.hpp"
 #include "runtime/sim/kube/kube_test_server.hpp"
 #include "runtime/sim/simulated_cluster.hpp"
+#include "runtime/stdlib_workarounds.hpp"
 #include "tests/chaos/chaos_audit.hpp"
 #include "tests/chaos/chaos_uplink.hpp"
 #include "tests/support/control_process.hpp"
@@ -450,6 +451,7 @@ int usage(const char* problem) {
 
 int main(int argc, char** argv) {
   using namespace vigil::chaos;
+  vigil::fill_ctype_tables();
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
