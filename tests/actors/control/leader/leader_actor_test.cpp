@@ -152,6 +152,13 @@ struct leader_fixture : control_fixture {
     list_nodes();
     return elector;
   }
+  // The holderIdentity of Lease `name` as the API server has it.
+  std::string lease_holder(const std::string& name = "vigil-control") {
+    const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
+    auto lease = store->get(*leases, "vigil", name);
+    CAF_REQUIRE(lease.ok());
+    return (*lease.value)["spec"]["holderIdentity"].get<std::string>();
+  }
 };
 
 } // namespace
@@ -243,14 +250,13 @@ CAF_TEST(a_partitioned_leader_stops_at_its_renew_deadline) {
 
 CAF_TEST(a_leader_creates_the_lease_and_releases_it_when_it_stops) {
   auto elector = spawn_leader(gateway);
-  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
-  auto created = *store->get(*leases, "vigil", "vigil-control").value;
-  CAF_CHECK_EQUAL(created["spec"]["holderIdentity"], "replica-a");
+  CAF_CHECK_EQUAL(lease_holder(), "replica-a");
   post({xid("node-1", "GPU-a")});
   CAF_CHECK(cordoned("node-1"));
   // An orderly shutdown gives the Lease up: a successor takes it at once.
   anon_send_exit(elector, exit_reason::user_shutdown);
   sched.run();
+  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
   auto released = *store->get(*leases, "vigil", "vigil-control").value;
   CAF_CHECK_EQUAL(released["spec"]["holderIdentity"], "");
   auto step = control::next_lease_step(*control::read_lease(released.dump()),
@@ -286,9 +292,7 @@ CAF_TEST(a_stopping_leader_does_not_lead_again_while_its_release_is_answered) {
   CAF_CHECK_EQUAL(replies.back().http_status, 503);
   anon_send(path, 0); // the release goes through; the elector quits
   sched.run();
-  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
-  auto released = *store->get(*leases, "vigil", "vigil-control").value;
-  CAF_CHECK_EQUAL(released["spec"]["holderIdentity"], "");
+  CAF_CHECK_EQUAL(lease_holder(), "");
   CAF_CHECK(!cordoned("node-1"));
   anon_send_exit(path, exit_reason::user_shutdown);
   sched.run();
@@ -307,9 +311,7 @@ CAF_TEST(a_renewal_in_flight_at_the_stop_is_waited_for_and_then_released) {
   sched.run();
   anon_send(path, 0);
   sched.run();
-  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
-  auto released = *store->get(*leases, "vigil", "vigil-control").value;
-  CAF_CHECK_EQUAL(released["spec"]["holderIdentity"], "");
+  CAF_CHECK_EQUAL(lease_holder(), "");
   anon_send_exit(path, exit_reason::user_shutdown);
   sched.run();
 }
@@ -326,20 +328,14 @@ CAF_TEST(a_renewal_unanswered_at_the_stop_is_waited_for_only_exit_wait) {
   advance(std::chrono::seconds{2}); // the next look: its renewal is held
   anon_send_exit(elector, exit_reason::user_shutdown);
   sched.run();
-  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
-  auto holder = [&] {
-    return (*store->get(*leases, "vigil", "vigil-control")
-               .value)["spec"]["holderIdentity"]
-      .get<std::string>();
-  };
-  CAF_CHECK_EQUAL(holder(), "replica-a");
+  CAF_CHECK_EQUAL(lease_holder(), "replica-a");
   CAF_CHECK(!*quit);
   advance(lease.exit_wait);
-  CAF_CHECK_EQUAL(holder(), "");
+  CAF_CHECK_EQUAL(lease_holder(), "");
   CAF_CHECK(*quit);
   anon_send(path, 0); // the renewal arrives late, on the old resourceVersion
   sched.run();
-  CAF_CHECK_EQUAL(holder(), "");
+  CAF_CHECK_EQUAL(lease_holder(), "");
   anon_send_exit(path, exit_reason::user_shutdown);
   sched.run();
 }
@@ -409,13 +405,8 @@ CAF_TEST(a_stopping_shard_elector_takes_no_shard_again_while_it_releases) {
     advance(std::chrono::seconds{2});
     CAF_CHECK(held().empty());
   }
-  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
-  for (std::uint32_t i = 0; i < k; ++i) {
-    auto lease =
-      store->get(*leases, "vigil", control::shard_lease_name("vigil-control", i));
-    CAF_REQUIRE(lease.ok());
-    CAF_CHECK_EQUAL((*lease.value)["spec"]["holderIdentity"], "");
-  }
+  for (std::uint32_t i = 0; i < k; ++i)
+    CAF_CHECK_EQUAL(lease_holder(control::shard_lease_name("vigil-control", i)), "");
   anon_send_exit(record, exit_reason::user_shutdown);
   anon_send_exit(path, exit_reason::user_shutdown);
   sched.run();
@@ -447,14 +438,10 @@ CAF_TEST(a_shard_elector_waits_exit_wait_for_its_look_and_survives_a_lost_gatewa
   CAF_CHECK(*quit);
   anon_send(path, 0); // the renewals arrive late, on old resourceVersions
   sched.run();
-  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
-  auto holder = [&](const std::string& name) {
-    return (*store->get(*leases, "vigil", name).value)["spec"]["holderIdentity"]
-      .get<std::string>();
-  };
   for (std::uint32_t i = 0; i < k; ++i)
-    CAF_CHECK_EQUAL(holder(control::shard_lease_name("vigil-control", i)), "");
-  CAF_CHECK_EQUAL(holder(control::member_lease_name("vigil-control", "replica-a")), "");
+    CAF_CHECK_EQUAL(lease_holder(control::shard_lease_name("vigil-control", i)), "");
+  CAF_CHECK_EQUAL(lease_holder(control::member_lease_name("vigil-control", "replica-a")),
+                  "");
   // Another elector whose gateway goes away: its requests fail, it stays
   // up and drops every shard at the renew deadline.
   auto lost = sys.spawn(write_holding, gateway);
@@ -540,13 +527,8 @@ CAF_TEST(shards_spread_over_replicas_and_move_only_by_release_or_expiry) {
   anon_send_exit(a, exit_reason::user_shutdown);
   anon_send_exit(b, exit_reason::user_shutdown);
   sched.run();
-  const auto* leases = store->find_type("coordination.k8s.io", "v1", "leases");
-  for (std::uint32_t i = 0; i < k; ++i) {
-    auto lease =
-      store->get(*leases, "vigil", control::shard_lease_name("vigil-control", i));
-    CAF_REQUIRE(lease.ok());
-    CAF_CHECK_EQUAL((*lease.value)["spec"]["holderIdentity"], "");
-  }
+  for (std::uint32_t i = 0; i < k; ++i)
+    CAF_CHECK_EQUAL(lease_holder(control::shard_lease_name("vigil-control", i)), "");
   CAF_CHECK(held(record_a).empty());
   anon_send_exit(record_a, exit_reason::user_shutdown);
   anon_send_exit(record_b, exit_reason::user_shutdown);
