@@ -93,6 +93,14 @@ public:
     }
   }
 
+  // True once the child has printed a line containing `text`, looking first
+  // at what earlier waits read. For a line printed once per process whose
+  // place among the start-up lines is not fixed: a wait for another line may
+  // have read past it already.
+  bool printed(const std::string& text) {
+    return seen_.find(text) != std::string::npos || !wait_for(text).empty();
+  }
+
   // SIGTERM and the exit status of an orderly shutdown.
   int stop() {
     kill(pid_, SIGTERM);
