@@ -215,8 +215,18 @@ int run_process(const vigil_config& config, const component_starter& start) {
   return code;
 }
 
+api_client_limits lease_api_limits(std::uint32_t shards,
+                                   std::chrono::seconds retry_period) {
+  // The leader's GET and PUT, the shard elector's LIST and member Lease
+  // write, and one write per shard (none of its own when not sharded).
+  const double per_period = 4.0 + (shards > 1 ? shards : 0);
+  const double period = std::max<double>(1.0, double(retry_period.count()));
+  return {std::max(20.0, 2.0 * per_period / period), std::max(40.0, per_period)};
+}
+
 expected<api_server> connect_api_server(const std::string& kubeconfig,
                                         const api_client_limits& limits,
+                                        const api_client_limits& lease,
                                         std::optional<api_client_limits> janitor) {
   auto connection = kube::resolve_connection(kubeconfig, "", [](const std::string& name) {
     const char* v = std::getenv(name.c_str());
@@ -234,12 +244,7 @@ expected<api_server> connect_api_server(const std::string& kubeconfig,
   auto client = client_with(limits);
   if (!client)
     return client.error();
-  // A few requests per retry period: a Lease GET and PUT (the shard elector:
-  // a LIST and one write per shard held), far under this limit.
-  kube::kube_client_options lease_options;
-  lease_options.qps = 20;
-  lease_options.burst = 40;
-  auto coordination = kube::make_kube_client_curl(*connection, lease_options);
+  auto coordination = client_with(lease);
   if (!coordination)
     return coordination.error();
   api_server api{std::shared_ptr<kube::kube_client>(std::move(*client)),

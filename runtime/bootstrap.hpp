@@ -109,12 +109,24 @@ inline api_client_limits janitor_api_limits(const janitor_section& janitor) {
   return {double(janitor.kube_api_qps), double(janitor.kube_api_burst)};
 }
 
+/// The Leases' client limits for `shards` shards renewed every
+/// `retry_period`. Each retry period the leader elector reads and writes its
+/// Lease, and the shard elector lists the Leases, renews its member Lease
+/// and writes one Lease per shard it holds; one replica may hold every shard
+/// (the others down). The rate is twice that, so that a look's writes are
+/// out well inside the retry period, and the burst covers them all at once,
+/// so that the releases at exit leave within exit_wait. Never under 20 qps
+/// and a burst of 40 (what a single Lease needs, many times over).
+api_client_limits lease_api_limits(std::uint32_t shards,
+                                   std::chrono::seconds retry_period);
+
 /// Connects from `kubeconfig` (or the in-cluster ServiceAccount): the main
-/// client with `limits`, the Leases' client and, with `janitor` limits, the
-/// janitor's. Blocks the handled signals first: the clients' I/O threads
-/// must not receive them.
+/// client with `limits`, the Leases' client with `lease` limits and, with
+/// `janitor` limits, the janitor's. Blocks the handled signals first: the
+/// clients' I/O threads must not receive them.
 expected<api_server> connect_api_server(const std::string& kubeconfig,
                                         const api_client_limits& limits,
+                                        const api_client_limits& lease,
                                         std::optional<api_client_limits> janitor = {});
 
 /// $POD_NAME (the Deployment sets it from the downward API), else the host name.

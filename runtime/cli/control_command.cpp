@@ -95,6 +95,8 @@ int run_control(command_context& ctx) {
     janitor_limits = janitor_api_limits(config.janitor);
   auto api = connect_api_server(
     cc.kubeconfig, api_client_limits{double(cc.kube_api_qps), double(cc.kube_api_burst)},
+    lease_api_limits(cc.leader_election ? cc.shards : 1,
+                     std::chrono::seconds{cc.retry_period_seconds}),
     janitor_limits);
   if (!api)
     return fail(api.error());

@@ -36,8 +36,10 @@ int run_janitor(command_context& ctx) {
   auto listen = split_listen(config.janitor.listen, "janitor.listen");
   if (!listen)
     return fail(listen.error());
+  // The janitor holds no Lease: its Lease client stays idle.
   auto api =
-    connect_api_server(config.control.kubeconfig, janitor_api_limits(config.janitor));
+    connect_api_server(config.control.kubeconfig, janitor_api_limits(config.janitor),
+                       lease_api_limits(1, std::chrono::seconds{1}));
   if (!api)
     return fail(api.error());
   std::shared_ptr<kube::kube_client> kube_client = api->client;

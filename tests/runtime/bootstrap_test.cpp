@@ -73,6 +73,28 @@ TEST(bootstrap, a_cgroup_cpu_limit_is_read_as_whole_cpus_rounded_up) {
   EXPECT_EQ(cpus_of_cgroup_limit("0 100000"), std::nullopt);
 }
 
+// One replica may hold every shard: its look (a LIST, the member Lease, the
+// leader's Lease and a write per shard) must fit in the burst and take at most
+// half the retry period at the limiter's rate; many shards once made the
+// look outlast the renew deadline behind a fixed 20 qps.
+TEST(bootstrap, the_lease_client_renews_every_shard_well_inside_a_retry_period) {
+  for (std::uint32_t shards : {1u, 2u, 16u, 64u, 500u, 4096u})
+    for (std::uint32_t period : {1u, 2u, 9u}) {
+      const auto limits = lease_api_limits(shards, std::chrono::seconds{period});
+      const double look = 4.0 + (shards > 1 ? shards : 0);
+      EXPECT_GE(limits.burst, look) << shards << " shards, " << period << " s";
+      EXPECT_GE(limits.qps * period, 2 * look) << shards << " shards, " << period << " s";
+      EXPECT_GE(limits.qps, 20.0);
+      EXPECT_GE(limits.burst, 40.0);
+    }
+  const auto single = lease_api_limits(1, std::chrono::seconds{2});
+  EXPECT_EQ(single.qps, 20.0);
+  EXPECT_EQ(single.burst, 40.0);
+  const auto many = lease_api_limits(1000, std::chrono::seconds{2});
+  EXPECT_EQ(many.qps, 1004.0);
+  EXPECT_EQ(many.burst, 1004.0);
+}
+
 TEST(bootstrap, sigterm_stops_in_order_and_exits_0) {
   const int code = run_process(test_config(), [](process_context& ctx) -> status {
     auto component = ctx.system.spawn(polite_component, 0);
