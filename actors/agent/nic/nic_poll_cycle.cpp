@@ -81,8 +81,8 @@ public:
     begin_boot();
     select_devices();
     detect_disappearance();
-    detect_reappearance();
     evaluate_ports();
+    detect_reappearance();
     summarise_cards();
     emit_port_events();
     emit_card_events();
@@ -150,18 +150,26 @@ private:
     }
   }
 
-  // A disappeared device that is back clears its disappearance.
+  // A disappeared device clears its disappearance once it is back with a
+  // port that works (ACTIVE/LinkUp). Seed 002 §7.3 takes the loss for a
+  // hardware failure: a device that is merely listed again (a PCI rescan, a
+  // driver reload with its links still down, or now excluded from
+  // monitoring) keeps it until a port proves otherwise or the host reboots.
   void detect_reappearance() {
+    std::set<std::string> working;
+    for (const auto& eval : evals_)
+      if (eval.verdict && eval.verdict->condition == port_condition::healthy)
+        working.insert(eval.owner->device->name);
     auto& gone = state().disappeared_devices;
-    for (const auto& m : monitored_) {
-      const auto& name = m.device->name;
-      if (gone.count(name) != 0 && m.state_checked)
-        result_.events.push_back(
-          make_reappeared_event(ctx_, name, recorded_link_layer(state(), name)));
+    for (auto it = gone.begin(); it != gone.end();) {
+      if (working.count(*it) == 0) {
+        ++it;
+        continue;
+      }
+      result_.events.push_back(
+        make_reappeared_event(ctx_, *it, recorded_link_layer(state(), *it)));
+      it = gone.erase(it);
     }
-    for (auto it = gone.begin(); it != gone.end();)
-      it = present_.count(*it) != 0 && candidates_.count(*it) == 0 ? gone.erase(it)
-                                                                   : std::next(it);
   }
 
   void evaluate_ports() {

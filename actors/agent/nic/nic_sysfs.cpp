@@ -411,6 +411,13 @@ list_ib_devices(const std::string& sysfs_root, std::vector<nic_diagnostic>& diag
   int error = 0;
   const std::string dir = sysfs_root + "/class/infiniband";
   auto names = list_dir(AT_FDCWD, dir, error);
+  if (!names && error == ENOENT) {
+    // The RDMA core is gone (its module unloaded): no device is listed, and
+    // every known one has disappeared (seed 002 §7.3 makes no difference
+    // between a driver unload and a crash).
+    diagnostics.push_back({dir, "missing: no InfiniBand device is registered"});
+    return std::vector<std::string>{};
+  }
   if (!names)
     diagnostics.push_back({dir, "unreadable: " + errno_text(error)});
   return names;

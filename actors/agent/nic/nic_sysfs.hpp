@@ -60,6 +60,7 @@ struct nic_device {
 
 /// Everything one poll saw. `listed` is false when /sys/class/infiniband
 /// itself could not be read: then nothing can be concluded about devices.
+/// A directory that does not exist is listed, with no devices.
 struct nic_snapshot {
   bool listed = false;
   std::vector<nic_device> devices; ///< sorted by name, VFs included (is_vf)

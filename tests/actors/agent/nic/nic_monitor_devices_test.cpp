@@ -45,7 +45,8 @@ TEST_F(nic_core, disappearance_across_a_restart) {
             "NIC mlx5_0 disappeared from /sys/class/infiniband/ - hardware failure");
 }
 
-TEST_F(nic_core, a_device_back_but_excluded_is_forgotten) {
+// No port of it is judged: nothing shows the device works again.
+TEST_F(nic_core, a_device_back_but_excluded_keeps_its_disappearance) {
   settle();
   sys.remove_nic("mlx5_2");
   poll();
@@ -55,7 +56,57 @@ TEST_F(nic_core, a_device_back_but_excluded_is_forgotten) {
   back.numa_node = 1; // now on a socket without GPUs
   sys.add_nic(back);
   EXPECT_TRUE(poll().events.empty()) << describe(last.events);
+  EXPECT_EQ(poller->state()->disappeared_devices, (std::set<std::string>{"mlx5_2"}));
+}
+
+// seed 002 §7.3: the loss is a hardware failure. Listed again with its link
+// down (a rescan, a driver reload), the device keeps its disappearance; its
+// port, healthy before, reports the link down. A working port clears both.
+TEST_F(nic_core, a_device_back_with_its_link_down_keeps_its_disappearance) {
+  settle();
+  sys.remove_nic("mlx5_2");
+  poll();
+  fake_nic back;
+  back.name = "mlx5_2";
+  back.pci = "0000:0e:00.0";
+  back.ports = {test::ib_port_state("1: DOWN", "3: Disabled")};
+  sys.add_nic(back);
+  auto r = poll();
+  ASSERT_EQ(r.events.size(), 1u) << describe(r.events);
+  EXPECT_TRUE(r.events[0].is_fatal);
+  EXPECT_EQ(r.events[0].entities,
+            (std::vector<entity>{{"NIC", "mlx5_2"}, {"NICPort", "1"}}));
+  EXPECT_TRUE(poll().events.empty()) << describe(last.events);
+  EXPECT_EQ(poller->state()->disappeared_devices, (std::set<std::string>{"mlx5_2"}));
+  restart();
+  EXPECT_TRUE(poll().events.empty()) << describe(last.events);
+  up("mlx5_2");
+  r = poll();
+  ASSERT_EQ(r.events.size(), 2u) << describe(r.events);
+  EXPECT_EQ(r.events[0].message, "NIC mlx5_2 is back in /sys/class/infiniband/");
+  EXPECT_EQ(r.events[0].entities, (std::vector<entity>{{"NIC", "mlx5_2"}}));
+  EXPECT_TRUE(r.events[1].is_healthy);
+  EXPECT_EQ(r.events[1].entities,
+            (std::vector<entity>{{"NIC", "mlx5_2"}, {"NICPort", "1"}}));
   EXPECT_TRUE(poller->state()->disappeared_devices.empty());
+}
+
+// The RDMA core unloaded: /sys/class/infiniband itself is gone, and so is
+// every device it listed.
+TEST_F(nic_core, a_missing_class_directory_is_every_device_gone) {
+  settle();
+  const auto known = poller->state()->known_devices;
+  ASSERT_FALSE(known.empty());
+  sys.remove("class/infiniband");
+  auto r = poll();
+  ASSERT_EQ(r.events.size(), known.size()) << describe(r.events);
+  for (const auto& e : r.events) {
+    EXPECT_TRUE(e.is_fatal) << e.message;
+    EXPECT_NE(e.message.find("disappeared from /sys/class/infiniband/"),
+              std::string::npos);
+  }
+  EXPECT_EQ(poller->state()->disappeared_devices, known);
+  EXPECT_TRUE(poll().events.empty()) << describe(last.events);
 }
 
 TEST_F(nic_core, a_device_that_comes_back_recovers) {

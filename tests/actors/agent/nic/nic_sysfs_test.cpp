@@ -1,5 +1,7 @@
 #include "actors/agent/nic/nic_sysfs.hpp"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "tests/support/fake_sysfs.hpp"
@@ -369,9 +371,20 @@ TEST(nic_sysfs, device_vanishing_mid_read_is_marked) {
   EXPECT_TRUE(diagnostics.empty());
 }
 
-TEST(nic_sysfs, missing_class_directory_is_not_listed) {
+// A class directory that does not exist lists no device (the RDMA core is
+// not loaded); one that cannot be read concludes nothing.
+TEST(nic_sysfs, missing_class_directory_lists_no_device) {
   test::temp_dir empty;
   auto snap = read_nic_snapshot(empty.path());
+  EXPECT_TRUE(snap.listed);
+  EXPECT_TRUE(snap.devices.empty());
+  EXPECT_TRUE(mentions(snap.diagnostics, "class/infiniband", "missing"));
+}
+
+TEST(nic_sysfs, unreadable_class_directory_is_not_listed) {
+  test::temp_dir root;
+  std::ofstream(root.path() + "/class") << "a file where the directory should be";
+  auto snap = read_nic_snapshot(root.path());
   EXPECT_FALSE(snap.listed);
   EXPECT_TRUE(mentions(snap.diagnostics, "class/infiniband", "unreadable"));
 }
