@@ -119,8 +119,10 @@ expected<std::vector<pod_info>> pods_from_list(const std::string& pod_list_json)
         devices != annotations.end() && devices->is_string()) {
       pod.gpu_uuids = gpu_uuids_from_annotation(devices->get<std::string>());
       pod.gpu_source = pod.gpu_uuids ? "annotation" : "";
-    } else if (!pod.requests_gpu) {
-      pod.gpu_uuids = std::vector<std::string>{}; // holds no GPU, known
+    } else if (!pod.requests_gpu && !pod.claims_resources) {
+      // Holds no GPU, known. A pod with resource claims may hold GPUs
+      // through DRA: unknown until its claims say which.
+      pod.gpu_uuids = std::vector<std::string>{};
       pod.gpu_source = "no GPU request";
     }
     pods.push_back(std::move(pod));

@@ -65,7 +65,7 @@ drain_scope choose_scope(const std::vector<const pod_info*>& candidates,
     return drain_scope::full;
   }
   for (const auto* pod : candidates)
-    if (pod->requests_gpu && !pod->gpu_uuids) {
+    if ((pod->requests_gpu || pod->claims_resources) && !pod->gpu_uuids) {
       why = "GPU mapping of pod " + pod->ns + "/" + pod->name + " unknown";
       if (!request.gpu_mapping_note.empty())
         why += " (" + request.gpu_mapping_note + ")";

@@ -151,6 +151,27 @@ CAF_TEST(dra_claims_make_the_drain_partial_without_the_agent) {
                   1u);
 }
 
+// A pod that claims resources but whose claims do not say which devices it
+// holds (none allocated here, nor any ResourceSlice) may hold the failing GPU:
+// the drain is full. It was taken for a pod without GPUs and kept, and the
+// GPU reset under it.
+CAF_TEST(dra_claims_that_name_no_device_make_the_drain_full) {
+  for (const auto* name : {"job-a", "job-b"}) {
+    auto pod = unannotated_pod(name, {});
+    pod["spec"]["resourceClaims"] =
+      json::array({{{"name", "gpu"}, {"resourceClaimName", std::string(name) + "-gpu"}}});
+    add_pod("train", pod);
+  }
+  start();
+  post({reset_needed("node-1", "GPU-a")});
+  CAF_CHECK(terminating("train", "job-a"));
+  CAF_CHECK(terminating("train", "job-b"));
+  auto started = drain_started_row();
+  CAF_CHECK_EQUAL(started["scope"], "full");
+  const auto why = started["why"].get<std::string>();
+  CAF_CHECK(why.find("GPU mapping of pod train/job-a unknown") != std::string::npos);
+}
+
 // A drain reads ResourceClaims only where the node's pods claim resources:
 // none here (device-plugin GPUs), so no claim or slice is read. Listing
 // every claim of the cluster for each drain made a mass event's drains cost
