@@ -461,6 +461,12 @@ json build_reset_job(const gpu_reset_request& request, const std::string& job_na
                    {"automountServiceAccountToken", false},
                    {"priorityClassName", "system-node-critical"},
                    {"tolerations", json::array({{{"operator", "Exists"}}})},
+                   // The script's first step refuses a GPU that a process
+                   // still holds (exit 5). nvidia-smi lists only the
+                   // processes of its own PID namespace: without the host's,
+                   // every holder outside the Job's pod is invisible and the
+                   // GPU is reset under it.
+                   {"hostPID", true},
                    {"containers", json::array({reset_container(request, options)})},
                    {"volumes", reset_volumes(options)}};
   if (!options.runtime_class.empty())

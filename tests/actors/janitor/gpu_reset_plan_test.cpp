@@ -435,6 +435,8 @@ TEST(gpu_reset_plan, the_job_is_pinned_privileged_and_bounded) {
   EXPECT_EQ(pod["serviceAccountName"], "vigil-gpu-reset");
   EXPECT_EQ(pod["restartPolicy"], "Never");
   EXPECT_EQ(pod["tolerations"][0]["operator"], "Exists");
+  // The in-use check sees the holders in every container and on the host.
+  EXPECT_EQ(pod["hostPID"], true);
   EXPECT_FALSE(pod.contains("runtimeClassName"));
   const auto& c = pod["containers"][0];
   EXPECT_EQ(c["securityContext"]["privileged"], true);
