@@ -14,6 +14,10 @@ std::vector<option_spec> install_option_specs() {
      "where the control plane and agents go (default: control.lease_namespace, vigil)"},
     {"image", "REF", "the vigil image (default: vigil:<version>)"},
     {"output", "yaml|json", "a YAML stream (default) or one JSON v1 List"},
+    {"dcgm-url", "URL|none",
+     "the agents' dcgm-exporter page; $(HOST_IP) is each node's IP (default "
+     "http://$(HOST_IP):9400/metrics: an exporter on the host network or with hostPort "
+     "9400; none: the agents read no exporter)"},
   };
 }
 
@@ -25,6 +29,8 @@ int run_install(command_context& ctx) {
   install::install_options options;
   options.namespace_name = ctx.args.value("namespace").value_or("");
   options.image = ctx.args.value("image").value_or("");
+  options.dcgm_url =
+    ctx.args.value("dcgm-url").value_or(std::string(install::default_dcgm_url));
   const auto output = ctx.args.value("output").value_or("yaml");
   if (output != "yaml" && output != "json")
     return fail({"--output", "'" + output + "' is not yaml or json"});

@@ -85,6 +85,11 @@ expected<install_context> make_context(const install_options& options,
                    "'" + ctx.ns + "' is not a Kubernetes namespace name"};
   ctx.image =
     options.image.empty() ? std::string("vigil:") + version_string() : options.image;
+  ctx.dcgm_url = options.dcgm_url;
+  if (ctx.dcgm_url != "none" && ctx.dcgm_url.rfind("http://", 0) != 0
+      && ctx.dcgm_url.rfind("https://", 0) != 0)
+    return failure{"--dcgm-url", "'" + ctx.dcgm_url
+                                   + "' is neither an http:// or https:// URL nor none"};
 
   // The two control replicas share one journal: an SQLite file is one process's.
   const auto journal_url = setting(document, "journal", "url");

@@ -5,12 +5,19 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/expected.hpp"
 #include "runtime/install/manifest_yaml.hpp"
 
 namespace vigil::install {
+
+/// Where the agents read dcgm-exporter unless told otherwise: port 9400 of
+/// the node's own IP, where an exporter on the host network (or with
+/// hostPort 9400) answers. The agent's own default, localhost, is its pod's
+/// loopback once installed, where no exporter runs.
+inline constexpr std::string_view default_dcgm_url = "http://$(HOST_IP):9400/metrics";
 
 struct install_options {
   /// Where the control plane, the agents and their accounts go; empty: the
@@ -22,6 +29,10 @@ struct install_options {
   /// name its errors are reported under.
   std::string config_text;
   std::string config_source = "vigil.yaml";
+  /// The agents' dcgm-exporter page (`vigil agent --dcgm-url`); $(HOST_IP)
+  /// is each node's IP, which the kubelet puts in the agent's arguments.
+  /// "none": the agents read no exporter (--no-dcgm).
+  std::string dcgm_url = std::string(default_dcgm_url);
 };
 
 struct install_result {

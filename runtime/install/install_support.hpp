@@ -37,6 +37,7 @@ struct install_context {
   std::string ns;     // control plane, agents, their accounts
   std::string job_ns; // janitor.job_namespace: the privileged Jobs
   std::string image;
+  std::string dcgm_url;    // the agents' --dcgm-url; "none": --no-dcgm
   vigil_config config;     // as the processes will read it
   std::string config_yaml; // the text of the vigil-config ConfigMap
   std::uint16_t control_port = 8443;

@@ -96,6 +96,7 @@ manifest agent_daemon_set(const install_context& ctx) {
        "--metrics-port=" + metrics,
        "--heartbeat-interval=60s",
        "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
+       ctx.dcgm_url == "none" ? std::string("--no-dcgm") : "--dcgm-url=" + ctx.dcgm_url,
        // The same vigil.yaml as control: its dcgm: section is the agent's
        // DCGM thresholds.
        "--config",
@@ -109,6 +110,8 @@ manifest agent_daemon_set(const install_context& ctx) {
     {"readinessProbe", http_probe("/healthz", "metrics", "HTTP", 10, 5, 1)},
     {"env",
      object::array({env_from_field("NODE_NAME", "spec.nodeName"),
+                    // For $(HOST_IP) in --dcgm-url: the kubelet expands it.
+                    env_from_field("HOST_IP", "status.hostIP"),
                     // The NVIDIA container runtime mounts nvidia-smi for the
                     // topology collector; no GPU is allocated to the agent.
                     {{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}},

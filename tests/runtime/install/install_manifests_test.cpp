@@ -227,6 +227,42 @@ TEST(install_manifests, the_agent_runs_everywhere_with_the_host_paths_it_reads) 
             1);
 }
 
+// The agent's pod has its own network: its localhost is not the node's, and
+// an exporter on the host network answers at the node's IP, which the
+// kubelet puts in the arguments.
+TEST(install_manifests, the_agent_reads_dcgm_exporter_at_its_nodes_ip) {
+  auto agent_of = [](const install_result& r) {
+    return pod_spec(*find(r, "DaemonSet", "vigil-agent"))["containers"][0];
+  };
+  auto has = [](const object& args, const std::string& arg) {
+    return std::find(args.begin(), args.end(), arg) != args.end();
+  };
+  auto agent = agent_of(install());
+  EXPECT_TRUE(has(agent["args"], "--dcgm-url=http://$(HOST_IP):9400/metrics"));
+  bool host_ip = false;
+  for (const auto& env : agent["env"])
+    host_ip = host_ip
+              || (env["name"] == "HOST_IP"
+                  && env["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP");
+  EXPECT_TRUE(host_ip);
+
+  install_options service;
+  service.dcgm_url = "http://nvidia-dcgm-exporter.gpu-operator.svc:9400/metrics";
+  EXPECT_TRUE(has(agent_of(install(service))["args"], "--dcgm-url=" + service.dcgm_url));
+  install_options none;
+  none.dcgm_url = "none";
+  const auto args = agent_of(install(none))["args"];
+  EXPECT_TRUE(has(args, "--no-dcgm"));
+  for (const auto& arg : args)
+    EXPECT_EQ(arg.get<std::string>().rfind("--dcgm-url", 0), std::string::npos);
+
+  install_options bad;
+  bad.dcgm_url = "localhost:9400";
+  auto refused = install_manifests(bad);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().to_string().find("--dcgm-url"), std::string::npos);
+}
+
 // Each agent proves its node with its own projected token (TokenReview);
 // the shared static token only where the configuration turns that off.
 TEST(install_manifests, agents_authenticate_with_a_projected_token) {
