@@ -1,5 +1,6 @@
 #include "runtime/config.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -595,6 +596,17 @@ void read_alertmanager(section_reader s, alertmanager_section& a) {
   s.finish();
 }
 
+// The longest a janitor may take over one CR by its own timeouts: a GPU
+// reset's teardown, Job and redeploy, or a reboot with its bug report first.
+std::uint64_t janitor_longest_run_seconds(const janitor_section& j) {
+  const std::uint64_t reset = std::uint64_t(j.teardown_timeout_seconds)
+                              + j.reset_timeout_seconds + j.redeploy_timeout_seconds;
+  const std::uint64_t reboot =
+    std::uint64_t(j.reboot_timeout_seconds)
+    + (j.bug_report.enabled ? j.bug_report.timeout_seconds : 0u);
+  return std::max(reset, reboot);
+}
+
 } // namespace
 
 expected<vigil_config> parse_config(const std::string& yaml_text) {
@@ -622,6 +634,18 @@ expected<vigil_config> parse_config(const std::string& yaml_text) {
   read_dcgm(top.section("dcgm"), config.dcgm);
   read_alertmanager(top.section("alertmanager"), config.alertmanager);
   top.finish();
+  // A CR the node actor gives up on while the janitor still works on it is
+  // escalated under it (a full drain and a RebootNode that waits on the
+  // janitor's node lock), so the node actor must wait longer.
+  if (const auto longest = janitor_longest_run_seconds(config.janitor);
+      config.remediation.cr_timeout_seconds <= longest)
+    errors.push_back(
+      {"remediation.cr_timeout_seconds",
+       "must exceed the janitor's longest run by its own timeouts ("
+         + std::to_string(longest)
+         + " s: janitor.teardown_timeout_seconds + reset_timeout_seconds + "
+           "redeploy_timeout_seconds, or reboot_timeout_seconds + "
+           "bug_report.timeout_seconds)"});
   if (errors.empty())
     return config;
   // Report every problem at once, so one edit fixes them all.

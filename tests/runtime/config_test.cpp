@@ -244,6 +244,24 @@ janitor:
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in " << text;
 }
 
+// The node actor must not give up on a CR the janitor is still within its
+// own timeouts for: it would escalate under a reset or reboot in progress.
+TEST(config, the_cr_timeout_outlasts_the_janitors_own_timeouts) {
+  auto short_wait = parse_config("remediation:\n  cr_timeout_seconds: 2100\n");
+  ASSERT_FALSE(short_wait.has_value());
+  const auto text = short_wait.error().to_string();
+  EXPECT_NE(text.find("remediation.cr_timeout_seconds"), std::string::npos) << text;
+  EXPECT_NE(text.find("2400 s"), std::string::npos) << text; // reboot 1800 + report 600
+  EXPECT_TRUE(parse_config("remediation:\n  cr_timeout_seconds: 2401\n").has_value());
+  // Without the bug report the reset path (300 + 1500 + 300) is the longest.
+  EXPECT_TRUE(parse_config("remediation:\n  cr_timeout_seconds: 2101\n"
+                           "janitor:\n  bug_report:\n    enabled: false\n")
+                .has_value());
+  EXPECT_FALSE(parse_config("remediation:\n  cr_timeout_seconds: 7200\n"
+                            "janitor:\n  reboot_timeout_seconds: 7200\n")
+                 .has_value());
+}
+
 // issue 19: CUSTOM events' CR kinds; a bad entry names its key and index.
 TEST(config, custom_actions_are_read_and_bad_ones_named) {
   auto good = parse_config(R"(
