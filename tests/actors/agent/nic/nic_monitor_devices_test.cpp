@@ -45,14 +45,20 @@ TEST_F(nic_core, disappearance_across_a_restart) {
             "NIC mlx5_0 disappeared from /sys/class/infiniband/ - hardware failure");
 }
 
+// mlx5_2 as the fixture builds it, to add back once it has gone.
+fake_nic mlx5_2_again() {
+  fake_nic nic;
+  nic.name = "mlx5_2";
+  nic.pci = "0000:0e:00.0";
+  return nic;
+}
+
 // No port of it is judged: nothing shows the device works again.
 TEST_F(nic_core, a_device_back_but_excluded_keeps_its_disappearance) {
   settle();
   sys.remove_nic("mlx5_2");
   poll();
-  fake_nic back;
-  back.name = "mlx5_2";
-  back.pci = "0000:0e:00.0";
+  auto back = mlx5_2_again();
   back.numa_node = 1; // now on a socket without GPUs
   sys.add_nic(back);
   EXPECT_TRUE(poll().events.empty()) << describe(last.events);
@@ -66,9 +72,7 @@ TEST_F(nic_core, a_device_back_with_its_link_down_keeps_its_disappearance) {
   settle();
   sys.remove_nic("mlx5_2");
   poll();
-  fake_nic back;
-  back.name = "mlx5_2";
-  back.pci = "0000:0e:00.0";
+  auto back = mlx5_2_again();
   back.ports = {test::ib_port_state("1: DOWN", "3: Disabled")};
   sys.add_nic(back);
   auto r = poll();
@@ -113,9 +117,7 @@ TEST_F(nic_core, a_device_that_comes_back_recovers) {
   settle();
   sys.remove_nic("mlx5_2");
   poll();
-  fake_nic back;
-  back.name = "mlx5_2";
-  back.pci = "0000:0e:00.0";
+  auto back = mlx5_2_again();
   sys.add_nic(back);
   auto r = poll();
   ASSERT_EQ(r.events.size(), 1u) << describe(r.events);

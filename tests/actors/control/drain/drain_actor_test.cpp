@@ -53,6 +53,14 @@ json unannotated_pod(const std::string& name, std::vector<std::string> gpus) {
   return pod;
 }
 
+// A pod that holds its GPU through a ResourceClaim named <name>-gpu.
+json claiming_pod(const std::string& name) {
+  auto pod = unannotated_pod(name, {});
+  pod["spec"]["resourceClaims"] =
+    json::array({{{"name", "gpu"}, {"resourceClaimName", name + "-gpu"}}});
+  return pod;
+}
+
 } // namespace
 
 // seed 000 §3.1 in production: the node's agent reports the kubelet's
@@ -104,12 +112,8 @@ CAF_TEST(without_the_kubelets_allocations_the_drain_is_full_and_says_why) {
 // holders itself: the pod's ResourceClaim names a device of the node's
 // ResourceSlice, whose uuid attribute is the failing GPU.
 CAF_TEST(dra_claims_make_the_drain_partial_without_the_agent) {
-  for (const auto* name : {"job-a", "job-b"}) {
-    auto pod = unannotated_pod(name, {});
-    pod["spec"]["resourceClaims"] =
-      json::array({{{"name", "gpu"}, {"resourceClaimName", std::string(name) + "-gpu"}}});
-    add_pod("train", pod);
-  }
+  for (const auto* name : {"job-a", "job-b"})
+    add_pod("train", claiming_pod(name));
   const auto* slices = store->find_type("resource.k8s.io", "v1", "resourceslices");
   const auto* claims = store->find_type("resource.k8s.io", "v1", "resourceclaims");
   CAF_REQUIRE(slices != nullptr && claims != nullptr);
@@ -156,12 +160,8 @@ CAF_TEST(dra_claims_make_the_drain_partial_without_the_agent) {
 // the drain is full. It was taken for a pod without GPUs and kept, and the
 // GPU reset under it.
 CAF_TEST(dra_claims_that_name_no_device_make_the_drain_full) {
-  for (const auto* name : {"job-a", "job-b"}) {
-    auto pod = unannotated_pod(name, {});
-    pod["spec"]["resourceClaims"] =
-      json::array({{{"name", "gpu"}, {"resourceClaimName", std::string(name) + "-gpu"}}});
-    add_pod("train", pod);
-  }
+  for (const auto* name : {"job-a", "job-b"})
+    add_pod("train", claiming_pod(name));
   start();
   post({reset_needed("node-1", "GPU-a")});
   CAF_CHECK(terminating("train", "job-a"));
