@@ -12,6 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "actors/janitor/gpu_reset_plan.hpp"
 #include "messages/user_regex.hpp"
 
 namespace vigil {
@@ -597,10 +598,14 @@ void read_alertmanager(section_reader s, alertmanager_section& a) {
 }
 
 // The longest a janitor may take over one CR by its own timeouts: a GPU
-// reset's teardown, Job and redeploy, or a reboot with its bug report first.
+// reset (janitor::longest_gpu_reset), or a reboot with its bug report first.
 std::uint64_t janitor_longest_run_seconds(const janitor_section& j) {
-  const std::uint64_t reset = std::uint64_t(j.teardown_timeout_seconds)
-                              + j.reset_timeout_seconds + j.redeploy_timeout_seconds;
+  using std::chrono::seconds;
+  const auto reset =
+    std::uint64_t(janitor::longest_gpu_reset(seconds(j.teardown_timeout_seconds),
+                                             seconds(j.reset_timeout_seconds),
+                                             seconds(j.redeploy_timeout_seconds))
+                    .count());
   const std::uint64_t reboot =
     std::uint64_t(j.reboot_timeout_seconds)
     + (j.bug_report.enabled ? j.bug_report.timeout_seconds : 0u);
@@ -644,7 +649,9 @@ expected<vigil_config> parse_config(const std::string& yaml_text) {
        "must exceed the janitor's longest run by its own timeouts ("
          + std::to_string(longest)
          + " s: janitor.teardown_timeout_seconds + reset_timeout_seconds + "
-           "redeploy_timeout_seconds, or reboot_timeout_seconds + "
+         + std::to_string(
+           (janitor::job_deadline_grace + janitor::reset_pod_exit_wait).count())
+         + " + twice redeploy_timeout_seconds, or reboot_timeout_seconds + "
            "bug_report.timeout_seconds)"});
   if (errors.empty())
     return config;

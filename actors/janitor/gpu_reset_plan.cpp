@@ -143,7 +143,7 @@ void tear_down(reset_step& step, const gpu_reset_request& request,
 bool job_past_deadline(const gpu_reset_status& status, const reset_observation& observed,
                        const gpu_reset_options& options) {
   auto created = status.job_created_at.value_or(observed.now);
-  return observed.now - created >= options.job_timeout + job_poll;
+  return observed.now - created >= options.job_timeout + job_deadline_grace;
 }
 
 // seed 001 steps 2–4: create the Job once, then watch it to an outcome.
@@ -235,13 +235,91 @@ void finish(reset_step& step, wall_time now) {
   step.remove_finalizer = true; // after the status write
 }
 
+// When the reset Job ended: its completion, or failure, or when the janitor
+// gave up on it; where the janitor never saw it end, its deadline. nullopt:
+// no Job was created.
+std::optional<wall_time> job_ended_at(const gpu_reset_status& status,
+                                      const gpu_reset_options& options) {
+  if (status.job_completed_at)
+    return status.job_completed_at;
+  if (status.job_created_at)
+    return *status.job_created_at + options.job_timeout + job_deadline_grace;
+  return std::nullopt;
+}
+
+// seed 001 step 1 in reverse: the operands come back only once the reset
+// Job's pod has left the node. One still stopping (its deadline passed, or
+// the Job was deleted) may still be resetting, and a DCGM or device plugin
+// redeployed under it would open the GPU it resets. Waited for up to
+// reset_pod_exit_wait after the Job ended.
+bool waits_for_reset_pod(reset_step& step, const reset_observation& observed,
+                         const gpu_reset_options& options) {
+  if (observed.reset_pods_on_node == 0 || !observed.node_exists)
+    return false;
+  const auto ended = job_ended_at(step.status, options);
+  if (!ended) // no Job was created: the pods are not its
+    return false;
+  if (observed.now - *ended < reset_pod_exit_wait) {
+    step.requeue_after = pod_poll;
+    return true;
+  }
+  step.notes.push_back("reset Job " + step.status.job_name
+                       + "'s pod is still on the node "
+                       + std::to_string(reset_pod_exit_wait.count())
+                       + " s after the Job ended; labels restored anyway");
+  return false;
+}
+
+// Since when the labels are due back: the Job's end, else the failure that
+// ended the reset before it.
+wall_time restoring_since(const gpu_reset_status& status, wall_time now) {
+  if (status.job_completed_at)
+    return *status.job_completed_at;
+  if (const auto* complete = find_condition(status, "Complete"))
+    return complete->last_transition;
+  return now;
+}
+
+// "kubectl label node N key=value key-": what puts the labels back by hand.
+std::string
+restore_command(const std::string& node_name,
+                const std::map<std::string, std::optional<std::string>>& patch) {
+  std::string command = "kubectl label node " + node_name + " --overwrite";
+  for (const auto& [key, value] : patch)
+    command += " " + key + (value ? "=" + *value : "-");
+  return command;
+}
+
+// The labels could not be put back in time (every PATCH refused: an admission
+// webhook, a lost permission). The reset ends failed with the command that
+// restores them by hand, so that the node's lock and the CR are not held for
+// ever; the control plane hands the node to a person.
+void give_up_restoring(reset_step& step, const gpu_reset_request& request,
+                       wall_time now) {
+  auto& status = step.status;
+  auto message = "GPU operator deploy labels not restored; restore them with: "
+                 + restore_command(request.node_name, step.label_patch);
+  if (!status.failure_reason.empty())
+    message += " (the reset had failed already: " + status.failure_reason + ")";
+  step.label_patch.clear(); // the status write must not wait on the refused PATCH
+  set_condition(status, "LabelsRestored", false, "Timeout", message, now);
+  status.failure_reason = std::string{failure_reason::labels_not_restored};
+  step.notes.push_back(std::move(message));
+  finish(step, now);
+}
+
 // seed 001 step 5: the labels back, then the operands running again (as the
 // teardown waited for them to go) before the reset is reported.
-void restore(reset_step& step, const reset_observation& observed,
-             const gpu_reset_options& options) {
+void restore(reset_step& step, const gpu_reset_request& request,
+             const reset_observation& observed, const gpu_reset_options& options) {
   auto& status = step.status;
+  if (!labels_restored(status) && waits_for_reset_pod(step, observed, options))
+    return;
   restore_labels(step, observed);
   if (!step.label_patch.empty()) {
+    if (observed.now - restoring_since(status, observed.now)
+        >= reset_pod_exit_wait + options.redeploy_timeout)
+      return give_up_restoring(step, request, observed.now);
     step.requeue_after = label_poll;
     return;
   }
@@ -292,6 +370,8 @@ void on_deletion(reset_step& step, const reset_observation& observed,
   const bool touched = status.phase == reset_phase::tearing_down
                        || status.phase == reset_phase::resetting
                        || status.phase == reset_phase::restoring;
+  if (touched && !labels_restored(status) && waits_for_reset_pod(step, observed, options))
+    return;
   if (touched)
     restore_labels(step, observed);
   step.remove_finalizer = true; // after the labels, in the same step
@@ -403,7 +483,7 @@ reset_step reconcile_gpu_reset(const gpu_reset_request& request,
   if (s.phase == reset_phase::resetting && step.label_patch.empty() && !step.again)
     run_job(step, request, observed, options);
   if (s.phase == reset_phase::restoring && !step.requeue_after && !step.again)
-    restore(step, observed, options);
+    restore(step, request, observed, options);
   return step;
 }
 

@@ -120,6 +120,10 @@ struct reset_observation {
   /// Running, not being deleted, not reported unready).
   std::set<std::string> running_operands;
   std::optional<job_observation> job; ///< nullopt: no Job named status.jobName
+  /// Pods of the reset Job (status.jobName) still on the node: not ended,
+  /// those being deleted included (the Job's deadline or a deletion stops
+  /// them within their grace period).
+  std::size_t reset_pods_on_node = 0;
 };
 
 /// Config `janitor.gpu_reset.*`.
@@ -152,7 +156,31 @@ inline constexpr std::string_view timeout = "timeout";
 /// The labels are back but the operands did not run again in time: the GPU
 /// is not usable through Kubernetes, whatever the reset did.
 inline constexpr std::string_view redeploy_failed = "redeploy_failed";
+/// The deploy labels could not be put back (every PATCH refused, within the
+/// redeploy timeout): the operands stay off the node until a person does it.
+inline constexpr std::string_view labels_not_restored = "labels_not_restored";
 } // namespace failure_reason
+
+/// How long a reset Job's pod that is still on the node is waited for after
+/// the Job ended (or its deadline passed) before the labels go back anyway:
+/// its termination grace period (30 s by default) and the garbage
+/// collector's delay, with room to spare. A pod still there by then is on a
+/// node whose kubelet no longer acts, where no operand can start either.
+inline constexpr std::chrono::seconds reset_pod_exit_wait{120};
+
+/// How long past its activeDeadlineSeconds a reset Job is given to be
+/// reported failed by Kubernetes before the janitor gives up on it itself.
+inline constexpr std::chrono::seconds job_deadline_grace{10};
+
+/// The longest a GPUReset can run by the plan's own timeouts: the teardown,
+/// the Job to its deadline, its pod leaving the node, the labels back
+/// (within the redeploy timeout) and the operands running again (within it
+/// again). The control plane's CR timeout must outlast it.
+constexpr std::chrono::seconds longest_gpu_reset(std::chrono::seconds teardown,
+                                                 std::chrono::seconds job,
+                                                 std::chrono::seconds redeploy) {
+  return teardown + job + job_deadline_grace + reset_pod_exit_wait + 2 * redeploy;
+}
 
 /// gpu-reset.sh's exit codes (runtime/install/assets/gpu-reset.sh).
 namespace reset_exit_code {

@@ -168,6 +168,9 @@ void observe_reset(janitor_actor* self, reset_pass_ptr pass) {
                 auto list = json::parse(listed.response().body, nullptr, false);
                 pass->observed.operand_pods_on_node = janitor::count_operand_pods(list);
                 pass->observed.running_operands = janitor::running_operands(list);
+                pass->observed.reset_pods_on_node = janitor::count_job_pods(
+                  list, self->state.settings.gpu_reset.job_namespace,
+                  pass->cr.status.job_name);
                 observe_job(self, pass);
               });
        });

@@ -19,7 +19,8 @@ const std::vector<std::string>& reset_reasons() {
     std::string{janitor::failure_reason::gpu_in_use},
     std::string{janitor::failure_reason::job_failed},
     std::string{janitor::failure_reason::timeout},
-    std::string{janitor::failure_reason::redeploy_failed}};
+    std::string{janitor::failure_reason::redeploy_failed},
+    std::string{janitor::failure_reason::labels_not_restored}};
   return reasons;
 }
 

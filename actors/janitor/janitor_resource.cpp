@@ -435,6 +435,24 @@ std::size_t count_operand_pods(const json& pod_list) {
   return n;
 }
 
+std::size_t count_job_pods(const json& pod_list, std::string_view job_namespace,
+                           std::string_view job_name) {
+  const json* items = at(pod_list, {"items"});
+  if (job_name.empty() || !items || !items->is_array())
+    return 0;
+  std::size_t n = 0;
+  for (const auto& pod : *items) {
+    auto phase = text_at(pod, {"status", "phase"});
+    if (phase == "Succeeded" || phase == "Failed"
+        || text_at(pod, {"metadata", "namespace"}) != job_namespace)
+      continue;
+    if (text_at(pod, {"metadata", "labels", "batch.kubernetes.io/job-name"}) == job_name
+        || text_at(pod, {"metadata", "labels", "job-name"}) == job_name)
+      ++n;
+  }
+  return n;
+}
+
 job_observation read_job(const json& job) {
   job_observation out;
   const json* status = at(job, {"status"});

@@ -157,6 +157,13 @@ std::set<std::string> running_operands(const nlohmann::json& pod_list);
 /// gpu-feature-discovery) that are not yet terminated.
 std::size_t count_operand_pods(const nlohmann::json& pod_list);
 
+/// The pods of Job `job_name` in `job_namespace` among a PodList (by the
+/// Job controller's `batch.kubernetes.io/job-name` label, or the older
+/// `job-name`) that have not ended: phase neither Succeeded nor Failed,
+/// those being deleted included.
+std::size_t count_job_pods(const nlohmann::json& pod_list, std::string_view job_namespace,
+                           std::string_view job_name);
+
 /// A Job's JSON as the reset plan sees it.
 job_observation read_job(const nlohmann::json& job);
 

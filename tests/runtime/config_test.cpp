@@ -247,15 +247,21 @@ janitor:
 // The node actor must not give up on a CR the janitor is still within its
 // own timeouts for: it would escalate under a reset or reboot in progress.
 TEST(config, the_cr_timeout_outlasts_the_janitors_own_timeouts) {
-  auto short_wait = parse_config("remediation:\n  cr_timeout_seconds: 2100\n");
+  // The reset path: teardown 300 + Job 1500 + 10 + its pod leaving 120 +
+  // labels back 300 + operands running 300 = 2530 s; the reboot 1800 + report 600.
+  auto short_wait = parse_config("remediation:\n  cr_timeout_seconds: 2500\n");
   ASSERT_FALSE(short_wait.has_value());
   const auto text = short_wait.error().to_string();
   EXPECT_NE(text.find("remediation.cr_timeout_seconds"), std::string::npos) << text;
-  EXPECT_NE(text.find("2400 s"), std::string::npos) << text; // reboot 1800 + report 600
-  EXPECT_TRUE(parse_config("remediation:\n  cr_timeout_seconds: 2401\n").has_value());
-  // Without the bug report the reset path (300 + 1500 + 300) is the longest.
-  EXPECT_TRUE(parse_config("remediation:\n  cr_timeout_seconds: 2101\n"
-                           "janitor:\n  bug_report:\n    enabled: false\n")
+  EXPECT_NE(text.find("2530 s"), std::string::npos) << text;
+  EXPECT_TRUE(parse_config("remediation:\n  cr_timeout_seconds: 2531\n").has_value());
+  // With a short reset Job the reboot and its bug report are the longest.
+  auto reboot = parse_config("remediation:\n  cr_timeout_seconds: 2400\n"
+                             "janitor:\n  reset_timeout_seconds: 600\n");
+  ASSERT_FALSE(reboot.has_value());
+  EXPECT_NE(reboot.error().to_string().find("2400 s"), std::string::npos);
+  EXPECT_TRUE(parse_config("remediation:\n  cr_timeout_seconds: 2401\n"
+                           "janitor:\n  reset_timeout_seconds: 600\n")
                 .has_value());
   EXPECT_FALSE(parse_config("remediation:\n  cr_timeout_seconds: 7200\n"
                             "janitor:\n  reboot_timeout_seconds: 7200\n")

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "actors/control/remediation/remediation_plan.hpp"
+#include "actors/janitor/gpu_reset_plan.hpp"
 
 namespace vigil::control {
 
@@ -55,6 +56,15 @@ recommended_action next_rung(recommended_action action, const escalation_policy&
     case recommended_action::restart_bm: return policy.after_reboots;
     default: return recommended_action::contact_support;
   }
+}
+
+std::optional<recommended_action> rung_after_failure(recommended_action action,
+                                                     std::string_view failure_reason) {
+  if (action == recommended_action::component_reset
+      && (failure_reason == janitor::failure_reason::redeploy_failed
+          || failure_reason == janitor::failure_reason::labels_not_restored))
+    return recommended_action::contact_support;
+  return std::nullopt;
 }
 
 std::string escalation_target(recommended_action action, std::string_view gpu_uuid) {
@@ -246,12 +256,10 @@ std::vector<escalation_record> escalation_tracker::verify_all(wall_time now) {
   return out;
 }
 
-escalation_decision escalation_tracker::escalate_from(recommended_action action,
-                                                      std::string_view gpu_uuid,
-                                                      escalation_event cause,
-                                                      const std::string& why,
-                                                      wall_time now) {
-  auto next = next_rung(action, policy_);
+escalation_decision
+escalation_tracker::escalate_from(recommended_action action, recommended_action next,
+                                  std::string_view gpu_uuid, escalation_event cause,
+                                  const std::string& why, wall_time now) {
   auto cause_record =
     make_record(cause, action, next, escalation_target(action, gpu_uuid), gpu_uuid, now);
   cause_record.reason = why;
@@ -263,9 +271,13 @@ escalation_decision escalation_tracker::escalate_from(recommended_action action,
 escalation_decision escalation_tracker::attempt_failed(recommended_action action,
                                                        std::string_view gpu_uuid,
                                                        const std::string& why,
-                                                       wall_time now) {
+                                                       wall_time now,
+                                                       std::string_view failure_reason) {
   pending_.erase(escalation_target(action, gpu_uuid));
-  return escalate_from(action, gpu_uuid, escalation_event::attempt_failed, why, now);
+  auto next =
+    rung_after_failure(action, failure_reason).value_or(next_rung(action, policy_));
+  return escalate_from(action, next, gpu_uuid, escalation_event::attempt_failed, why,
+                       now);
 }
 
 std::vector<escalation_decision> escalation_tracker::expire(wall_time now) {
@@ -277,9 +289,10 @@ std::vector<escalation_decision> escalation_tracker::expire(wall_time now) {
     }
     auto pending = std::move(it->second);
     it = pending_.erase(it);
-    out.push_back(escalate_from(
-      pending.action, pending.gpu_uuid, escalation_event::verification_timed_out,
-      "no healthy event by " + format_rfc3339(pending.deadline), now));
+    out.push_back(
+      escalate_from(pending.action, next_rung(pending.action, policy_), pending.gpu_uuid,
+                    escalation_event::verification_timed_out,
+                    "no healthy event by " + format_rfc3339(pending.deadline), now));
   }
   return out;
 }

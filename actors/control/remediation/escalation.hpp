@@ -85,6 +85,17 @@ struct escalation_decision {
 /// CONTACT_SUPPORT.
 recommended_action next_rung(recommended_action action, const escalation_policy& policy);
 
+/// The rung a failed CR of `action` goes to, by its status.failureReason,
+/// where no rung above can mend what failed: a GPU reset whose GPU operator
+/// operands did not run again (redeploy_failed) or whose deploy labels could
+/// not be put back (labels_not_restored) goes to CONTACT_SUPPORT. A reboot
+/// would drain every healthy GPU of the node and bring back neither: the
+/// labels stay as they are across it, and operands that do not start after a
+/// reset that passed its health check are the operator's or the cluster's
+/// fault more often than the node's. nullopt: next_rung.
+std::optional<recommended_action> rung_after_failure(recommended_action action,
+                                                     std::string_view failure_reason);
+
 /// The attempt-counting target of an action: "reset-<UUID>", "restart",
 /// "replace", "custom" (every custom remediation of the node); "" for actions
 /// with no automatic remediation.
@@ -126,10 +137,12 @@ public:
   /// pending verification is met. One record per target, in target order.
   std::vector<escalation_record> verify_all(wall_time now);
 
-  /// The CR for `action` failed (or was judged failed): disarms its
-  /// verification and admits the next rung.
+  /// The CR for `action` failed (or was judged failed) with `failure_reason`
+  /// (its status.failureReason, "" where none): disarms its verification and
+  /// admits the next rung, or the one rung_after_failure names.
   escalation_decision attempt_failed(recommended_action action, std::string_view gpu_uuid,
-                                     const std::string& why, wall_time now);
+                                     const std::string& why, wall_time now,
+                                     std::string_view failure_reason = {});
 
   /// Every verification whose deadline is at or before `now` escalates to
   /// its next rung; one decision per expired target.
@@ -155,9 +168,9 @@ private:
   std::chrono::seconds window(recommended_action action) const;
   std::chrono::seconds verify_timeout(recommended_action action) const;
   std::chrono::seconds gap_after(std::size_t attempts) const;
-  escalation_decision escalate_from(recommended_action action, std::string_view gpu_uuid,
-                                    escalation_event cause, const std::string& why,
-                                    wall_time now);
+  escalation_decision escalate_from(recommended_action action, recommended_action next,
+                                    std::string_view gpu_uuid, escalation_event cause,
+                                    const std::string& why, wall_time now);
 
   escalation_policy policy_;
   std::map<std::string, std::deque<wall_time>> history_; ///< attempt times by target

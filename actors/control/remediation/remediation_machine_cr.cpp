@@ -231,8 +231,8 @@ void remediation_machine::finished(context& c, const cr_progress& progress) {
              + (progress.failure_reason.empty() ? "" : ": " + progress.failure_reason);
   c.out.push_back(cmd::log{why, true});
   post_event(c, "RemediationFailed", why, true);
-  auto decision =
-    escalation_.attempt_failed(request.plan.action, request.plan.gpu_uuid, why, c.now);
+  auto decision = escalation_.attempt_failed(request.plan.action, request.plan.gpu_uuid,
+                                             why, c.now, progress.failure_reason);
   next(c, request.plan.group);
   escalate(c, request, decision);
 }

@@ -406,6 +406,93 @@ TEST(gpu_reset_plan, a_reset_deleted_while_its_job_runs_waits_for_the_job) {
   EXPECT_TRUE(d4.remove_finalizer);
 }
 
+// seed 001 step 1 in reverse: the operands come back only once the reset
+// Job's pod has left the node, or after reset_pod_exit_wait past the Job's
+// end when it does not (a kubelet that no longer acts).
+TEST(gpu_reset_plan, the_labels_wait_for_the_reset_pod_to_leave_the_node) {
+  auto status = with_job_created(); // the Job created at t0 + 2s
+  job_observation running;
+  running.active = true;
+  // The janitor gives up on the Job and deletes it: its pod is still stopping.
+  auto stopping = observe(t0 + 2s + 1510s, torn_down(), 0, running);
+  stopping.reset_pods_on_node = 1;
+  auto s1 = reconcile_gpu_reset(request(), status, stopping);
+  EXPECT_TRUE(s1.delete_job);
+  EXPECT_EQ(s1.status.failure_reason, failure_reason::timeout);
+  EXPECT_TRUE(s1.label_patch.empty());
+  EXPECT_EQ(s1.requeue_after, 5s);
+  // Gone: the labels go back.
+  auto gone = observe(t0 + 2s + 1530s, torn_down());
+  EXPECT_EQ(reconcile_gpu_reset(request(), s1.status, gone).label_patch.size(), 4u);
+  // Never gone: back anyway, reset_pod_exit_wait after the Job's end, with a note.
+  auto stuck = observe(t0 + 2s + 1510s + reset_pod_exit_wait - 1s, torn_down());
+  stuck.reset_pods_on_node = 1;
+  EXPECT_TRUE(reconcile_gpu_reset(request(), s1.status, stuck).label_patch.empty());
+  stuck.now += 1s;
+  auto s2 = reconcile_gpu_reset(request(), s1.status, stuck);
+  EXPECT_EQ(s2.label_patch.size(), 4u);
+  ASSERT_EQ(s2.notes.size(), 1u);
+  EXPECT_NE(s2.notes[0].find("still on the node"), std::string::npos);
+  // Kubernetes' own deadline: the Job failed while the kubelet stops its pod.
+  job_observation exceeded;
+  exceeded.failed = true;
+  exceeded.deadline_exceeded = true;
+  exceeded.finished_at = t0 + 1502s;
+  auto k8s = observe(t0 + 1505s, torn_down(), 0, exceeded);
+  k8s.reset_pods_on_node = 1;
+  auto k1 = reconcile_gpu_reset(request(), status, k8s);
+  EXPECT_EQ(k1.status.failure_reason, failure_reason::timeout);
+  EXPECT_TRUE(k1.label_patch.empty());
+  // A CR deleted after its Job's deadline waits for the pod the same way.
+  auto d1 = reconcile_gpu_reset(deleted(), status, stopping);
+  EXPECT_TRUE(d1.delete_job);
+  EXPECT_TRUE(d1.label_patch.empty());
+  EXPECT_FALSE(d1.remove_finalizer);
+  auto d2 = reconcile_gpu_reset(deleted(), status, gone);
+  EXPECT_EQ(d2.label_patch.size(), 4u);
+  EXPECT_TRUE(d2.remove_finalizer);
+}
+
+// A label restore the API server keeps refusing must not hold the CR, and the
+// janitor's lock on the node, for ever: past the redeploy timeout the reset
+// ends failed, naming the command that puts the labels back by hand.
+TEST(gpu_reset_plan, labels_the_server_keeps_refusing_end_the_reset_for_a_person) {
+  auto status = with_job_created();
+  auto done = job_done(true);
+  done.finished_at = t0 + 55s;
+  auto s1 =
+    reconcile_gpu_reset(request(), status, observe(t0 + 60s, torn_down(), 0, done));
+  EXPECT_EQ(s1.label_patch.size(), 4u);
+  const auto due = t0 + 55s + reset_pod_exit_wait + 300s;
+  auto late =
+    reconcile_gpu_reset(request(), s1.status, observe(due - 1s, torn_down(), 0, done));
+  EXPECT_EQ(late.label_patch.size(), 4u);
+  EXPECT_FALSE(late.finished);
+  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(due, torn_down(), 0, done));
+  EXPECT_TRUE(s2.finished);
+  EXPECT_TRUE(s2.label_patch.empty()); // the status write does not wait on it
+  EXPECT_TRUE(s2.status_changed);
+  EXPECT_TRUE(s2.remove_finalizer);
+  EXPECT_EQ(s2.status.phase, reset_phase::failed);
+  EXPECT_EQ(s2.status.failure_reason, failure_reason::labels_not_restored);
+  const auto st = status_json(s2.status);
+  std::string message;
+  for (const auto& c : st["conditions"])
+    if (c["type"] == "LabelsRestored") {
+      EXPECT_EQ(c["status"], "False");
+      message = c["message"];
+    }
+  EXPECT_NE(message.find("kubectl label node node1 --overwrite"), std::string::npos);
+  EXPECT_NE(message.find(" " + dp + "=true"), std::string::npos);
+  EXPECT_NE(message.find(" " + gfd + "-"), std::string::npos); // was absent
+  // A reset that had failed already says so too.
+  auto failed = job_create_failed(status, "forbidden", t0 + 3s);
+  auto f1 = reconcile_gpu_reset(
+    request(), failed, observe(t0 + 3s + reset_pod_exit_wait + 300s, torn_down()));
+  EXPECT_EQ(f1.status.failure_reason, failure_reason::labels_not_restored);
+  EXPECT_NE(f1.notes.back().find("job_create_failed"), std::string::npos);
+}
+
 TEST(gpu_reset_plan, the_duration_runs_from_creation_to_the_job_completion) {
   gpu_reset_status s;
   EXPECT_EQ(reset_duration_seconds(t0, s), std::nullopt); // not ended

@@ -44,7 +44,8 @@ TEST(janitor_metrics, gpu_resets_carry_the_seed_labels_and_status_values) {
                                  + R"(,status="failure"} 0)"));
   for (const char* reason :
        {"teardown_failed", "job_create_failed", "reset_command_failed",
-        "health_check_failed", "gpu_in_use", "job_failed", "timeout", "redeploy_failed"})
+        "health_check_failed", "gpu_in_use", "job_failed", "timeout", "redeploy_failed",
+        "labels_not_restored"})
     EXPECT_TRUE(has_line(before, "gpu_reset_failure_reasons_total{" + per_type
                                    + ",reason=\"" + reason + "\"} 0"))
       << reason;

@@ -298,6 +298,27 @@ TEST(janitor_resource, the_cluster_is_read_as_the_plans_need_it) {
   EXPECT_EQ(count_operand_pods(pods), 1u);
   EXPECT_EQ(count_operand_pods(json("garbage")), 0u);
 
+  // The reset Job's pods that have not ended, stopping ones included.
+  auto reset_pod = [](const char* ns, json labels, const char* phase, bool deleting) {
+    json pod = {{"metadata", {{"namespace", ns}, {"labels", std::move(labels)}}},
+                {"status", {{"phase", phase}}}};
+    if (deleting)
+      pod["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z";
+    return pod;
+  };
+  json reset_pods = {
+    {"items",
+     {reset_pod("vigil-system", {{"batch.kubernetes.io/job-name", "vigil-gpu-reset-r"}},
+                "Running", true),
+      reset_pod("vigil-system", {{"job-name", "vigil-gpu-reset-r"}}, "Pending", false),
+      reset_pod("vigil-system", {{"job-name", "vigil-gpu-reset-r"}}, "Failed", false),
+      reset_pod("team-a", {{"job-name", "vigil-gpu-reset-r"}}, "Running", false),
+      reset_pod("vigil-system", {{"job-name", "vigil-gpu-reset-other"}}, "Running",
+                false)}}};
+  EXPECT_EQ(count_job_pods(reset_pods, "vigil-system", "vigil-gpu-reset-r"), 2u);
+  EXPECT_EQ(count_job_pods(reset_pods, "vigil-system", ""), 0u);
+  EXPECT_EQ(count_job_pods(json("garbage"), "vigil-system", "vigil-gpu-reset-r"), 0u);
+
   // Running again: Running, not going, not reported unready.
   auto operand = [](const char* app, json status, bool deleting = false) {
     json pod = {{"metadata", {{"labels", {{"app", app}}}}},

@@ -1,4 +1,5 @@
 #include "actors/control/remediation/escalation.hpp"
+#include "actors/janitor/gpu_reset_plan.hpp"
 
 #include <gtest/gtest.h>
 
@@ -182,6 +183,30 @@ TEST(escalation, a_failed_attempt_escalates_at_once) {
   EXPECT_FALSE(tracker.next_deadline().has_value());
   auto r = tracker.attempt_failed(recommended_action::replace_vm, "", "no capacity", t0);
   EXPECT_EQ(r.action, recommended_action::contact_support);
+}
+
+// A reset that failed because the GPU operator's operands did not come back
+// (or their labels could not be restored) goes to a person, not to a reboot
+// that drains the node's healthy GPUs and mends neither.
+TEST(escalation, a_reset_the_gpu_operator_failed_goes_to_a_person) {
+  for (auto reason : {janitor::failure_reason::redeploy_failed,
+                      janitor::failure_reason::labels_not_restored}) {
+    escalation_tracker tracker;
+    tracker.record_attempt(recommended_action::component_reset, gpu, t0);
+    auto d = tracker.attempt_failed(recommended_action::component_reset, gpu,
+                                    "operands not back", t0 + 10min, reason);
+    EXPECT_EQ(d.action, recommended_action::contact_support) << reason;
+    EXPECT_EQ(d.records.front().event, escalation_event::attempt_failed);
+    EXPECT_EQ(d.records.front().to, recommended_action::contact_support);
+    EXPECT_FALSE(tracker.next_deadline().has_value());
+  }
+  // The reset's own failures still climb to a reboot; other actions ignore it.
+  EXPECT_EQ(rung_after_failure(recommended_action::component_reset,
+                               janitor::failure_reason::health_check_failed),
+            std::nullopt);
+  EXPECT_EQ(rung_after_failure(recommended_action::restart_bm,
+                               janitor::failure_reason::redeploy_failed),
+            std::nullopt);
 }
 
 TEST(escalation, manual_actions_are_admitted_untracked) {

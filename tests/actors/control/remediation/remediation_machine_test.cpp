@@ -1,5 +1,6 @@
 #include "actors/control/remediation/remediation_machine.hpp"
 #include "actors/control/remediation/remediation_resource.hpp"
+#include "actors/janitor/gpu_reset_plan.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -255,6 +256,29 @@ TEST(remediation_machine, a_failed_reset_drains_the_node_fully_before_its_reboot
   auto creates = run.all<cmd::create_cr>();
   EXPECT_FALSE(creates[0].request.plan.collect_bug_report);
   EXPECT_TRUE(creates[1].request.plan.collect_bug_report);
+}
+
+// The GPUReset failed because the GPU operator's operands did not come back:
+// a person looks, with the node's healthy GPUs still running their pods.
+TEST(remediation_machine, a_reset_whose_operands_did_not_return_goes_to_a_person) {
+  machine_run run;
+  run.node_has({reset_record("e1", gpu_a)});
+  run.consider();
+  cr_progress failed;
+  failed.phase = "Failed";
+  failed.terminal = true;
+  failed.failure_reason = std::string{janitor::failure_reason::redeploy_failed};
+  failed.message = "not running again after the redeploy timeout: nvidia-dcgm";
+  run.take(
+    run.machine.on_cr_progress(run.machine.generation(), failed, run.view, run.now));
+  EXPECT_TRUE(run.saw_phase("failed " + reset_group(gpu_a)));
+  EXPECT_TRUE(run.all<cmd::drain_fully>().empty());
+  EXPECT_FALSE(run.machine.needs_full_drain());
+  EXPECT_EQ(run.created, std::vector<remediation_kind>{remediation_kind::gpu_reset});
+  ASSERT_EQ(run.all<cmd::hand_to_operator>().size(), 1u);
+  run.advance(24h);
+  run.consider();
+  EXPECT_EQ(run.created.size(), 1u); // nothing else is tried
 }
 
 TEST(remediation_machine, a_reset_that_falls_back_to_a_reboot_drains_fully_first) {
