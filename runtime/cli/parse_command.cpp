@@ -183,6 +183,10 @@ int run_parse_dcgm(command_context& ctx, std::istream& in) {
     at += *interval;
   }
   print_events(ctx.out, events);
+  if (!pages.empty())
+    if (auto blind = agent::describe(agent::dcgm_blind_checks(pages.back()));
+        !blind.empty())
+      ctx.err << "vigil parse dcgm: no data for " << blind << "\n";
   ctx.err << "vigil parse dcgm: " << pages.size()
           << (pages.size() == 1 ? " page, " : " pages, ") << samples << " samples, "
           << health.gpus() << " GPUs, " << skipped << " lines skipped, " << events.size()

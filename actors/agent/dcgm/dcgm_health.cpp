@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "actors/agent/topology/gpu_metadata.hpp"
@@ -35,20 +36,32 @@ constexpr std::string_view memory_temp = "DCGM_FI_DEV_MEMORY_TEMP";
 constexpr std::string_view power_violation = "DCGM_FI_DEV_POWER_VIOLATION";
 constexpr std::string_view thermal_violation = "DCGM_FI_DEV_THERMAL_VIOLATION";
 
-constexpr std::string_view read_fields[] = {
-  xid_last,        xid_count,       xid_total,        dbe_volatile,    dbe_aggregate,
-  remap_failure,   remap_pending,   retired_sbe,      retired_dbe,     retired_pending,
-  nvlink_crc_flit, nvlink_crc_data, nvlink_replay,    nvlink_recovery, gpu_temp,
-  memory_temp,     power_violation, thermal_violation};
+// Every check, in the order its events go out, with what it reads (any one
+// field gives it data).
+struct check_reads {
+  std::string_view check;
+  std::vector<std::string_view> fields;
+};
 
-constexpr std::string_view all_checks[] = {
-  dcgm_xid_check,    dcgm_ecc_check,     dcgm_row_remap_check, dcgm_retired_pages_check,
-  dcgm_nvlink_check, dcgm_thermal_check, dcgm_power_check};
+const std::vector<check_reads>& fields_by_check() {
+  static const std::vector<check_reads> table{
+    {dcgm_xid_check, {xid_last, xid_count, xid_total}},
+    {dcgm_ecc_check, {dbe_volatile, dbe_aggregate}},
+    {dcgm_row_remap_check, {remap_failure, remap_pending}},
+    {dcgm_retired_pages_check, {retired_sbe, retired_dbe, retired_pending}},
+    {dcgm_nvlink_check,
+     {nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery}},
+    {dcgm_thermal_check, {gpu_temp, memory_temp, thermal_violation}},
+    {dcgm_power_check, {power_violation}},
+  };
+  return table;
+}
 
 bool is_read_field(std::string_view name) {
-  for (auto f : read_fields)
-    if (f == name)
-      return true;
+  for (const auto& reads : fields_by_check())
+    for (auto f : reads.fields)
+      if (f == name)
+        return true;
   return false;
 }
 
@@ -103,6 +116,37 @@ std::map<std::string, gpu_reading> readings_of(const metric_page& page) {
   }
   return out;
 }
+
+} // namespace
+
+std::vector<dcgm_blind_check> dcgm_blind_checks(const metric_page& page) {
+  std::set<std::string, std::less<>> present;
+  for (const auto& [uuid, reading] : readings_of(page))
+    for (const auto& [key, value] : reading.values)
+      present.insert(key.substr(0, key.find('/'))); // "DCGM_EXP_XID_ERRORS_COUNT/79"
+  std::vector<dcgm_blind_check> out;
+  for (const auto& [check, fields] : fields_by_check()) {
+    bool reads = false;
+    for (auto field : fields)
+      reads = reads || present.count(field) > 0;
+    if (!reads)
+      out.push_back({check, fields});
+  }
+  return out;
+}
+
+std::string describe(const std::vector<dcgm_blind_check>& blind) {
+  std::string out;
+  for (const auto& b : blind) {
+    out += (out.empty() ? "" : ", ") + std::string(b.check) + " (";
+    for (std::size_t i = 0; i < b.fields.size(); ++i)
+      out += (i == 0 ? "" : " or ") + std::string(b.fields[i]);
+    out += ")";
+  }
+  return out;
+}
+
+namespace {
 
 // What one check says of one GPU on one page; nullopt: nothing to say (no
 // data, or a counter without its baseline).
@@ -383,7 +427,8 @@ std::vector<health_event> dcgm_health::observe(const metric_page& page, wall_tim
     std::vector<entity> entities{{"GPU_UUID", uuid}};
     if (!gpu.pci.empty())
       entities.push_back({"PCI", gpu.pci});
-    for (auto check : all_checks) {
+    for (const auto& reads : fields_by_check()) {
+      const auto check = reads.check;
       auto v = scrape.check(check);
       if (!v)
         continue;

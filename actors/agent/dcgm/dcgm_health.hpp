@@ -40,6 +40,23 @@ inline constexpr std::string_view dcgm_exporter_check = "DCGMExporterReachable";
 /// also NaN, infinities and negatives, which no field vigil reads can hold.
 bool is_dcgm_blank(double value, bool counter);
 
+/// A check none of whose fields has a usable value on a page, for any GPU:
+/// it cannot find a fault. dcgm-exporter's default counters
+/// (etc/default-counters.csv) leave the ECC, retired-page, NVLink-error and
+/// violation fields commented out, so on a default install four of the
+/// checks read nothing.
+struct dcgm_blind_check {
+  std::string_view check;
+  std::vector<std::string_view> fields; ///< what it reads; any one would do
+};
+
+/// The checks that read nothing on `page`, in the order of the checks.
+std::vector<dcgm_blind_check> dcgm_blind_checks(const metric_page& page);
+
+/// "DCGMEccDBE (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL or DCGM_FI_DEV_ECC_DBE_AGG_TOTAL), …";
+/// "" for none.
+std::string describe(const std::vector<dcgm_blind_check>& blind);
+
 class dcgm_health {
 public:
   /// `catalog` (may be null) gives an XID's recommended action; without it

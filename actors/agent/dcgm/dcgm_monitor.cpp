@@ -9,6 +9,23 @@ namespace vigil {
 
 namespace {
 
+// A check the page gives no data is silent, not healthy: said once, and
+// again whenever the set changes (an exporter redeployed with other fields).
+void report_blind_checks(dcgm_monitor_state& st, const agent::metric_page& page) {
+  auto blind = agent::describe(agent::dcgm_blind_checks(page));
+  if (blind == st.blind_checks)
+    return;
+  auto log = component_logger("dcgm_monitor");
+  if (blind.empty())
+    log->info("dcgm-exporter: every DCGM check has data now");
+  else
+    log->warn("dcgm-exporter's page has none of the fields these checks read: {}. "
+              "They cannot find a fault until the exporter collects one of them "
+              "(its counters file, --collectors/-f)",
+              blind);
+  st.blind_checks = std::move(blind);
+}
+
 void scrape_once(dcgm_monitor_actor* self, const clock& wall) {
   auto& st = self->state;
   const auto now = wall.wall_now();
@@ -34,6 +51,7 @@ void scrape_once(dcgm_monitor_actor* self, const clock& wall) {
   } else {
     if (st.health->exporter_down())
       log->info("dcgm-exporter answers again");
+    report_blind_checks(st, *page);
     events = st.health->observe(*page, now);
   }
   st.figures.events += events.size();

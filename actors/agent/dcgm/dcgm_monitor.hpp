@@ -29,6 +29,8 @@ struct dcgm_monitor_state {
   std::optional<agent::dcgm_health> health;
   caf::actor forwarder;
   agent::monitor_figures figures; ///< scrapes, events handed to the forwarder
+  /// agent::describe of the checks the last page gave no data, as last logged.
+  std::string blind_checks;
   static inline const char* name = "dcgm_monitor";
 };
 

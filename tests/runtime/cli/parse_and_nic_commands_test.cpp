@@ -309,6 +309,11 @@ TEST_F(parse_dcgm_command, prints_the_events_of_successive_pages) {
   EXPECT_NE(r.err.find("2 pages, 4 samples, 2 GPUs, 1 lines skipped, 3 events"),
             std::string::npos)
     << r.err;
+  // A page with temperatures only: the checks it gives no data are named.
+  EXPECT_NE(r.err.find("no data for DCGMXidError (DCGM_FI_DEV_XID_ERRORS or"),
+            std::string::npos)
+    << r.err;
+  EXPECT_EQ(r.err.find("DCGMThermal ("), std::string::npos) << r.err;
 }
 
 TEST_F(parse_dcgm_command, thresholds_come_from_the_config_and_bad_flags_are_named) {

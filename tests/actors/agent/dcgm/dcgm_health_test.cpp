@@ -1,5 +1,6 @@
 #include "actors/agent/dcgm/dcgm_health.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -317,6 +318,38 @@ TEST(dcgm_health, an_unreachable_exporter_is_reported_once) {
   EXPECT_TRUE(back[0].is_healthy);
   EXPECT_EQ(back[0].strategy, processing_strategy::store_only);
   EXPECT_FALSE(c.health.exporter_down());
+}
+
+// dcgm-exporter's default counters give the XID, row-remap and thermal
+// checks data and leave the others blind; a blank value is no data, and the
+// fixture (every field collected) leaves no check blind.
+TEST(dcgm_health, checks_the_page_gives_no_data_are_named) {
+  std::vector<std::string_view> blind;
+  auto defaults = sample("DCGM_FI_DEV_XID_ERRORS", 0, "0")
+                  + sample("DCGM_FI_DEV_ROW_REMAP_FAILURE", 0, "0")
+                  + sample("DCGM_FI_DEV_GPU_TEMP", 0, "41")
+                  + sample("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 0, "9223372036854775794")
+                  + sample("DCGM_FI_DEV_FB_USED", 0, "100");
+  for (const auto& b : dcgm_blind_checks(page(defaults)))
+    blind.push_back(b.check);
+  EXPECT_EQ(blind,
+            (std::vector<std::string_view>{dcgm_ecc_check, dcgm_retired_pages_check,
+                                           dcgm_nvlink_check, dcgm_power_check}));
+  EXPECT_EQ(
+    describe(dcgm_blind_checks(page(defaults))).substr(0, 75),
+    "DCGMEccDBE (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL or DCGM_FI_DEV_ECC_DBE_AGG_TOTAL)");
+  // One field of a check is enough; XID counts per code count as the XID field.
+  auto some =
+    sample("DCGM_FI_DEV_POWER_VIOLATION", 1, "0")
+    + "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"0\",UUID=\"GPU-00000000\",xid=\"79\"} 1\n";
+  blind.clear();
+  for (const auto& b : dcgm_blind_checks(page(some)))
+    blind.push_back(b.check);
+  EXPECT_EQ(std::count(blind.begin(), blind.end(), dcgm_power_check), 0);
+  EXPECT_EQ(std::count(blind.begin(), blind.end(), dcgm_xid_check), 0);
+  EXPECT_EQ(dcgm_blind_checks(page("")).size(), 7u); // no GPU: every check
+  EXPECT_TRUE(dcgm_blind_checks(page(read_fixture("h100_8gpu.txt"))).empty());
+  EXPECT_EQ(describe({}), "");
 }
 
 } // namespace
