@@ -399,8 +399,21 @@ int run_agent(command_context& ctx) {
     if (!interval)
       return fail(interval.error());
     config.interval = *interval;
+    // Only this boot's: an earlier boot's list may name a GPU replaced since
+    // (the device inventory check compares boots).
+    if (auto metadata = agent::load_gpu_metadata(*metadata_path);
+        metadata && fresh_metadata->fresh)
+      for (const auto& gpu : metadata->gpus)
+        config.known_gpus.push_back({gpu.uuid, gpu.pci_address});
     fabric = std::move(config);
   }
+  // XID actions for the DCGM check's XIDs and for a GPU gone from nvidia-smi.
+  std::shared_ptr<const agent::xid_catalog> catalog;
+  if (dcgm || fabric)
+    if (auto loaded = agent::xid_catalog::load(agent::xid_catalog::default_dir()))
+      catalog = std::make_shared<const agent::xid_catalog>(std::move(*loaded));
+  if (fabric)
+    fabric->catalog = catalog;
   agent::http_poster_options post;
   post.url = *control;
   post.token_file = option(ctx.args, "token-file", "");
@@ -450,12 +463,9 @@ int run_agent(command_context& ctx) {
       adopt("nic_monitor", components.nic_monitor);
     }
     if (dcgm) {
-      auto catalog = agent::xid_catalog::load(agent::xid_catalog::default_dir());
       components.dcgm_monitor = p.system.spawn<caf::detached>(
         dcgm_monitor, *dcgm, std::make_shared<agent::dcgm_exporter_client>(dcgm_exporter),
-        catalog ? std::make_shared<const agent::xid_catalog>(std::move(*catalog))
-                : nullptr,
-        fwd, wall);
+        catalog, fwd, wall);
       adopt("dcgm_monitor", components.dcgm_monitor);
     }
     if (fabric) {

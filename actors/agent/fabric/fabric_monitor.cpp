@@ -33,10 +33,21 @@ void poll_once(fabric_monitor_actor* self, const fabric_monitor_config& config,
       text = std::move(basic);
     }
   }
-  auto rows = text ? agent::parse_fabric_query(*text)
+  auto forward = [&](std::vector<health_event> events) {
+    for (auto& event : events) {
+      ++st.figures.events;
+      self->send(st.forwarder, forward_atom::value, std::move(event));
+    }
+  };
+  if (!text)
+    forward(st.presence->query_failed(text.error(), now));
+  auto answer = text ? agent::split_unreachable(*text) : agent::split_answer{};
+  auto rows = text ? agent::parse_fabric_query(answer.rows)
                    : expected<std::vector<agent::fabric_row>>(text.error());
   ++st.figures.polls;
   st.figures.last_poll = now;
+  if (rows)
+    forward(st.presence->observe(*rows, answer.unreachable, now));
   if (!rows) {
     ++st.figures.malformed;
     if (rows.error().to_string() != st.last_problem) {
@@ -69,10 +80,7 @@ void poll_once(fabric_monitor_actor* self, const fabric_monitor_config& config,
       ->warn("NVLink status not read ({}); the fabric state alone is judged",
              st.last_link_problem);
   }
-  for (auto& event : st.health->observe(*rows, now, manager, link_faults)) {
-    ++st.figures.events;
-    self->send(st.forwarder, forward_atom::value, std::move(event));
-  }
+  forward(st.health->observe(*rows, now, manager, link_faults));
 }
 
 } // namespace
@@ -82,6 +90,7 @@ caf::behavior fabric_monitor(fabric_monitor_actor* self, fabric_monitor_config c
                              std::shared_ptr<const clock> wall) {
   auto& st = self->state;
   st.health.emplace(config.node, config.grace);
+  st.presence.emplace(config.node, config.known_gpus, config.catalog.get());
   st.run = std::move(run);
   st.forwarder = std::move(forwarder);
   self->set_error_handler([](caf::error&) {});

@@ -340,8 +340,11 @@ CAF_TEST(fabric_monitor_falls_back_to_the_registration_when_the_driver_lacks_hea
   auto monitor = sys.spawn(fabric_monitor, config, run, fwd, wall);
   sched.run();
   CAF_REQUIRE_EQUAL(asked->size(), 2u); // the health query, then the registration
-  CAF_CHECK(control_plane().bodies.size() == 1u
-            && control_plane().bodies[0].find("GPUFabricHealth") != std::string::npos);
+  // The fabric's first reading, and that nvidia-smi answers with both GPUs.
+  const auto first = all_bodies();
+  CAF_CHECK(first.find("GPUFabricHealth") != std::string::npos);
+  CAF_CHECK(first.find("\"checkName\":\"NvidiaSmiResponds\"") != std::string::npos);
+  CAF_CHECK(first.find("\"checkName\":\"GPUPresence\"") != std::string::npos);
   *registration = "0, GPU-0a, 00000000:18:00.0, Completed, Insufficient Resources\n"
                   "1, GPU-1b, 00000000:2A:00.0, Completed, Success\n";
   *links = "GPU 0: NVIDIA H100 (UUID: GPU-0a)\n\t Link 0: 26.562 GB/s\n"
@@ -355,6 +358,18 @@ CAF_TEST(fabric_monitor_falls_back_to_the_registration_when_the_driver_lacks_hea
   CAF_CHECK(all.find("fabric status Insufficient Resources") != std::string::npos);
   CAF_CHECK(all.find("GPU 1 (GPU-1b): NVLink 1 inactive (1 of 2 active)")
             != std::string::npos);
+  // GPU 1 falls off the bus: nvidia-smi cannot reach it, two readings in a
+  // row, and then hangs twice.
+  *registration = "0, GPU-0a, 00000000:18:00.0, Completed, Success\n"
+                  "Unable to determine the device handle for GPU0000:2A:00.0: "
+                  "Unknown Error\n";
+  for (int i = 0; i < 2; ++i) {
+    advance_time(config.interval);
+    sched.run();
+  }
+  const auto gone = all_bodies();
+  CAF_CHECK(gone.find("GPU GPU-1b (0000:2a:00.0) is unreachable") != std::string::npos);
+  CAF_CHECK(gone.find("GPU_MISSING") != std::string::npos);
   anon_send_exit(monitor, exit_reason::user_shutdown);
   sched.run();
 }
