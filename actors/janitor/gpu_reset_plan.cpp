@@ -263,21 +263,12 @@ bool waits_for_reset_pod(reset_step& step, const reset_observation& observed,
     step.requeue_after = pod_poll;
     return true;
   }
-  step.notes.push_back("reset Job " + step.status.job_name
-                       + "'s pod is still on the node "
-                       + std::to_string(reset_pod_exit_wait.count())
-                       + " s after the Job ended; labels restored anyway");
+  if (find_condition(step.status, "LabelsRestored") == nullptr) // said once
+    step.notes.push_back("reset Job " + step.status.job_name
+                         + "'s pod is still on the node "
+                         + std::to_string(reset_pod_exit_wait.count())
+                         + " s after the Job ended; labels restored anyway");
   return false;
-}
-
-// Since when the labels are due back: the Job's end, else the failure that
-// ended the reset before it.
-wall_time restoring_since(const gpu_reset_status& status, wall_time now) {
-  if (status.job_completed_at)
-    return *status.job_completed_at;
-  if (const auto* complete = find_condition(status, "Complete"))
-    return complete->last_transition;
-  return now;
 }
 
 // "kubectl label node N key=value key-": what puts the labels back by hand.
@@ -290,10 +281,13 @@ restore_command(const std::string& node_name,
   return command;
 }
 
-// The labels could not be put back in time (every PATCH refused: an admission
-// webhook, a lost permission). The reset ends failed with the command that
-// restores them by hand, so that the node's lock and the CR are not held for
-// ever; the control plane hands the node to a person.
+// The labels could not be put back in time (every PATCH refused for the
+// redeploy timeout: an admission webhook, a lost permission). The reset ends
+// failed with the command that restores them by hand, so that the node's
+// lock and the CR are not held for ever; the control plane hands the node to
+// a person. labels_not_restored takes the place of an earlier failure reason
+// (kept in the message): whatever else failed, the node needs a person for
+// its labels first, and a reboot would not bring them back.
 void give_up_restoring(reset_step& step, const gpu_reset_request& request,
                        wall_time now) {
   auto& status = step.status;
@@ -315,10 +309,23 @@ void restore(reset_step& step, const gpu_reset_request& request,
   auto& status = step.status;
   if (!labels_restored(status) && waits_for_reset_pod(step, observed, options))
     return;
+  const auto notes_before = step.notes.size();
   restore_labels(step, observed);
   if (!step.label_patch.empty()) {
-    if (observed.now - restoring_since(status, observed.now)
-        >= reset_pod_exit_wait + options.redeploy_timeout)
+    // The first PATCH waits for a status that says since when the labels
+    // are being put back: a refused PATCH drops the step's status write, and
+    // the give-up must count from a time the server holds.
+    const auto* restoring = find_condition(status, "LabelsRestored");
+    if (restoring == nullptr) {
+      step.label_patch.clear();
+      step.notes.resize(notes_before); // said by the step that patches
+      set_condition(status, "LabelsRestored", false, "Restoring",
+                    "putting the GPU operator deploy labels back", observed.now);
+      step.status_changed = true;
+      step.again = true;
+      return;
+    }
+    if (observed.now - restoring->last_transition >= options.redeploy_timeout)
       return give_up_restoring(step, request, observed.now);
     step.requeue_after = label_poll;
     return;

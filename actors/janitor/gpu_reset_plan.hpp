@@ -156,8 +156,9 @@ inline constexpr std::string_view timeout = "timeout";
 /// The labels are back but the operands did not run again in time: the GPU
 /// is not usable through Kubernetes, whatever the reset did.
 inline constexpr std::string_view redeploy_failed = "redeploy_failed";
-/// The deploy labels could not be put back (every PATCH refused, within the
-/// redeploy timeout): the operands stay off the node until a person does it.
+/// The deploy labels could not be put back (every PATCH refused for the
+/// redeploy timeout from the first attempt): the operands stay off the node
+/// until a person does it. Takes the place of an earlier failure reason.
 inline constexpr std::string_view labels_not_restored = "labels_not_restored";
 } // namespace failure_reason
 

@@ -21,9 +21,11 @@ void poll_once(fabric_monitor_actor* self, const fabric_monitor_config& config,
   auto text =
     query(st.ask_health ? agent::fabric_health_query_fields : agent::fabric_query_fields);
   // A driver without the health fields refuses the whole query (exit 2): the
-  // registration alone is read from then on. A hung nvidia-smi is not asked
-  // twice.
-  if (!text && st.ask_health && text.error().what.rfind("timed out", 0) != 0) {
+  // registration alone is read from then on. A driver that failed (hung, a
+  // GPU off the bus) is not asked twice, and keeps the health fields.
+  if (!text && st.ask_health
+      && agent::classify_nvidia_smi_failure(text.error())
+           == agent::nvidia_smi_failure::setup) {
     if (auto basic = query(agent::fabric_query_fields)) {
       st.ask_health = false;
       component_logger("fabric_monitor")

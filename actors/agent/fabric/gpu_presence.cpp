@@ -18,6 +18,10 @@ constexpr int fallen_off_the_bus_xid = 79;
 constexpr std::string_view unreachable_prefix =
   "Unable to determine the device handle for GPU";
 
+// nvidia-smi(1) RETURN VALUE 6, "object query unsuccessful": what it exits
+// with when it prints "No devices were found".
+constexpr int no_devices_status = 6;
+
 // nvidia-smi(1) RETURN VALUE: the statuses that say the driver, not the setup, failed.
 bool is_driver_status(int status) {
   return status == 9 || status == 10 || status == 15 || status == 255;
@@ -38,9 +42,13 @@ nvidia_smi_failure classify_nvidia_smi_failure(const failure& why) {
   if (what.rfind("timed out", 0) == 0)
     return nvidia_smi_failure::driver;
   constexpr std::string_view exited = "exited with status ";
-  if (what.rfind(exited, 0) == 0)
-    if (is_driver_status(std::atoi(std::string(what.substr(exited.size())).c_str())))
+  if (what.rfind(exited, 0) == 0) {
+    const int status = std::atoi(std::string(what.substr(exited.size())).c_str());
+    if (is_driver_status(status))
       return nvidia_smi_failure::driver;
+    if (status == no_devices_status)
+      return nvidia_smi_failure::no_devices;
+  }
   return nvidia_smi_failure::setup;
 }
 
@@ -190,9 +198,10 @@ gpu_presence::observe(const std::vector<fabric_row>& rows,
 }
 
 std::vector<health_event> gpu_presence::query_failed(const failure& why, wall_time now) {
-  if (classify_nvidia_smi_failure(why) != nvidia_smi_failure::driver) {
-    driver_failures_ = 0;
-    return {};
+  switch (classify_nvidia_smi_failure(why)) {
+    case nvidia_smi_failure::no_devices: return observe({}, {}, now);
+    case nvidia_smi_failure::setup: driver_failures_ = 0; return {};
+    case nvidia_smi_failure::driver: break;
   }
   if (++driver_failures_ < readings_to_raise || driver_down_.value_or(false))
     return {};

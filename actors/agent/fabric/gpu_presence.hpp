@@ -40,6 +40,9 @@ enum class nvidia_smi_failure {
   /// loaded), 10 (an interrupt issue with a GPU), 15 (a GPU has fallen off
   /// the bus), 255 (internal driver error).
   driver,
+  /// 6 ("No devices were found"): the driver answers and lists no GPU. Of
+  /// a node with GPUs, every one is gone.
+  no_devices,
   /// vigil's deployment, not the node's GPUs: not installed or not started,
   /// no permission, an argument this driver lacks, the NVML library missing.
   setup,
@@ -85,7 +88,8 @@ public:
 
   /// nvidia-smi failed. A driver failure readings_to_raise times in a row is
   /// a node fault (fatal, RESTART_BM: the driver is reloaded by a reboot);
-  /// a setup failure is no verdict on the node (the caller logs it).
+  /// no devices is an answer that lists none of the known GPUs; a setup
+  /// failure is no verdict on the node (the caller logs it).
   std::vector<health_event> query_failed(const failure& why, wall_time now);
 
 private:

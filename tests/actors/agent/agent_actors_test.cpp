@@ -316,6 +316,7 @@ CAF_TEST(dcgm_monitor_reports_an_outage_once_and_a_hot_gpu_on_its_interval) {
 // its peer has.
 CAF_TEST(fabric_monitor_falls_back_to_the_registration_when_the_driver_lacks_health) {
   auto asked = std::make_shared<std::vector<std::string>>();
+  auto hung = std::make_shared<bool>(false);
   auto registration =
     std::make_shared<std::string>("0, GPU-0a, 00000000:18:00.0, Completed, Success\n"
                                   "1, GPU-1b, 00000000:2A:00.0, Completed, Success\n");
@@ -330,6 +331,8 @@ CAF_TEST(fabric_monitor_falls_back_to_the_registration_when_the_driver_lacks_hea
     if (command.find("nvlink --status") != std::string::npos)
       return *links;
     asked->push_back(command);
+    if (*hung)
+      return failure{command, "timed out after 30 s; killed"};
     if (command.find("fabric.health") != std::string::npos)
       return failure{command, "exited with status 2"};
     return *registration;
@@ -359,7 +362,7 @@ CAF_TEST(fabric_monitor_falls_back_to_the_registration_when_the_driver_lacks_hea
   CAF_CHECK(all.find("GPU 1 (GPU-1b): NVLink 1 inactive (1 of 2 active)")
             != std::string::npos);
   // GPU 1 falls off the bus: nvidia-smi cannot reach it, two readings in a
-  // row, and then hangs twice.
+  // row; then nvidia-smi hangs, twice.
   *registration = "0, GPU-0a, 00000000:18:00.0, Completed, Success\n"
                   "Unable to determine the device handle for GPU0000:2A:00.0: "
                   "Unknown Error\n";
@@ -370,6 +373,12 @@ CAF_TEST(fabric_monitor_falls_back_to_the_registration_when_the_driver_lacks_hea
   const auto gone = all_bodies();
   CAF_CHECK(gone.find("GPU GPU-1b (0000:2a:00.0) is unreachable") != std::string::npos);
   CAF_CHECK(gone.find("GPU_MISSING") != std::string::npos);
+  *hung = true;
+  for (int i = 0; i < 2; ++i) {
+    advance_time(config.interval);
+    sched.run();
+  }
+  CAF_CHECK(all_bodies().find("NVIDIA_SMI_FAILED") != std::string::npos);
   anon_send_exit(monitor, exit_reason::user_shutdown);
   sched.run();
 }

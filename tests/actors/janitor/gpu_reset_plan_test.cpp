@@ -75,6 +75,18 @@ gpu_reset_status with_job_created() {
   return s3.status;
 }
 
+// The first step of a restore that must PATCH labels writes since when the
+// labels are being put back (LabelsRestored False, Restoring) and asks to go
+// on at once; the janitor takes it again from the status the server
+// confirmed, and that step patches.
+reset_step rerun(const gpu_reset_request& r, const reset_step& first,
+                 const reset_observation& o) {
+  EXPECT_TRUE(first.again);
+  EXPECT_TRUE(first.label_patch.empty());
+  EXPECT_TRUE(first.status_changed);
+  return reconcile_gpu_reset(r, first.status, o);
+}
+
 job_observation job_done(bool succeeded) {
   job_observation job;
   job.succeeded = succeeded;
@@ -156,10 +168,11 @@ TEST(gpu_reset_plan, success_restores_labels_waits_for_the_operands_then_finishe
   auto status = with_job_created();
   auto done = job_done(true);
   done.finished_at = t0 + 55s;
-  auto s1 =
+  auto s0 =
     reconcile_gpu_reset(request(), status, observe(t0 + 60s, torn_down(), 0, done));
-  EXPECT_EQ(s1.status.phase, reset_phase::restoring);
-  EXPECT_EQ(s1.status.job_completed_at, t0 + 55s);
+  EXPECT_EQ(s0.status.phase, reset_phase::restoring);
+  EXPECT_EQ(s0.status.job_completed_at, t0 + 55s);
+  auto s1 = rerun(request(), s0, observe(t0 + 60s, torn_down(), 0, done));
   EXPECT_EQ(s1.label_patch.at(dp), std::optional<std::string>{"true"});
   EXPECT_EQ(s1.label_patch.at(gfd), std::nullopt); // was absent: removed
   EXPECT_FALSE(s1.finished);
@@ -253,7 +266,9 @@ TEST(gpu_reset_plan, restore_leaves_labels_someone_else_changed) {
   auto labels = torn_down();
   labels[dcgm] = "true";  // someone else redeployed dcgm meanwhile
   labels.erase(exporter); // and removed the exporter's label
-  auto s1 = reconcile_gpu_reset(request(), status, observe(t0 + 60s, labels, 0, done));
+  auto s0 = reconcile_gpu_reset(request(), status, observe(t0 + 60s, labels, 0, done));
+  EXPECT_TRUE(s0.notes.empty()); // said by the step that patches
+  auto s1 = rerun(request(), s0, observe(t0 + 60s, labels, 0, done));
   EXPECT_EQ(s1.label_patch.count(dcgm), 0u);
   EXPECT_EQ(s1.label_patch.count(exporter), 0u);
   EXPECT_EQ(s1.label_patch.count(dp), 1u);
@@ -284,8 +299,9 @@ TEST(gpu_reset_plan, job_failures_map_to_reasons_and_still_restore) {
     job.failed = true;
     job.exit_code = r.exit_code;
     job.deadline_exceeded = r.deadline;
-    auto s1 = reconcile_gpu_reset(request(), with_job_created(),
+    auto s0 = reconcile_gpu_reset(request(), with_job_created(),
                                   observe(t0 + 60s, torn_down(), 0, job));
+    auto s1 = rerun(request(), s0, observe(t0 + 60s, torn_down(), 0, job));
     EXPECT_EQ(s1.status.failure_reason, r.reason);
     EXPECT_EQ(s1.status.phase, reset_phase::restoring);
     EXPECT_EQ(s1.label_patch.size(), 4u);
@@ -308,7 +324,8 @@ TEST(gpu_reset_plan, a_job_running_past_its_deadline_is_deleted) {
                                 observe(t0 + 2s + 1510s, torn_down(), 0, running));
   EXPECT_TRUE(s2.delete_job);
   EXPECT_EQ(s2.status.failure_reason, failure_reason::timeout);
-  EXPECT_EQ(s2.label_patch.size(), 4u);
+  EXPECT_EQ(
+    rerun(request(), s2, observe(t0 + 2s + 1511s, torn_down())).label_patch.size(), 4u);
 }
 
 TEST(gpu_reset_plan, teardown_timeout_fails_and_restores) {
@@ -319,7 +336,8 @@ TEST(gpu_reset_plan, teardown_timeout_fails_and_restores) {
     reconcile_gpu_reset(request(), s1b.status, observe(t0 + 300s, torn_down(), 1));
   EXPECT_EQ(s2.status.failure_reason, failure_reason::teardown_failed);
   EXPECT_FALSE(s2.create_job.has_value());
-  EXPECT_EQ(s2.label_patch.size(), 4u);
+  EXPECT_EQ(rerun(request(), s2, observe(t0 + 300s, torn_down(), 1)).label_patch.size(),
+            4u);
 }
 
 TEST(gpu_reset_plan, missing_node_and_job_create_failure) {
@@ -423,16 +441,21 @@ TEST(gpu_reset_plan, the_labels_wait_for_the_reset_pod_to_leave_the_node) {
   EXPECT_EQ(s1.requeue_after, 5s);
   // Gone: the labels go back.
   auto gone = observe(t0 + 2s + 1530s, torn_down());
-  EXPECT_EQ(reconcile_gpu_reset(request(), s1.status, gone).label_patch.size(), 4u);
-  // Never gone: back anyway, reset_pod_exit_wait after the Job's end, with a note.
+  auto back = reconcile_gpu_reset(request(), s1.status, gone);
+  EXPECT_EQ(rerun(request(), back, gone).label_patch.size(), 4u);
+  // Never gone: back anyway, reset_pod_exit_wait after the Job's end, said once.
   auto stuck = observe(t0 + 2s + 1510s + reset_pod_exit_wait - 1s, torn_down());
   stuck.reset_pods_on_node = 1;
-  EXPECT_TRUE(reconcile_gpu_reset(request(), s1.status, stuck).label_patch.empty());
+  auto waiting = reconcile_gpu_reset(request(), s1.status, stuck);
+  EXPECT_TRUE(waiting.label_patch.empty());
+  EXPECT_FALSE(waiting.again);
   stuck.now += 1s;
   auto s2 = reconcile_gpu_reset(request(), s1.status, stuck);
-  EXPECT_EQ(s2.label_patch.size(), 4u);
   ASSERT_EQ(s2.notes.size(), 1u);
   EXPECT_NE(s2.notes[0].find("still on the node"), std::string::npos);
+  auto s3 = rerun(request(), s2, stuck);
+  EXPECT_EQ(s3.label_patch.size(), 4u);
+  EXPECT_TRUE(s3.notes.empty());
   // Kubernetes' own deadline: the Job failed while the kubelet stops its pod.
   job_observation exceeded;
   exceeded.failed = true;
@@ -460,15 +483,18 @@ TEST(gpu_reset_plan, labels_the_server_keeps_refusing_end_the_reset_for_a_person
   auto status = with_job_created();
   auto done = job_done(true);
   done.finished_at = t0 + 55s;
-  auto s1 =
+  auto s0 =
     reconcile_gpu_reset(request(), status, observe(t0 + 60s, torn_down(), 0, done));
-  EXPECT_EQ(s1.label_patch.size(), 4u);
-  const auto due = t0 + 55s + reset_pod_exit_wait + 300s;
+  EXPECT_EQ(
+    rerun(request(), s0, observe(t0 + 60s, torn_down(), 0, done)).label_patch.size(), 4u);
+  // The PATCH is refused, and with it that step's status write: each pass
+  // starts again from the status s0 wrote, which says since when.
+  const auto due = t0 + 60s + 300s;
   auto late =
-    reconcile_gpu_reset(request(), s1.status, observe(due - 1s, torn_down(), 0, done));
+    reconcile_gpu_reset(request(), s0.status, observe(due - 1s, torn_down(), 0, done));
   EXPECT_EQ(late.label_patch.size(), 4u);
   EXPECT_FALSE(late.finished);
-  auto s2 = reconcile_gpu_reset(request(), s1.status, observe(due, torn_down(), 0, done));
+  auto s2 = reconcile_gpu_reset(request(), s0.status, observe(due, torn_down(), 0, done));
   EXPECT_TRUE(s2.finished);
   EXPECT_TRUE(s2.label_patch.empty()); // the status write does not wait on it
   EXPECT_TRUE(s2.status_changed);
@@ -485,10 +511,19 @@ TEST(gpu_reset_plan, labels_the_server_keeps_refusing_end_the_reset_for_a_person
   EXPECT_NE(message.find("kubectl label node node1 --overwrite"), std::string::npos);
   EXPECT_NE(message.find(" " + dp + "=true"), std::string::npos);
   EXPECT_NE(message.find(" " + gfd + "-"), std::string::npos); // was absent
+  // A janitor back long after the Job ended tries first: the timeout counts
+  // from its first attempt, not from the Job's end.
+  auto away = observe(t0 + 55s + 2h, torn_down(), 0, done);
+  auto a0 = reconcile_gpu_reset(request(), status, away);
+  EXPECT_FALSE(a0.finished);
+  auto a1 = rerun(request(), a0, away);
+  EXPECT_EQ(a1.label_patch.size(), 4u);
+  EXPECT_FALSE(a1.finished);
   // A reset that had failed already says so too.
   auto failed = job_create_failed(status, "forbidden", t0 + 3s);
-  auto f1 = reconcile_gpu_reset(
-    request(), failed, observe(t0 + 3s + reset_pod_exit_wait + 300s, torn_down()));
+  auto f0 = reconcile_gpu_reset(request(), failed, observe(t0 + 4s, torn_down()));
+  auto f1 =
+    reconcile_gpu_reset(request(), f0.status, observe(t0 + 4s + 300s, torn_down()));
   EXPECT_EQ(f1.status.failure_reason, failure_reason::labels_not_restored);
   EXPECT_NE(f1.notes.back().find("job_create_failed"), std::string::npos);
 }

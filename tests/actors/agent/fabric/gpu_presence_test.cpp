@@ -50,6 +50,22 @@ TEST(gpu_presence, failures_are_the_drivers_or_the_setups) {
       << what;
 }
 
+// "No devices were found" (exit 6) of a node with GPUs: every one is gone.
+TEST(gpu_presence, no_devices_found_is_every_known_gpu_gone) {
+  const failure none{"nvidia-smi --query-gpu", "exited with status 6"};
+  EXPECT_EQ(classify_nvidia_smi_failure(none), nvidia_smi_failure::no_devices);
+  gpu_presence presence("node-1", {});
+  (void)presence.observe(answer(), {}, t0);
+  EXPECT_TRUE(presence.query_failed(none, t0 + 60s).empty());
+  auto gone = presence.query_failed(none, t0 + 120s);
+  ASSERT_EQ(gone.size(), 8u);
+  for (const auto& e : gone) {
+    EXPECT_EQ(e.check_name, gpu_presence_check);
+    EXPECT_TRUE(e.is_fatal);
+  }
+  EXPECT_EQ(presence.observe(answer(), {}, t0 + 180s).size(), 8u); // all back
+}
+
 TEST(gpu_presence, unreachable_gpus_are_taken_out_of_the_answer) {
   auto split = split_unreachable(
     "0, GPU-0, 00000000:10:00.0, Completed, Success\n"
