@@ -203,6 +203,13 @@ std::vector<health_event> gpu_presence::query_failed(const failure& why, wall_ti
     case nvidia_smi_failure::setup: driver_failures_ = 0; return {};
     case nvidia_smi_failure::driver: break;
   }
+  // A driver that stops answering, not one that never did since the agent
+  // started: without a GPU listed (or collected into this boot's
+  // gpu_metadata), a failing nvidia-smi may as well be the agent's setup,
+  // and a whole fleet would be rebooted for it. A driver that did not load
+  // at boot is the device inventory check's (a GPU of the last boot gone).
+  if (gpus_.empty())
+    return {};
   if (++driver_failures_ < readings_to_raise || driver_down_.value_or(false))
     return {};
   auto e = make_event(nvidia_smi_check, false, now);

@@ -86,8 +86,9 @@ public:
                                     const std::vector<std::string>& unreachable,
                                     wall_time now);
 
-  /// nvidia-smi failed. A driver failure readings_to_raise times in a row is
-  /// a node fault (fatal, RESTART_BM: the driver is reloaded by a reboot);
+  /// nvidia-smi failed. A driver failure readings_to_raise times in a row,
+  /// of a node with a GPU known, is a node fault (fatal, RESTART_BM: the
+  /// driver is reloaded by a reboot);
   /// no devices is an answer that lists none of the known GPUs; a setup
   /// failure is no verdict on the node (the caller logs it).
   std::vector<health_event> query_failed(const failure& why, wall_time now);

@@ -172,6 +172,14 @@ TEST(gpu_presence, a_driver_that_does_not_answer_twice_is_a_node_fault) {
   EXPECT_TRUE(back[0].is_healthy);
   EXPECT_EQ(back[0].check_name, nvidia_smi_check);
   EXPECT_EQ(back[0].message, "nvidia-smi answers again");
+  // One that never answered, on a node with no GPU known, may be the
+  // agent's setup: nothing is raised.
+  gpu_presence never("node-2", {});
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(never.query_failed(hung, t0 + i * 60s).empty());
+  gpu_presence collected("node-3", {{"GPU-0", "0000:10:00.0"}});
+  EXPECT_TRUE(collected.query_failed(hung, t0).empty());
+  EXPECT_EQ(collected.query_failed(hung, t0 + 60s).size(), 1u);
 }
 
 TEST(gpu_presence, a_gpu_gone_takes_the_catalogs_action_for_xid_79) {
