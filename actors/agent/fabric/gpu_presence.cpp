@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "actors/agent/text_input.hpp"
 #include "actors/agent/topology/gpu_metadata.hpp"
 #include "actors/agent/xid/xid_catalog.hpp"
 
@@ -25,14 +26,6 @@ constexpr int no_devices_status = 6;
 // nvidia-smi(1) RETURN VALUE: the statuses that say the driver, not the setup, failed.
 bool is_driver_status(int status) {
   return status == 9 || status == 10 || status == 15 || status == 255;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
 }
 
 } // namespace
@@ -58,14 +51,14 @@ split_answer split_unreachable(std::string_view answer) {
     const auto end = answer.find('\n');
     const auto line = answer.substr(0, end);
     answer = end == std::string_view::npos ? std::string_view{} : answer.substr(end + 1);
-    const auto text = trim(line);
+    const auto text = trim_space(line);
     if (text.rfind(unreachable_prefix, 0) != 0) {
       out.rows.append(line.data(), line.size());
       out.rows += '\n';
       continue;
     }
     // "…for GPU0000:0B:00.0: Unknown Error": the address ends at ": ".
-    auto address = trim(text.substr(unreachable_prefix.size()));
+    auto address = trim_space(text.substr(unreachable_prefix.size()));
     address = address.substr(0, address.find(": "));
     if (!address.empty())
       out.unreachable.push_back(normalise_pci_address(address));
